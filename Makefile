@@ -1,0 +1,49 @@
+# logtrove — the two commands: `make run` and `make test`.
+# Every target that needs the environment depends on `install`, which is idempotent:
+# it (re)builds .venv only when pyproject.toml changed since the last install.
+
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+DATA   ?= ./data
+LISTEN ?= 127.0.0.1:9092
+
+.PHONY: install run test test-fast test-slow lint typecheck bench bench-quick clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml scripts/install-system-deps.sh
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@bash scripts/install-system-deps.sh
+	@touch $(STAMP)
+
+run: install
+	$(BIN)/logtrove serve --data $(DATA) --listen $(LISTEN)
+
+test: install lint typecheck
+	$(BIN)/python -m pytest -q
+
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not slow"
+
+test-slow: install
+	$(BIN)/python -m pytest -q -m slow
+
+lint: install
+	$(BIN)/ruff check src tests bench
+	$(BIN)/lint-imports
+
+typecheck: install
+	$(BIN)/mypy
+
+bench: install
+	$(BIN)/python bench/run_all.py
+
+bench-quick: install
+	BENCH_QUICK=1 $(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# System packages the tests use, from Debian's registry: kcat (a real Kafka client).
+# Idempotent; without root it only says what is missing.
+set -euo pipefail
+missing=()
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "note: missing system packages: ${missing[*]} (install them with apt-get as root)" >&2
+  exit 0
+fi
+echo "installing system packages: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+apt-get install -y -qq "${missing[@]}" >/dev/null

@@ -1,0 +1,60 @@
+"""The Kafka RecordBatch v2 codec.
+
+Batches travel opaquely through produce and fetch; this package frames, validates and
+patches them (:mod:`.batch`) and, off the hot path, decodes and builds their records
+(:mod:`.record`, :mod:`.builder`) in all four compressions (:mod:`.compression`).
+"""
+
+from logtrove.records.batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    assign_offsets,
+    peek_batch_size,
+    read_header,
+    set_base_offset,
+    validate_batch,
+    validate_produced_batch,
+)
+from logtrove.records.builder import build_batch
+from logtrove.records.compression import Compression
+from logtrove.records.errors import (
+    CorruptBatchError,
+    CorruptRecordError,
+    CrcMismatchError,
+    InvalidLengthError,
+    InvalidMagicError,
+    InvalidRecordCountError,
+    OffsetOverflowError,
+    RecordsError,
+    UnsupportedCompressionError,
+)
+from logtrove.records.record import Headers, NewRecord, Record, count_records, iter_records
+
+__all__ = [
+    "HEADER_SIZE",
+    "LOG_OVERHEAD",
+    "BatchHeader",
+    "Compression",
+    "CorruptBatchError",
+    "CorruptRecordError",
+    "CrcMismatchError",
+    "Headers",
+    "InvalidLengthError",
+    "InvalidMagicError",
+    "InvalidRecordCountError",
+    "NewRecord",
+    "OffsetOverflowError",
+    "Record",
+    "RecordsError",
+    "UnsupportedCompressionError",
+    "assign_offsets",
+    "build_batch",
+    "count_records",
+    "iter_records",
+    "peek_batch_size",
+    "read_header",
+    "set_base_offset",
+    "validate_batch",
+    "validate_produced_batch",
+]

@@ -1,0 +1,181 @@
+"""Records inside a batch: decoding and encoding.
+
+One record (after the batch payload has been decompressed)::
+
+    ┌────────────────────┬───────────────────────────────────────────────┐
+    │ length       varint│ bytes that follow                             │
+    │ attributes   i8    │ unused, 0                                     │
+    │ timestampDelta varlong  relative to the batch's baseTimestamp      │
+    │ offsetDelta  varint│ relative to the batch's baseOffset            │
+    │ keyLength    varint│ -1 = null key                                 │
+    │ key          bytes │                                               │
+    │ valueLength  varint│ -1 = null value (a tombstone)                 │
+    │ value        bytes │                                               │
+    │ headerCount  varint│                                               │
+    │ headers      …     │ each: keyLength varint, key (UTF-8),          │
+    │                    │       valueLength varint (-1 = null), value   │
+    └────────────────────┴───────────────────────────────────────────────┘
+
+Decoding is pure Python and costs about 2-3 µs a record: it belongs off the produce and
+fetch paths (indexer, query verification, cleaner, CLI).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from logtrove.records.batch import HEADER_SIZE, BatchHeader, Buffer, read_header
+from logtrove.records.compression import Compression, decompress
+from logtrove.records.errors import CorruptRecordError, InvalidRecordCountError
+from logtrove.records.varint import decode_varint, encode_varint
+
+Headers = tuple[tuple[str, bytes | None], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One decoded record with its absolute offset and timestamp (ms)."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers = ()
+
+    def header(self, name: str) -> bytes | None:
+        """Value of the last header called ``name``, or ``None``."""
+        found: bytes | None = None
+        for key, value in self.headers:
+            if key == name:
+                found = value
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class NewRecord:
+    """A record to be encoded; offsets are positional inside the batch.
+
+    ``timestamp`` is epoch milliseconds; ``None`` lets the builder use "now".
+    """
+
+    value: bytes | None
+    key: bytes | None = None
+    headers: Headers = field(default=())
+    timestamp: int | None = None
+
+
+def batch_payload(buf: Buffer, header: BatchHeader, pos: int = 0) -> bytes | memoryview:
+    """The decompressed concatenation of a batch's records."""
+    raw = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
+    codec = header.compression
+    if codec is Compression.NONE:
+        return raw
+    return decompress(codec, raw)
+
+
+def iter_records(buf: Buffer, pos: int = 0, header: BatchHeader | None = None) -> Iterator[Record]:
+    """Decode every record of the batch at ``pos`` (CRC is not re-checked here).
+
+    Raises :class:`CorruptRecordError` if a record is malformed and
+    :class:`InvalidRecordCountError` if fewer or more records are present than
+    ``recordCount`` says.
+    """
+    if header is None:
+        header = read_header(buf, pos)
+    payload = batch_payload(buf, header, pos)
+    base_offset = header.base_offset
+    base_ts = header.base_timestamp
+    end = len(payload)
+    p = 0
+    count = 0
+    while p < end:
+        length, p = decode_varint(payload, p)
+        record_end = p + length
+        if length < 0 or record_end > end:
+            raise CorruptRecordError(f"record {count} overruns the batch payload")
+        try:
+            p += 1  # attributes
+            ts_delta, p = decode_varint(payload, p)
+            offset_delta, p = decode_varint(payload, p)
+            key_len, p = decode_varint(payload, p)
+            key = None
+            if key_len >= 0:
+                key = bytes(payload[p : p + key_len])
+                p += key_len
+            value_len, p = decode_varint(payload, p)
+            value = None
+            if value_len >= 0:
+                value = bytes(payload[p : p + value_len])
+                p += value_len
+            n_headers, p = decode_varint(payload, p)
+            headers: Headers = ()
+            if n_headers:
+                headers, p = _decode_headers(payload, p, n_headers)
+        except UnicodeDecodeError as exc:
+            raise CorruptRecordError(f"record {count} has a header name that is not UTF-8") from exc
+        if p != record_end:
+            raise CorruptRecordError(f"record {count} length prefix disagrees with its fields")
+        count += 1
+        yield Record(base_offset + offset_delta, base_ts + ts_delta, key, value, headers)
+    if count != header.record_count:
+        raise InvalidRecordCountError(
+            f"batch at offset {base_offset} declares {header.record_count} records, holds {count}"
+        )
+
+
+def count_records(buf: Buffer, pos: int = 0, header: BatchHeader | None = None) -> int:
+    """Count records by their length prefixes only (no field decoding)."""
+    if header is None:
+        header = read_header(buf, pos)
+    payload = batch_payload(buf, header, pos)
+    end = len(payload)
+    p = 0
+    count = 0
+    while p < end:
+        length, p = decode_varint(payload, p)
+        if length < 0 or p + length > end:
+            raise CorruptRecordError(f"record {count} overruns the batch payload")
+        p += length
+        count += 1
+    return count
+
+
+def _decode_headers(payload: Buffer, p: int, n: int) -> tuple[Headers, int]:
+    if n < 0:
+        raise CorruptRecordError(f"negative header count {n}")
+    out: list[tuple[str, bytes | None]] = []
+    for _ in range(n):
+        klen, p = decode_varint(payload, p)
+        if klen < 0:
+            raise CorruptRecordError("header with a null name")
+        name = bytes(payload[p : p + klen]).decode("utf-8")
+        p += klen
+        vlen, p = decode_varint(payload, p)
+        hval = None
+        if vlen >= 0:
+            hval = bytes(payload[p : p + vlen])
+            p += vlen
+        out.append((name, hval))
+    return tuple(out), p
+
+
+def encode_record(offset_delta: int, timestamp_delta: int, record: NewRecord | Record) -> bytes:
+    """Encode one record, length prefix included."""
+    parts = [b"\x00", encode_varint(timestamp_delta), encode_varint(offset_delta)]
+    _append_bytes(parts, record.key)
+    _append_bytes(parts, record.value)
+    parts.append(encode_varint(len(record.headers)))
+    for name, hval in record.headers:
+        _append_bytes(parts, name.encode("utf-8"))
+        _append_bytes(parts, hval)
+    body = b"".join(parts)
+    return encode_varint(len(body)) + body
+
+
+def _append_bytes(parts: list[bytes], data: bytes | None) -> None:
+    if data is None:
+        parts.append(b"\x01")  # zig-zag of -1
+    else:
+        parts.append(encode_varint(len(data)))
+        parts.append(data)
