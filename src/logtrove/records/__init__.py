@@ -13,6 +13,7 @@ from logtrove.records.batch import (
     peek_batch_size,
     read_header,
     set_base_offset,
+    set_log_append_time,
     validate_batch,
     validate_produced_batch,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "peek_batch_size",
     "read_header",
     "set_base_offset",
+    "set_log_append_time",
     "validate_batch",
     "validate_produced_batch",
 ]

@@ -57,6 +57,7 @@ MAGIC_V2 = 2
 MAX_OFFSET = 2**63 - 1
 
 _BASE_OFFSET = struct.Struct(">q")
+_CRC = struct.Struct(">I")
 _LENGTH_PREFIX = struct.Struct(">qi")
 
 ATTR_TIMESTAMP_TYPE = 0x08
@@ -124,14 +125,10 @@ def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
     :class:`InvalidMagicError` for a magic other than 2.
     """
     if len(buf) - pos < HEADER_SIZE:
-        raise InvalidLengthError(
-            f"batch header needs {HEADER_SIZE} bytes, only {len(buf) - pos} present"
-        )
+        raise InvalidLengthError(f"batch header needs {HEADER_SIZE} bytes, only {len(buf) - pos} present")
     header = BatchHeader._make(HEADER.unpack_from(buf, pos))
     if header.magic != MAGIC_V2:
-        raise InvalidMagicError(
-            f"magic byte is {header.magic}; only RecordBatch v2 (magic 2) is supported"
-        )
+        raise InvalidMagicError(f"magic byte is {header.magic}; only RecordBatch v2 (magic 2) is supported")
     return header
 
 
@@ -196,6 +193,17 @@ def validate_produced_batch(buf: Buffer) -> BatchHeader:
 def set_base_offset(buf: bytearray | memoryview, base_offset: int, pos: int = 0) -> None:
     """Assign offsets to a batch by overwriting its ``baseOffset`` (outside the CRC)."""
     _BASE_OFFSET.pack_into(buf, pos, base_offset)
+
+
+def set_log_append_time(buf: bytearray | memoryview, timestamp: int) -> None:
+    """Mark a batch as LogAppendTime with ``timestamp`` as its max timestamp, and
+    re-checksum it (both fields are inside the CRC). Consumers then read ``timestamp``
+    as every record's timestamp, as in Kafka."""
+    header = read_header(buf)
+    patched = header._replace(attributes=header.attributes | ATTR_TIMESTAMP_TYPE, max_timestamp=timestamp)
+    HEADER.pack_into(buf, 0, *patched)
+    crc = crc32c.crc32c(memoryview(buf)[CRC_START : header.size])
+    _CRC.pack_into(buf, 17, crc)
 
 
 def assign_offsets(buf: bytearray | memoryview, base_offset: int, header: BatchHeader) -> BatchHeader:

@@ -63,7 +63,8 @@ def build_batch(
     if len(deltas) != len(records):
         raise ValueError("offset_deltas must give one delta per record")
     payload = b"".join(
-        encode_record(delta, ts - base_ts, r) for delta, ts, r in zip(deltas, timestamps, records, strict=True)
+        encode_record(delta, ts - base_ts, r)
+        for delta, ts, r in zip(deltas, timestamps, records, strict=True)
     )
     payload = compress(compression, payload)
     attributes = int(compression)

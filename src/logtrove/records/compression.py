@@ -59,7 +59,7 @@ def compress(codec: Compression, data: bytes) -> bytes:
     if codec is Compression.SNAPPY:
         return _xerial_compress(data)
     if codec is Compression.LZ4:
-        return bytes(cramjam.lz4.compress(data))
+        return _lz4_compress(data)
     if codec is Compression.ZSTD:
         return bytes(cramjam.zstd.compress(data))
     raise UnsupportedCompressionError(f"unknown compression codec {codec!r}")
@@ -90,6 +90,14 @@ def _xerial_compress(data: bytes) -> bytes:
         out += _XERIAL_BLOCK_LEN.pack(len(block))
         out += block
     return bytes(out)
+
+
+def _lz4_compress(data: bytes) -> bytes:
+    # Kafka's Java reader (Lz4BlockInputStream) decompresses each 64 KiB block on its
+    # own, so blocks must not refer back to earlier ones; cramjam's default links them.
+    compressor = cramjam.lz4.Compressor(block_linked=False)
+    compressor.compress(data)
+    return bytes(compressor.finish())
 
 
 def _snappy_decompress(data: bytes) -> bytes:

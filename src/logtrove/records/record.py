@@ -25,7 +25,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from logtrove.records.batch import HEADER_SIZE, BatchHeader, Buffer, read_header
+from logtrove.records.batch import (
+    ATTR_TIMESTAMP_TYPE,
+    HEADER_SIZE,
+    BatchHeader,
+    Buffer,
+    read_header,
+)
 from logtrove.records.compression import Compression, decompress
 from logtrove.records.errors import CorruptRecordError, InvalidRecordCountError
 from logtrove.records.varint import decode_varint, encode_varint
@@ -77,6 +83,9 @@ def batch_payload(buf: Buffer, header: BatchHeader, pos: int = 0) -> bytes | mem
 def iter_records(buf: Buffer, pos: int = 0, header: BatchHeader | None = None) -> Iterator[Record]:
     """Decode every record of the batch at ``pos`` (CRC is not re-checked here).
 
+    In a LogAppendTime batch every record's timestamp is the batch's ``maxTimestamp``
+    (the broker's append time), as Kafka's readers report it.
+
     Raises :class:`CorruptRecordError` if a record is malformed and
     :class:`InvalidRecordCountError` if fewer or more records are present than
     ``recordCount`` says.
@@ -86,6 +95,7 @@ def iter_records(buf: Buffer, pos: int = 0, header: BatchHeader | None = None) -
     payload = batch_payload(buf, header, pos)
     base_offset = header.base_offset
     base_ts = header.base_timestamp
+    append_time = header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None
     end = len(payload)
     p = 0
     count = 0
@@ -117,7 +127,8 @@ def iter_records(buf: Buffer, pos: int = 0, header: BatchHeader | None = None) -
         if p != record_end:
             raise CorruptRecordError(f"record {count} length prefix disagrees with its fields")
         count += 1
-        yield Record(base_offset + offset_delta, base_ts + ts_delta, key, value, headers)
+        timestamp = base_ts + ts_delta if append_time is None else append_time
+        yield Record(base_offset + offset_delta, timestamp, key, value, headers)
     if count != header.record_count:
         raise InvalidRecordCountError(
             f"batch at offset {base_offset} declares {header.record_count} records, holds {count}"

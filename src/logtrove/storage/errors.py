@@ -1,0 +1,91 @@
+"""Errors raised by the storage layer.
+
+::
+
+    StorageError
+     ├── DataDirError                   the data directory cannot be used
+     │    ├── DataDirLockedError        another writer holds the lock (names the holder)
+     │    └── ReadOnlyError             a write was attempted on a read-only opening
+     ├── TopicError
+     │    ├── TopicExistsError
+     │    ├── UnknownTopicError
+     │    ├── UnknownPartitionError
+     │    └── InvalidTopicError         bad name or partition count
+     ├── InvalidConfigError             unknown config name or bad value
+     ├── OffsetOutOfRangeError          offset below the log start or past the log end
+     ├── RecordTooLargeError            batch larger than max.message.bytes
+     ├── InvalidRecordError             a batch the topic refuses (e.g. a keyless record on a
+     │                                  compacted topic)
+     ├── CorruptIndexError              an index file failed its sanity check (rebuilt, never fatal)
+     └── CorruptLogError                a log file that recovery cannot read at all
+
+Batches that fail validation raise :class:`logtrove.records.CorruptBatchError` (from the
+records layer) before anything is appended.
+"""
+
+from __future__ import annotations
+
+
+class StorageError(Exception):
+    """Base class of storage errors."""
+
+
+class DataDirError(StorageError):
+    """The data directory cannot be used as asked."""
+
+
+class DataDirLockedError(DataDirError):
+    """Another process holds the writer lock of the data directory."""
+
+
+class ReadOnlyError(DataDirError):
+    """A write was attempted through a read-only opening of the data directory."""
+
+
+class TopicError(StorageError):
+    """Base class of topic errors."""
+
+
+class TopicExistsError(TopicError):
+    """A topic of that name already exists."""
+
+
+class UnknownTopicError(TopicError):
+    """No topic of that name exists."""
+
+
+class UnknownPartitionError(TopicError):
+    """The topic has no partition of that number."""
+
+
+class InvalidTopicError(TopicError):
+    """Bad topic name or partition count."""
+
+
+class InvalidConfigError(StorageError):
+    """An unknown config name or a value of the wrong type or range."""
+
+
+class OffsetOutOfRangeError(StorageError):
+    """The offset is below the log start offset or past the log end offset."""
+
+    def __init__(self, message: str, *, log_start_offset: int, log_end_offset: int) -> None:
+        super().__init__(message)
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+
+class RecordTooLargeError(StorageError):
+    """A batch is larger than the topic's ``max.message.bytes``."""
+
+
+class InvalidRecordError(StorageError):
+    """A well-formed batch that the topic refuses (e.g. keyless records on a compacted topic)."""
+
+
+class CorruptIndexError(StorageError):
+    """An index file failed its sanity check; the caller rebuilds it from the log."""
+
+
+class CorruptLogError(StorageError):
+    """A log file cannot be read at all."""

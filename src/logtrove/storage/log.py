@@ -1,0 +1,562 @@
+"""A partition's log: an ordered list of segments with one active segment at the end.
+
+::
+
+    log start offset                                     log end offset (LEO)
+         │                                                       │
+         ▼                                                       ▼
+    ┌─────────────┬─────────────┬─────────────┬──────────────────┐
+    │ segment 0   │ segment 1   │ segment 2   │ active segment   │ ← append
+    └─────────────┴─────────────┴─────────────┴──────────────────┘
+      retention / DeleteRecords remove whole segments from the left
+
+The hot path handles batches as opaque bytes: :meth:`PartitionLog.append` validates a
+produced batch (header, CRC32C, counts), gives it offsets by patching its first 8 bytes
+and writes it with one ``pwritev``; :meth:`PartitionLog.read` returns a slice of whole
+batches of one segment file, to be sent as-is (``sendfile``) or read with one ``pread``.
+
+Offsets never change once assigned. Offsets below the log start offset are invisible,
+although the batch that holds the log start offset may still hold earlier records (as in
+Kafka, consumers skip them).
+
+Thread-safety: one writer thread appends; other threads may read, flush and apply
+retention. Structural changes (roll, delete, truncate) hold ``self._lock``; readers take
+it only to snapshot the segment list, and deleted segments stay open for
+``file.delete.delay.ms`` so a reader holding one can finish.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from logtrove.clock import SYSTEM_CLOCK, Clock
+from logtrove.records import (
+    BatchHeader,
+    CorruptBatchError,
+    InvalidLengthError,
+    Record,
+    iter_records,
+    peek_batch_size,
+    set_log_append_time,
+    validate_batch,
+    validate_produced_batch,
+)
+from logtrove.records.batch import MAX_OFFSET
+from logtrove.records.errors import OffsetOverflowError
+from logtrove.storage.config import TopicConfig
+from logtrove.storage.errors import OffsetOutOfRangeError, ReadOnlyError, RecordTooLargeError
+from logtrove.storage.segment import LOG_SUFFIX, Segment
+
+DELETED_SUFFIX = ".deleted"
+_BASE_OFFSET = struct.Struct(">q")
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TopicPartition:
+    """A topic and one of its partitions; ``str()`` is the directory name ``topic-P``."""
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """Where a produce landed."""
+
+    base_offset: int
+    last_offset: int
+    record_count: int
+    max_timestamp: int
+    log_append_time: int  # the broker time for LogAppendTime topics, else -1
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class FileSlice:
+    """Bytes ``[position, position + size)`` of one segment's ``.log`` file."""
+
+    segment: Segment
+    position: int
+    size: int
+
+    @property
+    def fd(self) -> int:
+        return self.segment.fd
+
+    def read(self) -> bytes:
+        return self.segment.read(self.position, self.size)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """Whole batches starting with the one that holds the requested offset."""
+
+    slice: FileSlice | None
+    first_offset: int | None  # base offset of the first batch returned
+    log_start_offset: int
+    log_end_offset: int
+
+    @property
+    def size(self) -> int:
+        return self.slice.size if self.slice else 0
+
+    def data(self) -> bytes:
+        return self.slice.read() if self.slice else b""
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampOffset:
+    """The answer to a by-time lookup: an offset and that record's timestamp."""
+
+    offset: int
+    timestamp: int
+
+
+class PartitionLog:
+    """The log of one partition: segments, offsets, retention, flushing."""
+
+    def __init__(
+        self,
+        directory: Path,
+        tp: TopicPartition,
+        config: TopicConfig,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        read_only: bool = False,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clean_shutdown: bool = True,
+    ) -> None:
+        self.directory = directory
+        self.tp = tp
+        self.config = config
+        self.clock = clock
+        self.read_only = read_only
+        self._lock = threading.RLock()
+        self._segments: list[Segment] = []
+        self._bases: list[int] = []
+        self._graveyard: list[tuple[int, Segment]] = []
+        self.recovered_bytes_truncated = 0
+        if not read_only:
+            directory.mkdir(parents=True, exist_ok=True)
+        self._load(recovery_point, clean_shutdown)
+        self.log_start_offset = max(log_start_offset, self._segments[0].base_offset if self._segments else 0)
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.recovery_point = (
+            min(max(recovery_point, 0), self.log_end_offset) if clean_shutdown else self.log_end_offset
+        )
+        self._messages_since_flush = 0
+        self._last_flush_ms = clock.now_ms()
+
+    # -- loading --------------------------------------------------------------------
+    def _load(self, recovery_point: int, clean_shutdown: bool) -> None:
+        bases = sorted(self._segment_bases())
+        for i, base in enumerate(bases):
+            next_base = bases[i + 1] if i + 1 < len(bases) else None
+            unflushed = next_base is None or next_base > recovery_point
+            seg = self._open_segment(base, recover=not clean_shutdown and unflushed)
+            self._add_segment(seg)
+        if not self._segments:
+            if self.read_only:
+                return
+            self._add_segment(
+                Segment.create(self.directory, 0, index_interval_bytes=self.config.index_interval_bytes)
+            )
+        if not self.read_only:
+            self._drop_empty_middle_segments()
+            self.active.created_ms = self.clock.now_ms()
+            if not clean_shutdown:
+                for seg in self._segments:
+                    if seg.base_offset >= self._segment_for(recovery_point).base_offset:
+                        seg.flush()
+
+    def _open_segment(self, base: int, *, recover: bool) -> Segment:
+        return Segment.open(
+            self.directory,
+            base,
+            index_interval_bytes=self.config.index_interval_bytes,
+            read_only=self.read_only,
+            recover=recover,
+        )
+
+    def _segment_bases(self) -> list[int]:
+        if not self.directory.is_dir():
+            return []
+        bases = []
+        for entry in os.scandir(self.directory):
+            name = entry.name
+            if name.endswith(LOG_SUFFIX) and name[:-4].isdigit():
+                bases.append(int(name[:-4]))
+            elif not self.read_only and name.endswith((DELETED_SUFFIX, ".tmp")):
+                Path(entry.path).unlink(missing_ok=True)
+        return bases
+
+    def _drop_empty_middle_segments(self) -> None:
+        """A crash between creating a segment and writing to it leaves an empty file; an
+        empty segment that is not the last one carries nothing and is removed."""
+        for seg in list(self._segments[:-1]):
+            if seg.size == 0:
+                self._remove_from_list(seg)
+                seg.delete_files()
+
+    def _add_segment(self, seg: Segment) -> None:
+        self._segments.append(seg)
+        self._bases.append(seg.base_offset)
+
+    def _remove_from_list(self, seg: Segment) -> None:
+        i = self._segments.index(seg)
+        del self._segments[i]
+        del self._bases[i]
+
+    def _segment_for(self, offset: int) -> Segment:
+        i = bisect.bisect_right(self._bases, offset) - 1
+        return self._segments[max(i, 0)]
+
+    # -- state ----------------------------------------------------------------------
+    @property
+    def active(self) -> Segment:
+        return self._segments[-1]
+
+    @property
+    def segments(self) -> list[Segment]:
+        """A snapshot of the segments, oldest first."""
+        with self._lock:
+            return list(self._segments)
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset if self._segments else 0
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(seg.size for seg in self.segments)
+
+    @property
+    def max_timestamp(self) -> int:
+        """Largest record timestamp in the log, -1 when empty."""
+        return max((seg.max_timestamp for seg in self.segments), default=-1)
+
+    # -- appending ------------------------------------------------------------------
+    def append(self, data: bytes | bytearray | memoryview, *, assign_offsets: bool = True) -> AppendResult:
+        """Validate and append the batches in ``data`` (usually one), all or none.
+
+        With ``assign_offsets`` (the produce path) each batch must be a producer's batch
+        (``recordCount == lastOffsetDelta + 1``) and is given offsets from the log end.
+        Without it (cleaner, tests) the batches keep their offsets, which must not go
+        below the log end offset.
+        """
+        if self.read_only:
+            raise ReadOnlyError(f"{self.tp} is open read-only")
+        batches = self._split(data, produced=assign_offsets)
+        log_append_time = -1
+        if self.config.message_timestamp_type == "LogAppendTime":
+            log_append_time = self.clock.now_ms()
+            data = bytearray(data)
+            for pos, _header in batches:
+                set_log_append_time(memoryview(data)[pos:], log_append_time)
+            batches = self._split(data, produced=assign_offsets)
+        view = memoryview(data)
+        with self._lock:
+            first = last = None
+            count = 0
+            max_ts = -1
+            for pos, header in batches:
+                base = self.log_end_offset if assign_offsets else header.base_offset
+                if base < self.log_end_offset:
+                    raise CorruptBatchError(
+                        f"batch offset {base} is below the log end offset {self.log_end_offset}"
+                    )
+                if base + header.last_offset_delta > MAX_OFFSET:
+                    raise OffsetOverflowError(f"assigning offset {base} overflows int64")
+                placed = header._replace(base_offset=base)
+                self._maybe_roll(placed)
+                prefix = _BASE_OFFSET.pack(base) if assign_offsets else b""
+                self.active.append(placed, view[pos : pos + header.size], patched_prefix=prefix)
+                first = base if first is None else first
+                last = placed.last_offset
+                count += header.record_count
+                max_ts = max(max_ts, header.max_timestamp)
+            self._messages_since_flush += count
+        assert first is not None and last is not None
+        if self._messages_since_flush >= self.config.flush_messages:
+            self.flush()
+        return AppendResult(first, last, count, max_ts, log_append_time, self.log_start_offset)
+
+    def _split(
+        self, data: bytes | bytearray | memoryview, *, produced: bool
+    ) -> list[tuple[int, BatchHeader]]:
+        """Frame and validate every batch before anything is written."""
+        out: list[tuple[int, BatchHeader]] = []
+        view = memoryview(data)
+        pos = 0
+        validate = validate_produced_batch if produced else validate_batch
+        while pos < len(view):
+            size = peek_batch_size(view, pos)
+            if size is None or size > len(view) - pos:
+                raise InvalidLengthError(f"truncated batch at byte {pos} of {len(view)}")
+            if size > self.config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {size} bytes exceeds max.message.bytes={self.config.max_message_bytes} for {self.tp}"
+                )
+            out.append((pos, validate(view[pos : pos + size])))
+            pos += size
+        if not out:
+            raise InvalidLengthError("no record batch in the request")
+        return out
+
+    def _maybe_roll(self, header: BatchHeader) -> None:
+        seg = self.active
+        now = self.clock.now_ms()
+        too_old = (
+            seg.size > 0 and seg.created_ms is not None and now - seg.created_ms > self.config.segment_ms
+        )
+        if too_old or not seg.can_hold(header, header.base_offset, self.config.segment_bytes):
+            self.roll(header.base_offset)
+
+    def roll(self, base_offset: int | None = None) -> Segment:
+        """Seal the active segment and start a new one at the log end offset."""
+        with self._lock:
+            base = self.log_end_offset if base_offset is None else base_offset
+            old = self.active
+            if old.size == 0 and old.base_offset == base:
+                return old
+            old.seal()
+            seg = Segment.create(self.directory, base, index_interval_bytes=self.config.index_interval_bytes)
+            seg.created_ms = self.clock.now_ms()
+            self._add_segment(seg)
+            return seg
+
+    # -- durability -----------------------------------------------------------------
+    def flush(self) -> None:
+        """fsync every segment written since the recovery point and advance it."""
+        if self.read_only:
+            return
+        with self._lock:
+            target = self.log_end_offset
+            dirty = [s for s in self._segments if s.next_offset > self.recovery_point or s is self.active]
+            self._messages_since_flush = 0
+        for seg in dirty:
+            seg.flush()
+        self.recovery_point = max(self.recovery_point, target)
+        self._last_flush_ms = self.clock.now_ms()
+
+    def flush_if_due(self) -> bool:
+        """Apply ``flush.ms``: fsync if unflushed data is older than it. True if flushed."""
+        if self.read_only or self.recovery_point >= self.log_end_offset:
+            return False
+        if self.clock.now_ms() - self._last_flush_ms < self.config.flush_ms:
+            return False
+        self.flush()
+        return True
+
+    # -- reading --------------------------------------------------------------------
+    def _check_offset(self, offset: int) -> None:
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is out of range for {self.tp}: "
+                f"valid offsets are [{self.log_start_offset}, {self.log_end_offset}]",
+                log_start_offset=self.log_start_offset,
+                log_end_offset=self.log_end_offset,
+            )
+
+    def _locate(self, offset: int) -> tuple[Segment, int, BatchHeader] | None:
+        """The segment and batch holding ``offset``, or the next surviving batch."""
+        segments = self.segments
+        i = max(bisect.bisect_right([s.base_offset for s in segments], offset) - 1, 0)
+        for seg in segments[i:]:
+            found = seg.find(offset)
+            if found is not None:
+                return seg, found[0], found[1]
+        return None
+
+    def read(self, offset: int, max_bytes: int) -> ReadResult:
+        """Whole batches from one segment, starting with the batch holding ``offset``
+        (or the next surviving one), up to ``max_bytes`` but always at least one batch.
+
+        ``offset == log end offset`` gives an empty result; outside
+        ``[log start, log end]`` raises :class:`OffsetOutOfRangeError`.
+        """
+        self._check_offset(offset)
+        start, end = self.log_start_offset, self.log_end_offset
+        located = self._locate(offset) if offset < end else None
+        if located is None:
+            return ReadResult(None, None, start, end)
+        seg, position, header = located
+        stop = seg.batch_end_before(position, position + max(max_bytes, 0))
+        return ReadResult(FileSlice(seg, position, stop - position), header.base_offset, start, end)
+
+    def batches(
+        self, start_offset: int = 0, end_offset: int | None = None
+    ) -> Iterator[tuple[BatchHeader, bytes]]:
+        """(header, bytes) of each batch holding offsets in ``[start_offset, end_offset)``,
+        from the log start offset on. For readers off the hot path."""
+        begin = max(start_offset, self.log_start_offset)
+        located = self._locate(begin)
+        if located is None:
+            return
+        first_seg, position, _ = located
+        for seg in self.segments:
+            if seg.base_offset < first_seg.base_offset:
+                continue
+            for pos, header in seg.batches(position if seg is first_seg else 0):
+                if end_offset is not None and header.base_offset >= end_offset:
+                    return
+                yield header, seg.read(pos, header.size)
+
+    def records(self, start_offset: int = 0, end_offset: int | None = None) -> Iterator[Record]:
+        """Decoded records with offsets in ``[max(start, log start), end_offset)``."""
+        begin = max(start_offset, self.log_start_offset)
+        for header, data in self.batches(begin, end_offset):
+            for record in iter_records(data, 0, header):
+                if record.offset < begin:
+                    continue
+                if end_offset is not None and record.offset >= end_offset:
+                    return
+                yield record
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        """The first record (in offset order, from the log start) whose timestamp is
+        ≥ ``timestamp``; ``None`` if there is none."""
+        start = self.log_start_offset
+        for seg in self.segments:
+            if seg.max_timestamp < timestamp or seg.next_offset <= start:
+                continue
+            found = seg.find_timestamp(timestamp, start)
+            while found is not None:
+                position, header = found
+                for record in iter_records(seg.read(position, header.size), 0, header):
+                    if record.offset >= start and record.timestamp >= timestamp:
+                        return TimestampOffset(record.offset, record.timestamp)
+                found = seg.find_timestamp(timestamp, header.next_offset)
+        return None
+
+    def max_timestamp_offset(self) -> TimestampOffset | None:
+        """The first record carrying the log's largest timestamp (ListOffsets -3)."""
+        best = max(self.segments, key=lambda s: s.max_timestamp, default=None)
+        if best is None or best.max_timestamp < 0:
+            return None
+        return self.offset_for_timestamp(best.max_timestamp)
+
+    # -- retention ------------------------------------------------------------------
+    def truncate_before(self, offset: int) -> int:
+        """DeleteRecords: make ``offset`` the log start offset (never backwards) and delete
+        the segments wholly below it. Returns the new log start offset."""
+        if self.read_only:
+            raise ReadOnlyError(f"{self.tp} is open read-only")
+        with self._lock:
+            if offset > self.log_end_offset or offset < 0:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records before {offset}: the log of {self.tp} ends at {self.log_end_offset}",
+                    log_start_offset=self.log_start_offset,
+                    log_end_offset=self.log_end_offset,
+                )
+            self.log_start_offset = max(self.log_start_offset, offset)
+            for seg in list(self._segments[:-1]):
+                if seg.next_offset <= self.log_start_offset:
+                    self._delete_segment(seg)
+            return self.log_start_offset
+
+    def apply_retention(self) -> list[int]:
+        """Delete old segments by ``retention.ms`` and ``retention.bytes`` (never the active
+        one; only for topics whose cleanup policy includes delete). Returns deleted bases."""
+        if self.read_only or not self.config.delete:
+            return []
+        deleted: list[int] = []
+        now = self.clock.now_ms()
+        with self._lock:
+            total = sum(s.size for s in self._segments)
+            for seg in list(self._segments[:-1]):
+                expired = (
+                    self.config.retention_ms >= 0
+                    and seg.max_timestamp >= 0
+                    and now - seg.max_timestamp > self.config.retention_ms
+                )
+                oversized = (
+                    self.config.retention_bytes >= 0 and total - seg.size >= self.config.retention_bytes
+                )
+                if not (expired or oversized):
+                    break
+                total -= seg.size
+                deleted.append(seg.base_offset)
+                self._delete_segment(seg)
+            if deleted:
+                self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+        return deleted
+
+    def _delete_segment(self, seg: Segment) -> None:
+        """Unlist a segment and rename its files to ``.deleted``; it stays open for
+        ``file.delete.delay.ms`` so in-flight readers can finish."""
+        self._remove_from_list(seg)
+        seg.rename_suffix(DELETED_SUFFIX)
+        self._graveyard.append((self.clock.now_ms() + self.config.file_delete_delay_ms, seg))
+
+    def purge_deleted(self, *, force: bool = False) -> int:
+        """Close and unlink deleted segments whose delay has passed. Returns how many."""
+        now = self.clock.now_ms()
+        with self._lock:
+            due = [(t, s) for t, s in self._graveyard if force or t <= now]
+            self._graveyard = [(t, s) for t, s in self._graveyard if not (force or t <= now)]
+        for _, seg in due:
+            seg.delete_files()
+        return len(due)
+
+    # -- read-only refresh ------------------------------------------------------------
+    def refresh(self, log_start_offset: int | None = None) -> None:
+        """For read-only openings: pick up segments and batches the writer added since,
+        and drop segments it deleted."""
+        if not self.read_only:
+            return
+        with self._lock:
+            on_disk = set(self._segment_bases())
+            for seg in list(self._segments):
+                if seg.base_offset not in on_disk:
+                    self._remove_from_list(seg)
+                    self._graveyard.append((self.clock.now_ms() + 60_000, seg))
+            self.purge_deleted()
+            known = set(self._bases)
+            if self._segments:  # reopen the last segment: it may have grown
+                last = self._segments.pop()
+                self._bases.pop()
+                self._graveyard.append((self.clock.now_ms() + 60_000, last))
+                known.discard(last.base_offset)
+            for base in sorted(on_disk - known):
+                self._add_segment(self._open_segment(base, recover=False))
+            self._segments.sort(key=lambda s: s.base_offset)
+            self._bases = [s.base_offset for s in self._segments]
+            if log_start_offset is not None:
+                self.log_start_offset = max(self.log_start_offset, log_start_offset)
+            if self._segments:
+                self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def close(self) -> None:
+        """Flush (writers) and close every file."""
+        if not self.read_only:
+            self.flush()
+        with self._lock:
+            for seg in self._segments:
+                seg.close()
+        self.purge_deleted(force=not self.read_only)
+        for _, seg in self._graveyard:
+            seg.close()
+
+    def delete_files(self) -> None:
+        """Close and remove the partition's files (topic deletion)."""
+        with self._lock:
+            for seg in self._segments:
+                seg.delete_files()
+            self._segments.clear()
+            self._bases.clear()
+        self.purge_deleted(force=True)
+
+    def __repr__(self) -> str:
+        return f"PartitionLog({self.tp}, start={self.log_start_offset}, end={self.log_end_offset})"

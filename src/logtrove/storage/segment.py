@@ -1,0 +1,376 @@
+"""One segment of a partition log: a ``.log`` file of batches and its two sparse indexes.
+
+Files, named by the segment's base offset zero-padded to 20 digits::
+
+    00000000000000001234.log        RecordBatch v2 batches back to back, offsets ≥ 1234
+    00000000000000001234.index      sparse offset index (see storage.index)
+    00000000000000001234.timeindex  sparse time index  (see storage.index)
+
+    .log:  ┌─────────── batch ───────────┬─────────── batch ───────────┬ …
+           │ baseOffset │ batchLength │ … │ baseOffset │ batchLength │ … │
+           └─────────────────────────────┴─────────────────────────────┴ …
+
+Invariants:
+
+* Batches are whole and valid (CRC32C) up to ``size``; base offsets strictly increase,
+  every batch starts at or after the previous batch's next offset (gaps exist only after
+  compaction), and all offsets are within ``[base_offset, base_offset + 2**32)``.
+* ``next_offset`` is the next offset after the last batch (``base_offset`` when empty).
+* Index entries are written every ``index.interval.bytes`` of appended log. Indexes are
+  derived: when they fail their check they are rebuilt from the log.
+
+A writer opens a segment read-write; recovery (:meth:`Segment.recover`) re-validates
+every batch, truncates a torn tail and rebuilds both indexes. Readers open read-only and
+treat the first incomplete or invalid batch as the end: the writer may be mid-append.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from logtrove.records import (
+    HEADER_SIZE,
+    BatchHeader,
+    CorruptBatchError,
+    RecordsError,
+    read_header,
+    validate_batch,
+)
+from logtrove.records.batch import MIN_BATCH_LENGTH, peek_batch_size
+from logtrove.storage.errors import CorruptIndexError
+from logtrove.storage.index import OffsetIndex, TimeIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+_SCAN_CHUNK = 1024 * 1024
+_RELATIVE_OFFSET_LIMIT = 2**32 - 1
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    """``00000000000000001234.log`` for base offset 1234."""
+    return f"{base_offset:020d}{suffix}"
+
+
+class Segment:
+    """A ``.log`` file plus its offset and time indexes.
+
+    Not thread-safe for writers; the owning :class:`PartitionLog` serialises appends and
+    structural changes. Reads (``pread``) may run concurrently with an append.
+    """
+
+    def __init__(
+        self, directory: Path, base_offset: int, *, index_interval_bytes: int, read_only: bool
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.read_only = read_only
+        self.index_interval_bytes = index_interval_bytes
+        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        self.offset_index = OffsetIndex(directory / segment_file_name(base_offset, INDEX_SUFFIX), base_offset)
+        self.time_index = TimeIndex(
+            directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX), base_offset
+        )
+        flags = os.O_RDONLY if read_only else os.O_RDWR | os.O_CREAT
+        self._fd = os.open(self.log_path, flags, 0o644)
+        self.size = os.fstat(self._fd).st_size
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.max_timestamp_offset = base_offset
+        self.first_batch_timestamp: int | None = None
+        self.created_ms: int | None = None
+        self._bytes_since_index = 0
+        self._closed = False
+
+    # -- opening ------------------------------------------------------------------
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, *, index_interval_bytes: int) -> Segment:
+        """A new empty segment (files created now)."""
+        seg = cls(directory, base_offset, index_interval_bytes=index_interval_bytes, read_only=False)
+        seg.offset_index.rewrite([])
+        seg.time_index.rewrite([])
+        return seg
+
+    @classmethod
+    def open(
+        cls, directory: Path, base_offset: int, *, index_interval_bytes: int, read_only: bool, recover: bool
+    ) -> Segment:
+        """Open an existing segment.
+
+        ``recover`` re-validates every batch (after an unclean shutdown). Otherwise the
+        indexes are loaded and checked, and rebuilt if they fail the check; only the tail
+        after the last index entry is walked, to find the next offset and max timestamp.
+        """
+        seg = cls(directory, base_offset, index_interval_bytes=index_interval_bytes, read_only=read_only)
+        if recover and not read_only:
+            seg.recover()
+            return seg
+        try:
+            seg._load_indexes(strict=not read_only)
+        except (CorruptIndexError, RecordsError):
+            if read_only:
+                seg.offset_index.load(0, strict=False)
+                seg.time_index.load(0, strict=False)
+                seg._scan_tail()
+            else:
+                seg.recover()
+        return seg
+
+    def _load_indexes(self, *, strict: bool) -> None:
+        self.offset_index.load(self.size, strict=strict)
+        self._scan_tail()
+        self.time_index.load(self.next_offset, strict=strict)
+        last = self.time_index.last_entry
+        if last is not None and last[0] > self.max_timestamp:
+            self.max_timestamp, self.max_timestamp_offset = last
+
+    def _scan_tail(self) -> None:
+        """Set next offset, max timestamp and first batch timestamp from the time index
+        (when loaded) plus a walk of the batches after the last offset-index entry."""
+        last = self.time_index.last_entry
+        if last is not None:
+            self.max_timestamp, self.max_timestamp_offset = last
+        else:
+            self.max_timestamp, self.max_timestamp_offset = -1, self.base_offset
+        _, start = self.offset_index.lookup(2**63 - 1)
+        self.next_offset = self.base_offset
+        end = start
+        for position, header in self.batches(start):
+            self._observe(header)
+            end = position + header.size
+        if self.read_only:
+            self.size = end
+        elif end < self.size:
+            raise CorruptBatchError(f"{self.log_path.name}: invalid bytes after position {end}")
+        first = next(self.batches(0), None)
+        self.first_batch_timestamp = first[1].max_timestamp if first else None
+
+    def _observe(self, header: BatchHeader) -> None:
+        self.next_offset = header.next_offset
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.max_timestamp_offset = header.base_offset
+
+    # -- writing ------------------------------------------------------------------
+    def append(
+        self, header: BatchHeader, data: bytes | bytearray | memoryview, *, patched_prefix: bytes = b""
+    ) -> int:
+        """Append one batch already validated and given its offsets; return its position.
+
+        When ``patched_prefix`` is given it replaces the first ``len(patched_prefix)``
+        bytes of ``data`` (the base offset), so the caller's buffer is never copied.
+        """
+        position = self.size
+        if patched_prefix:
+            view = memoryview(data)
+            written = os.pwritev(self._fd, [patched_prefix, view[len(patched_prefix) :]], position)
+        else:
+            written = os.pwrite(self._fd, data, position)
+        if written != header.size:
+            raise OSError(f"short write to {self.log_path.name}: {written} of {header.size} bytes")
+        self._account(header, position)
+        return position
+
+    def can_hold(self, header: BatchHeader, next_base_offset: int, segment_bytes: int) -> bool:
+        """Whether a batch of this size, starting at ``next_base_offset``, may go here."""
+        if self.size > 0 and self.size + header.size > segment_bytes:
+            return False
+        return next_base_offset + header.last_offset_delta - self.base_offset <= _RELATIVE_OFFSET_LIMIT
+
+    def seal(self) -> None:
+        """The segment stops being active: write the final time-index entry."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.max_timestamp_offset)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def flush(self) -> None:
+        """fsync the log and both indexes."""
+        if self.read_only or self._closed:
+            return
+        os.fsync(self._fd)
+        self.offset_index.fsync()
+        self.time_index.fsync()
+
+    # -- reading ------------------------------------------------------------------
+    def read(self, position: int, size: int) -> bytes:
+        """``size`` bytes from ``position`` (fewer at the end of the file)."""
+        return os.pread(self._fd, size, position)
+
+    @property
+    def fd(self) -> int:
+        """The log file's descriptor, for ``sendfile``."""
+        return self._fd
+
+    def batches(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each whole batch in ``[start, end)``, by headers only.
+
+        Stops at the first batch that is incomplete or has a bad header: for a writer that
+        is the end of the data (recovery has run); for a reader the writer may be mid-append.
+        """
+        end = self.size if end is None else end
+        pos = start
+        buf = b""
+        buf_start = pos
+        while pos + HEADER_SIZE <= end:
+            rel = pos - buf_start
+            if rel + HEADER_SIZE > len(buf):
+                buf = os.pread(self._fd, min(_SCAN_CHUNK, end - pos), pos)
+                buf_start, rel = pos, 0
+                if len(buf) < HEADER_SIZE:
+                    return
+            try:
+                header = read_header(buf, rel)
+            except CorruptBatchError:
+                return
+            if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > end:
+                return
+            yield pos, header
+            pos += header.size
+
+    def find(self, offset: int, end: int | None = None) -> tuple[int, BatchHeader] | None:
+        """The first batch whose last offset is ≥ ``offset``: the batch holding it, or the
+        next surviving batch if compaction removed it. ``None`` past the end."""
+        _, start = self.offset_index.lookup(offset)
+        for position, header in self.batches(start, end):
+            if header.last_offset >= offset:
+                return position, header
+        return None
+
+    def find_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, BatchHeader] | None:
+        """The first batch at or after ``start_offset`` whose max timestamp is ≥ ``timestamp``."""
+        hint = self.time_index.lookup_before(timestamp)
+        from_offset = max(start_offset, hint if hint is not None else self.base_offset)
+        _, start = self.offset_index.lookup(from_offset)
+        for position, header in self.batches(start):
+            if header.last_offset >= start_offset and header.max_timestamp >= timestamp:
+                return position, header
+        return None
+
+    def batch_end_before(self, position: int, limit: int) -> int:
+        """End of the last whole batch that fits in ``[position, limit]``, found with the
+        offset index and a short walk; at least the end of the batch at ``position``
+        (a read always returns one whole batch, however large)."""
+        floor = self.offset_index.position_floor(limit)
+        start = floor if floor is not None and floor > position else position
+        end = start if start > position else None
+        for pos, header in self.batches(start):
+            stop = pos + header.size
+            if stop > limit:
+                if end is None:
+                    end = stop
+                break
+            end = stop
+        return end if end is not None else position
+
+    # -- recovery -----------------------------------------------------------------
+    def recover(self) -> int:
+        """Re-validate every batch, truncate at the first invalid or incomplete one and
+        rebuild both indexes. Returns the number of bytes truncated."""
+        self.offset_index.rewrite([])
+        self.time_index.rewrite([])
+        self.offset_index.load(0, strict=False)
+        self.time_index.load(0, strict=False)
+        self.next_offset = self.base_offset
+        self.max_timestamp, self.max_timestamp_offset = -1, self.base_offset
+        self.first_batch_timestamp = None
+        self._bytes_since_index = 0
+        file_size = os.fstat(self._fd).st_size
+        self.size = 0
+        for position, header in self._valid_batches(file_size):
+            self.size = position
+            self._account(header, position)
+        truncated = file_size - self.size
+        if truncated:
+            os.ftruncate(self._fd, self.size)
+        self.offset_index.flush()
+        self.time_index.flush()
+        return truncated
+
+    def _account(self, header: BatchHeader, position: int) -> None:
+        """Record a batch now in the file at ``position``: offsets, max timestamp and,
+        every ``index.interval.bytes``, an offset-index and a time-index entry."""
+        index_due = self._bytes_since_index > self.index_interval_bytes
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = header.max_timestamp
+        self._observe(header)
+        if index_due:
+            self.offset_index.append(header.base_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.max_timestamp_offset)
+            self._bytes_since_index = 0
+        self._bytes_since_index += header.size
+        self.size = position + header.size
+
+    def _valid_batches(self, file_size: int) -> Iterator[tuple[int, BatchHeader]]:
+        """Batches that pass full validation (CRC) with increasing offsets."""
+        pos = 0
+        next_offset = self.base_offset
+        buf = b""
+        buf_start = 0
+        while pos < file_size:
+            rel = pos - buf_start
+            size = peek_batch_size(buf, rel) if rel + 12 <= len(buf) else None
+            if size is None or rel + size > len(buf):
+                want = max(_SCAN_CHUNK, size or 0)
+                buf = os.pread(self._fd, min(want, file_size - pos), pos)
+                buf_start, rel = pos, 0
+                size = peek_batch_size(buf, 0)
+                if size is None or size > len(buf) or size < HEADER_SIZE:
+                    return
+            try:
+                header = validate_batch(memoryview(buf)[rel : rel + size])
+            except RecordsError:
+                return
+            if (
+                header.base_offset < next_offset
+                or header.last_offset - self.base_offset > _RELATIVE_OFFSET_LIMIT
+            ):
+                return
+            yield pos, header
+            next_offset = header.next_offset
+            pos += size
+
+    def truncate_to_offset(self, offset: int) -> None:
+        """Drop every batch whose base offset is ≥ ``offset`` (whole batches only)."""
+        cut = None
+        for position, header in self.batches(self.offset_index.lookup(offset)[1]):
+            if header.base_offset >= offset:
+                cut = position
+                break
+        if cut is None:
+            return
+        os.ftruncate(self._fd, cut)
+        self.offset_index.truncate_to_position(cut)
+        self.time_index.truncate_to_offset(offset)
+        self.size = cut
+        self._scan_tail()
+
+    # -- lifecycle ----------------------------------------------------------------
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if not self.read_only:
+            self.offset_index.close()
+            self.time_index.close()
+        os.close(self._fd)
+
+    def rename_suffix(self, suffix: str) -> None:
+        """Append ``suffix`` (e.g. ``.deleted``) to all three file names."""
+        for path_owner in (self.offset_index, self.time_index):
+            path_owner.rename(path_owner.path.with_name(path_owner.path.name + suffix))
+        new_log = self.log_path.with_name(self.log_path.name + suffix)
+        with contextlib.suppress(FileNotFoundError):
+            self.log_path.rename(new_log)
+        self.log_path = new_log
+
+    def delete_files(self) -> None:
+        self.close()
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            path.unlink(missing_ok=True)
+
+    def __repr__(self) -> str:
+        return f"Segment(base={self.base_offset}, size={self.size}, next={self.next_offset})"

@@ -1,0 +1,392 @@
+"""The storage of one data directory: topics, their partition logs, and checkpoints.
+
+::
+
+    DATA_DIR/
+      meta.json, .lock, .clean-shutdown      see storage.datadir
+      topics/<topic>.json                    {"name", "topic_id", "partitions", "configs", "created_ms"}
+      <topic>-<partition>/                   segments, see storage.segment
+      recovery-point-offset-checkpoint       see storage.checkpoint
+      log-start-offset-checkpoint
+
+A topic exists when its JSON file exists: creation writes the partition directories
+first and the JSON last (atomically), deletion removes the JSON first; leftovers of a
+crash in between are ignored or cleaned at the next writer opening.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import threading
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from logtrove.clock import SYSTEM_CLOCK, Clock
+from logtrove.storage.checkpoint import LOG_START_OFFSET, RECOVERY_POINT, CheckpointFile, fsync_dir
+from logtrove.storage.config import TopicConfig, validate_overrides
+from logtrove.storage.datadir import DataDir
+from logtrove.storage.errors import (
+    InvalidTopicError,
+    ReadOnlyError,
+    TopicExistsError,
+    UnknownPartitionError,
+    UnknownTopicError,
+)
+from logtrove.storage.log import PartitionLog, TopicPartition
+
+TOPICS_DIR = "topics"
+MAX_TOPIC_NAME = 249
+MAX_PARTITIONS = 10_000
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+def check_topic_name(name: str) -> None:
+    """Kafka's rules: 1-249 characters of ``[a-zA-Z0-9._-]``, not ``.`` or ``..``."""
+    if not name or len(name) > MAX_TOPIC_NAME or name in (".", "..") or not _LEGAL_TOPIC.match(name):
+        raise InvalidTopicError(
+            f"invalid topic name {name!r}: use 1-{MAX_TOPIC_NAME} characters from "
+            "letters, digits, '.', '_' and '-' (not '.' or '..')"
+        )
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    """A topic's metadata: partitions, config overrides and the effective config."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    overrides: Mapping[str, str]
+    created_ms: int
+    config: TopicConfig = field(compare=False)
+
+    @property
+    def internal(self) -> bool:
+        return self.name.startswith("__")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "topic_id": str(self.topic_id),
+            "partitions": self.partitions,
+            "configs": dict(self.overrides),
+            "created_ms": self.created_ms,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TopicInfo:
+        overrides = {str(k): str(v) for k, v in data.get("configs", {}).items()}
+        return cls(
+            name=str(data["name"]),
+            topic_id=uuid.UUID(str(data["topic_id"])),
+            partitions=int(data["partitions"]),
+            overrides=overrides,
+            created_ms=int(data.get("created_ms", 0)),
+            config=TopicConfig.from_overrides(overrides),
+        )
+
+
+class Storage:
+    """Topics and partition logs of one data directory.
+
+    Open with :meth:`open`; a writer opening takes the directory's lock and, after an
+    unclean shutdown, recovers every partition's unflushed segments before returning.
+    """
+
+    def __init__(self, data_dir: DataDir, *, clock: Clock, clean_shutdown: bool) -> None:
+        self.data_dir = data_dir
+        self.path = data_dir.path
+        self.clock = clock
+        self.read_only = data_dir.read_only
+        self.clean_shutdown = clean_shutdown
+        self._lock = threading.RLock()
+        self._topics: dict[str, TopicInfo] = {}
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._recovery_points = CheckpointFile(self.path / RECOVERY_POINT)
+        self._log_starts = CheckpointFile(self.path / LOG_START_OFFSET)
+        self._written: dict[str, dict[tuple[str, int], int]] = {}
+        self._closed = False
+
+    @classmethod
+    def open(
+        cls,
+        path: Path | str,
+        *,
+        read_only: bool = False,
+        clock: Clock = SYSTEM_CLOCK,
+        holder: str | None = None,
+    ) -> Storage:
+        data_dir = DataDir.open(path, read_only=read_only, holder=holder)
+        try:
+            clean = data_dir.take_clean_shutdown_marker() if not read_only else True
+            storage = cls(data_dir, clock=clock, clean_shutdown=clean)
+            storage._load_topics()
+            if not read_only:
+                (storage.path / TOPICS_DIR).mkdir(exist_ok=True)
+                storage._remove_orphans()
+                for info in list(storage._topics.values()):
+                    for p in range(info.partitions):
+                        storage.log(info.name, p)
+                storage.write_checkpoints()
+        except BaseException:
+            data_dir.close()
+            raise
+        return storage
+
+    # -- topics -----------------------------------------------------------------------
+    def _load_topics(self) -> None:
+        topics: dict[str, TopicInfo] = {}
+        folder = self.path / TOPICS_DIR
+        if folder.is_dir():
+            for f in sorted(folder.glob("*.json")):
+                try:
+                    info = TopicInfo.from_json(json.loads(f.read_text("utf-8")))
+                except (OSError, ValueError, KeyError) as exc:
+                    raise InvalidTopicError(f"topic file {f} is unreadable: {exc}") from exc
+                topics[info.name] = info
+        self._topics = topics
+
+    def _remove_orphans(self) -> None:
+        """Partition directories of topics that no longer exist (a crash mid-delete)."""
+        for entry in self.path.iterdir():
+            if not entry.is_dir() or entry.name == TOPICS_DIR or "-" not in entry.name:
+                continue
+            topic, _, part = entry.name.rpartition("-")
+            if part.isdigit() and topic not in self._topics:
+                shutil.rmtree(entry, ignore_errors=True)
+
+    def topics(self) -> list[TopicInfo]:
+        with self._lock:
+            return sorted(self._topics.values(), key=lambda t: t.name)
+
+    def has_topic(self, name: str) -> bool:
+        return name in self._topics
+
+    def topic(self, name: str) -> TopicInfo:
+        try:
+            return self._topics[name]
+        except KeyError:
+            raise UnknownTopicError(f"unknown topic {name!r}") from None
+
+    def create_topic(
+        self, name: str, partitions: int = 1, configs: Mapping[str, str] | None = None
+    ) -> TopicInfo:
+        """Create a topic; raises :class:`TopicExistsError`, :class:`InvalidTopicError` or
+        :class:`~logtrove.storage.errors.InvalidConfigError`."""
+        self._check_writable()
+        check_topic_name(name)
+        if not 1 <= partitions <= MAX_PARTITIONS:
+            raise InvalidTopicError(f"partition count must be 1-{MAX_PARTITIONS}, got {partitions}")
+        overrides = validate_overrides(dict(configs or {}))
+        with self._lock:
+            if name in self._topics:
+                raise TopicExistsError(f"topic {name!r} already exists")
+            clash = {t for t in self._topics if t.replace(".", "_") == name.replace(".", "_")}
+            if clash:
+                raise InvalidTopicError(
+                    f"topic {name!r} collides with {clash.pop()!r} ('.' and '_' are confused by metrics)"
+                )
+            info = TopicInfo(
+                name=name,
+                topic_id=uuid.uuid4(),
+                partitions=partitions,
+                overrides=overrides,
+                created_ms=self.clock.now_ms(),
+                config=TopicConfig.from_overrides(overrides),
+            )
+            for p in range(partitions):
+                (self.path / str(TopicPartition(name, p))).mkdir(exist_ok=True)
+            self._write_topic_file(info)
+            self._topics[name] = info
+            for p in range(partitions):
+                self.log(name, p)
+            return info
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic and all its data."""
+        self._check_writable()
+        with self._lock:
+            info = self.topic(name)
+            (self.path / TOPICS_DIR / f"{name}.json").unlink()
+            fsync_dir(self.path / TOPICS_DIR)
+            del self._topics[name]
+            for p in range(info.partitions):
+                log = self._logs.pop(TopicPartition(name, p), None)
+                if log is not None:
+                    log.delete_files()
+                shutil.rmtree(self.path / str(TopicPartition(name, p)), ignore_errors=True)
+        self.write_checkpoints()
+
+    def alter_topic_configs(
+        self,
+        name: str,
+        set_configs: Mapping[str, str] | None = None,
+        delete_configs: list[str] | tuple[str, ...] = (),
+    ) -> TopicInfo:
+        """Set and/or remove config overrides of a topic; returns the new info."""
+        self._check_writable()
+        with self._lock:
+            info = self.topic(name)
+            overrides = dict(info.overrides)
+            defaults = TopicConfig().as_strings()
+            for key in delete_configs:
+                validate_overrides({key: defaults.get(key, "")})  # rejects unknown names
+                overrides.pop(key, None)
+            overrides.update(validate_overrides(dict(set_configs or {})))
+            new = TopicInfo(
+                name=info.name,
+                topic_id=info.topic_id,
+                partitions=info.partitions,
+                overrides=overrides,
+                created_ms=info.created_ms,
+                config=TopicConfig.from_overrides(overrides),
+            )
+            self._write_topic_file(new)
+            self._topics[name] = new
+            for p in range(new.partitions):
+                log = self._logs.get(TopicPartition(name, p))
+                if log is not None:
+                    log.config = new.config
+            return new
+
+    def create_partitions(self, name: str, total: int) -> TopicInfo:
+        """Grow a topic to ``total`` partitions (never shrink, as in Kafka)."""
+        self._check_writable()
+        with self._lock:
+            info = self.topic(name)
+            if total <= info.partitions or total > MAX_PARTITIONS:
+                raise InvalidTopicError(
+                    f"topic {name!r} has {info.partitions} partitions; new count must be larger"
+                )
+            for p in range(info.partitions, total):
+                (self.path / str(TopicPartition(name, p))).mkdir(exist_ok=True)
+            new = TopicInfo(info.name, info.topic_id, total, info.overrides, info.created_ms, info.config)
+            self._write_topic_file(new)
+            self._topics[name] = new
+            return new
+
+    def _write_topic_file(self, info: TopicInfo) -> None:
+        folder = self.path / TOPICS_DIR
+        folder.mkdir(exist_ok=True)
+        tmp = folder / f".{info.name}.json.tmp"
+        tmp.write_text(json.dumps(info.to_json(), indent=2) + "\n", "utf-8")
+        tmp.replace(folder / f"{info.name}.json")
+        fsync_dir(folder)
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise ReadOnlyError(f"{self.path} is open read-only")
+
+    # -- logs --------------------------------------------------------------------------
+    def log(self, topic: str, partition: int) -> PartitionLog:
+        """The log of one partition (opened on first use)."""
+        tp = TopicPartition(topic, partition)
+        log = self._logs.get(tp)
+        if log is not None:
+            return log
+        with self._lock:
+            info = self.topic(topic)
+            if not 0 <= partition < info.partitions:
+                raise UnknownPartitionError(
+                    f"topic {topic!r} has partitions 0-{info.partitions - 1}; there is no partition {partition}"
+                )
+            log = self._logs.get(tp)
+            if log is None:
+                key = (topic, partition)
+                log = PartitionLog(
+                    self.path / str(tp),
+                    tp,
+                    info.config,
+                    clock=self.clock,
+                    read_only=self.read_only,
+                    recovery_point=self._recovery_points.read().get(key, 0),
+                    log_start_offset=self._log_starts.read().get(key, 0),
+                    clean_shutdown=self.clean_shutdown,
+                )
+                self._logs[tp] = log
+            return log
+
+    def logs(self) -> Iterator[PartitionLog]:
+        """Every partition log of every topic, opening them as needed."""
+        for info in self.topics():
+            for p in range(info.partitions):
+                yield self.log(info.name, p)
+
+    # -- maintenance ----------------------------------------------------------------------
+    def write_checkpoints(self) -> None:
+        """Write the recovery-point and log-start checkpoints if they changed."""
+        if self.read_only:
+            return
+        with self._lock:
+            logs = list(self._logs.items())
+        for name, checkpoint, attr in (
+            (RECOVERY_POINT, self._recovery_points, "recovery_point"),
+            (LOG_START_OFFSET, self._log_starts, "log_start_offset"),
+        ):
+            values = {(tp.topic, tp.partition): int(getattr(log, attr)) for tp, log in logs}
+            if self._written.get(name) != values:
+                checkpoint.write(values)
+                self._written[name] = values
+
+    def flush_all(self) -> None:
+        for log in list(self._logs.values()):
+            log.flush()
+        self.write_checkpoints()
+
+    def run_maintenance(self) -> dict[str, int]:
+        """One round of housekeeping: ``flush.ms`` flushes, retention, purging deleted
+        segments, checkpoints. The broker calls it periodically (off the event loop)."""
+        stats = {"flushed": 0, "segments_deleted": 0, "files_purged": 0}
+        if self.read_only:
+            return stats
+        for log in list(self._logs.values()):
+            stats["flushed"] += int(log.flush_if_due())
+            stats["segments_deleted"] += len(log.apply_retention())
+            stats["files_purged"] += log.purge_deleted()
+        self.write_checkpoints()
+        return stats
+
+    def truncate_before(self, topic: str, partition: int, offset: int) -> int:
+        """DeleteRecords for one partition; the new log start offset is checkpointed now."""
+        start = self.log(topic, partition).truncate_before(offset)
+        self.write_checkpoints()
+        return start
+
+    def refresh(self) -> None:
+        """Read-only openings: pick up topics, segments and log start offsets the writer
+        changed since this opening."""
+        if not self.read_only:
+            return
+        with self._lock:
+            self._load_topics()
+            starts = self._log_starts.read()
+            for tp in list(self._logs):
+                if tp.topic not in self._topics:
+                    self._logs.pop(tp).close()
+                else:
+                    self._logs[tp].refresh(starts.get((tp.topic, tp.partition)))
+
+    def close(self) -> None:
+        """Flush everything, write checkpoints and the clean-shutdown marker, unlock."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            for log in list(self._logs.values()):
+                log.close()
+            if not self.read_only:
+                self.write_checkpoints()
+                self.data_dir.write_clean_shutdown_marker()
+        finally:
+            self.data_dir.close()
+
+    def __enter__(self) -> Storage:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,1 @@
+"""Tests of the RecordBatch v2 codec (``logtrove.records``)."""
