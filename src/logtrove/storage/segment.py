@@ -358,8 +358,18 @@ class Segment:
             self.time_index.close()
         os.close(self._fd)
 
+    def derived_files(self) -> list[Path]:
+        """Other files of this segment (``.keyidx``, ``.tagidx``, ``.skip``, …) written by
+        the indexer: they share the base-offset prefix and follow the segment's renames."""
+        own = {self.log_path, self.offset_index.path, self.time_index.path}
+        prefix = segment_file_name(self.base_offset, ".")
+        return [p for p in self.directory.glob(prefix + "*") if p not in own and not p.name.endswith(".tmp")]
+
     def rename_suffix(self, suffix: str) -> None:
-        """Append ``suffix`` (e.g. ``.deleted``) to all three file names."""
+        """Append ``suffix`` (e.g. ``.deleted``) to the names of all the segment's files."""
+        for derived in self.derived_files():
+            with contextlib.suppress(FileNotFoundError):
+                derived.rename(derived.with_name(derived.name + suffix))
         for path_owner in (self.offset_index, self.time_index):
             path_owner.rename(path_owner.path.with_name(path_owner.path.name + suffix))
         new_log = self.log_path.with_name(self.log_path.name + suffix)
@@ -368,8 +378,10 @@ class Segment:
         self.log_path = new_log
 
     def delete_files(self) -> None:
+        """Close and unlink every file of the segment, derived ones included."""
+        derived = self.derived_files()
         self.close()
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+        for path in (self.log_path, self.offset_index.path, self.time_index.path, *derived):
             path.unlink(missing_ok=True)
 
     def __repr__(self) -> str:

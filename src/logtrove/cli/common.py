@@ -1,0 +1,87 @@
+"""Shared pieces of the CLI: the ``--data`` option, opening storage, errors, times.
+
+Every command turns library errors into one red line on stderr and exit code 1 (2 for
+usage errors, as typer does), never a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+
+from logtrove.records import RecordsError
+from logtrove.storage import Storage, StorageError
+
+console = Console()
+err_console = Console(stderr=True)
+
+DEFAULT_DATA = Path("./data")
+
+DataOption = Annotated[
+    Path,
+    typer.Option("--data", "-d", help="Data directory.", envvar="LOGTROVE_DATA", show_default=True),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Print ``error: message`` on stderr and exit with ``code``."""
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+@contextlib.contextmanager
+def cli_errors() -> Iterator[None]:
+    """Turn library errors into a clear message and exit code 1."""
+    try:
+        yield
+    except (StorageError, RecordsError, ValueError) as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "))
+
+
+@contextlib.contextmanager
+def open_storage(data: Path, *, read_only: bool) -> Iterator[Storage]:
+    """Open the data directory for one command, with CLI-style errors."""
+    with cli_errors():
+        storage = Storage.open(data, read_only=read_only, holder=" ".join(["logtrove", *sys.argv[1:2]]))
+    try:
+        with cli_errors():
+            yield storage
+    finally:
+        storage.close()
+
+
+def parse_time(text: str) -> int:
+    """Epoch milliseconds from ``1700000000000`` or an ISO-8601 time (UTC if no zone).
+
+    Raises ValueError with an example of each accepted form.
+    """
+    raw = text.strip()
+    if raw.lstrip("-").isdigit():
+        return int(raw)
+    try:
+        when = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"cannot read time {text!r}: use epoch milliseconds (1700000000000) "
+            "or ISO-8601 (2026-11-22T10:05:00Z)"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return int(when.timestamp() * 1000)
+
+
+def format_time(ms: int) -> str:
+    """ISO-8601 UTC with milliseconds, for tables."""
+    if ms < 0:
+        return "-"
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
