@@ -105,6 +105,8 @@ def build(records: Sequence[NewRecord], codec: Compression = Compression.NONE, *
 maybe_bytes = st.none() | st.binary(max_size=48)
 headers_st = st.lists(st.tuples(st.text(max_size=12), maybe_bytes), max_size=4).map(tuple)
 timestamps = st.integers(min_value=0, max_value=2**45)
-new_records = st.builds(NewRecord, value=maybe_bytes, key=maybe_bytes, headers=headers_st, timestamp=timestamps)
+new_records = st.builds(
+    NewRecord, value=maybe_bytes, key=maybe_bytes, headers=headers_st, timestamp=timestamps
+)
 record_lists = st.lists(new_records, min_size=1, max_size=25)
 codecs = st.sampled_from(ALL_CODECS)

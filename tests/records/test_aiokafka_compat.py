@@ -33,9 +33,7 @@ from .helpers import (
     sample_records,
 )
 
-EXAMPLES = pytest.mark.parametrize(
-    "records", [sample_records(), many_records()], ids=["edge-cases", "many"]
-)
+EXAMPLES = pytest.mark.parametrize("records", [sample_records(), many_records()], ids=["edge-cases", "many"])
 
 
 def aiokafka_batch(
@@ -114,7 +112,9 @@ def test_reencoded_compressed_aiokafka_batch_decodes_the_same_in_aiokafka(codec)
 @pytest.mark.parametrize("codec", ALL_CODECS, ids=lambda c: c.name.lower())
 @EXAMPLES
 def test_our_batch_decodes_to_the_same_records_in_aiokafka(codec, records):
-    batch = build_batch(records, compression=codec, base_offset=500, producer_id=8, producer_epoch=0, base_sequence=3)
+    batch = build_batch(
+        records, compression=codec, base_offset=500, producer_id=8, producer_epoch=0, base_sequence=3
+    )
 
     decoded = DefaultRecordBatch(batch)
 

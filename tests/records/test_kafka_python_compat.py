@@ -217,7 +217,9 @@ def test_our_batch_decodes_to_the_same_records_in_kafka_python(codec, records):
 def test_our_uncompressed_batch_is_byte_identical_to_kafka_pythons(records):
     ours = build_batch(records, producer_id=7, producer_epoch=1, base_sequence=0, partition_leader_epoch=0)
 
-    assert ours == kafka_python_batch(records, Compression.NONE, producer_id=7, producer_epoch=1, base_sequence=0)
+    assert ours == kafka_python_batch(
+        records, Compression.NONE, producer_id=7, producer_epoch=1, base_sequence=0
+    )
 
 
 @settings(max_examples=60, deadline=None)

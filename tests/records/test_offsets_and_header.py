@@ -15,6 +15,7 @@ from logtrove.records import (
     peek_batch_size,
     read_header,
     set_base_offset,
+    set_log_append_time,
     validate_batch,
     validate_produced_batch,
 )
@@ -78,6 +79,19 @@ def test_partition_leader_epoch_is_outside_the_crc(batch):
     bad_epoch = patch_header(batch, fix_crc=False, partition_leader_epoch=99)
 
     assert validate_batch(bad_epoch).partition_leader_epoch == 99
+
+
+def test_set_log_append_time_stamps_every_record_and_keeps_the_crc_valid(batch):
+    buf = bytearray(batch)
+
+    set_log_append_time(buf, T0 + 999)
+
+    header = validate_produced_batch(buf)
+    assert header.attributes & 0x08
+    assert header.max_timestamp == T0 + 999
+    assert header.base_timestamp == read_header(batch).base_timestamp
+    assert {r.timestamp for r in iter_records(buf)} == {T0 + 999}
+    assert [r.value for r in iter_records(buf)] == [r.value for r in iter_records(batch)]
 
 
 # ── BatchHeader properties ─────────────────────────────────────────────────────
