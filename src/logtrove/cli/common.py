@@ -84,4 +84,6 @@ def format_time(ms: int) -> str:
     """ISO-8601 UTC with milliseconds, for tables."""
     if ms < 0:
         return "-"
-    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return (
+        dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    )

@@ -24,14 +24,16 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Show the version."
+    ),
 ) -> None:
     """A Kafka-compatible message log in which every message can be found."""
 
 
 def _register() -> None:
     # Each module adds its commands to ``app``; one line per command family.
-    from logtrove.cli import topics  # noqa: F401
+    from logtrove.cli import dump, produce, topics  # noqa: F401
 
 
 _register()

@@ -1,0 +1,209 @@
+"""``logtrove topics …``: create, list, describe, alter and delete topics."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from logtrove.cli.common import DEFAULT_DATA, DataOption, JsonOption, console, fail, format_time, open_storage
+from logtrove.cli.main import app
+from logtrove.storage import CONFIG_DEFS, Storage, TopicInfo
+
+topics_app = typer.Typer(
+    help="Create, list, describe, alter and delete topics.",
+    no_args_is_help=True,
+)
+app.add_typer(topics_app, name="topics")
+
+
+def parse_config_pairs(pairs: list[str] | None) -> dict[str, str]:
+    """``["retention.ms=1000", …]`` → dict; a pair without ``=`` is an error."""
+    out: dict[str, str] = {}
+    for pair in pairs or []:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            fail(f"--config expects NAME=VALUE, got {pair!r} (e.g. --config retention.ms=86400000)", 2)
+        out[name.strip()] = value.strip()
+    return out
+
+
+@topics_app.command("create")
+def create(
+    name: Annotated[str, typer.Argument(help="Topic name: letters, digits, '.', '_', '-'.")],
+    partitions: Annotated[int, typer.Option("--partitions", "-p", min=1, help="Number of partitions.")] = 1,
+    config: Annotated[
+        list[str] | None, typer.Option("--config", "-c", help="Topic config NAME=VALUE (repeatable).")
+    ] = None,
+    data: DataOption = DEFAULT_DATA,
+    as_json: JsonOption = False,
+) -> None:
+    """Create a topic.
+
+    Examples:
+
+      logtrove topics create orders --partitions 3
+
+      logtrove topics create users --config cleanup.policy=compact --config segment.bytes=104857600
+    """
+    configs = parse_config_pairs(config)
+    with open_storage(data, read_only=False) as storage:
+        info = storage.create_topic(name, partitions, configs)
+    if as_json:
+        console.print_json(json.dumps(_topic_json(info)))
+    else:
+        console.print(f"Created topic [bold]{info.name}[/] with {info.partitions} partition(s).")
+
+
+@topics_app.command("list")
+def list_topics(
+    data: DataOption = DEFAULT_DATA,
+    as_json: JsonOption = False,
+    internal: Annotated[bool, typer.Option("--internal", help="Include internal topics (__*).")] = False,
+) -> None:
+    """List topics with their partition counts and sizes.
+
+    Example: logtrove topics list --json
+    """
+    with open_storage(data, read_only=True) as storage:
+        rows = []
+        for info in storage.topics():
+            if info.internal and not internal:
+                continue
+            logs = [storage.log(info.name, p) for p in range(info.partitions)]
+            rows.append(
+                {
+                    "name": info.name,
+                    "partitions": info.partitions,
+                    "messages": sum(log.log_end_offset - log.log_start_offset for log in logs),
+                    "bytes": sum(log.size_bytes for log in logs),
+                    "cleanup.policy": info.config.cleanup_policy,
+                }
+            )
+    if as_json:
+        console.print_json(json.dumps(rows))
+        return
+    table = Table("topic", "partitions", "messages (approx.)", "size", "cleanup.policy")
+    for row in rows:
+        table.add_row(
+            row["name"],
+            str(row["partitions"]),
+            f"{row['messages']:,}",
+            _size(row["bytes"]),
+            row["cleanup.policy"],
+        )
+    console.print(table if rows else "[dim]no topics[/]")
+
+
+@topics_app.command("describe")
+def describe(
+    name: Annotated[str, typer.Argument(help="Topic name.")],
+    data: DataOption = DEFAULT_DATA,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a topic's partitions (offsets, sizes, segments) and configs.
+
+    Example: logtrove topics describe orders
+    """
+    with open_storage(data, read_only=True) as storage:
+        info = storage.topic(name)
+        out = _topic_json(info)
+        out["partition_details"] = [_partition_json(storage, name, p) for p in range(info.partitions)]
+    if as_json:
+        console.print_json(json.dumps(out))
+        return
+    console.print(f"[bold]{info.name}[/]  id {info.topic_id}  created {format_time(info.created_ms)}")
+    table = Table("partition", "log start", "log end", "size", "segments", "max timestamp")
+    for p in out["partition_details"]:
+        table.add_row(
+            str(p["partition"]),
+            f"{p['log_start_offset']:,}",
+            f"{p['log_end_offset']:,}",
+            _size(p["size_bytes"]),
+            str(p["segments"]),
+            format_time(p["max_timestamp"]),
+        )
+    console.print(table)
+    configs = Table("config", "value", "source")
+    for d in CONFIG_DEFS:
+        source = "topic" if d.name in info.overrides else "default"
+        configs.add_row(d.name, out["configs"][d.name], source, style=None if source == "topic" else "dim")
+    console.print(configs)
+
+
+@topics_app.command("alter")
+def alter(
+    name: Annotated[str, typer.Argument(help="Topic name.")],
+    config: Annotated[
+        list[str] | None, typer.Option("--config", "-c", help="Set NAME=VALUE (repeatable).")
+    ] = None,
+    delete_config: Annotated[
+        list[str] | None, typer.Option("--delete-config", help="Remove an override, back to the default.")
+    ] = None,
+    partitions: Annotated[
+        int | None, typer.Option("--partitions", "-p", help="Grow to this many partitions.")
+    ] = None,
+    data: DataOption = DEFAULT_DATA,
+) -> None:
+    """Change a topic's configs or grow its partition count.
+
+    Example: logtrove topics alter orders --config retention.ms=3600000
+    """
+    sets = parse_config_pairs(config)
+    if not sets and not delete_config and partitions is None:
+        fail("nothing to change: give --config, --delete-config or --partitions", 2)
+    with open_storage(data, read_only=False) as storage:
+        if sets or delete_config:
+            storage.alter_topic_configs(name, sets, tuple(delete_config or ()))
+        if partitions is not None:
+            storage.create_partitions(name, partitions)
+    console.print(f"Altered topic [bold]{name}[/].")
+
+
+@topics_app.command("delete")
+def delete(
+    name: Annotated[str, typer.Argument(help="Topic name.")],
+    data: DataOption = DEFAULT_DATA,
+) -> None:
+    """Delete a topic and all of its data.
+
+    Example: logtrove topics delete orders
+    """
+    with open_storage(data, read_only=False) as storage:
+        storage.delete_topic(name)
+    console.print(f"Deleted topic [bold]{name}[/].")
+
+
+def _topic_json(info: TopicInfo) -> dict[str, Any]:
+    return {
+        "name": info.name,
+        "topic_id": str(info.topic_id),
+        "partitions": info.partitions,
+        "created_ms": info.created_ms,
+        "overrides": dict(info.overrides),
+        "configs": info.config.as_strings(),
+    }
+
+
+def _partition_json(storage: Storage, topic: str, partition: int) -> dict[str, Any]:
+    log = storage.log(topic, partition)
+    segments = log.segments
+    return {
+        "partition": partition,
+        "log_start_offset": log.log_start_offset,
+        "log_end_offset": log.log_end_offset,
+        "size_bytes": sum(s.size for s in segments),
+        "segments": len(segments),
+        "max_timestamp": max((s.max_timestamp for s in segments), default=-1),
+    }
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
