@@ -68,7 +68,7 @@ def list_topics(
     Example: logtrove topics list --json
     """
     with open_storage(data, read_only=True) as storage:
-        rows = []
+        rows: list[dict[str, Any]] = []
         for info in storage.topics():
             if info.internal and not internal:
                 continue
