@@ -47,6 +47,7 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 _SCAN_CHUNK = 1024 * 1024
+_FIRST_CHUNK = 4096
 _RELATIVE_OFFSET_LIMIT = 2**32 - 1
 
 
@@ -215,10 +216,12 @@ class Segment:
         pos = start
         buf = b""
         buf_start = pos
+        chunk = _FIRST_CHUNK  # lookups stop after a batch or two; long walks grow the reads
         while pos + HEADER_SIZE <= end:
             rel = pos - buf_start
             if rel + HEADER_SIZE > len(buf):
-                buf = os.pread(self._fd, min(_SCAN_CHUNK, end - pos), pos)
+                buf = os.pread(self._fd, min(chunk, end - pos), pos)
+                chunk = min(chunk * 4, _SCAN_CHUNK)
                 buf_start, rel = pos, 0
                 if len(buf) < HEADER_SIZE:
                     return
