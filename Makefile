@@ -16,7 +16,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml scripts/install-system-deps.sh
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
 	@bash scripts/install-system-deps.sh
 	@touch $(STAMP)
 
