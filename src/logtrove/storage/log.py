@@ -50,10 +50,15 @@ from logtrove.records import (
 from logtrove.records.batch import MAX_OFFSET
 from logtrove.records.errors import OffsetOverflowError
 from logtrove.storage.config import TopicConfig
-from logtrove.storage.errors import OffsetOutOfRangeError, ReadOnlyError, RecordTooLargeError
+from logtrove.storage.errors import (
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    ReadOnlyError,
+    RecordTooLargeError,
+)
 from logtrove.storage.segment import LOG_SUFFIX, Segment
+from logtrove.storage.swap import CLEANED_SUFFIX, DELETED_SUFFIX, Fault, recover_swaps, swap_in
 
-DELETED_SUFFIX = ".deleted"
 _BASE_OFFSET = struct.Struct(">q")
 
 
@@ -159,6 +164,8 @@ class PartitionLog:
 
     # -- loading --------------------------------------------------------------------
     def _load(self, recovery_point: int, clean_shutdown: bool) -> None:
+        if not self.read_only:
+            recover_swaps(self.directory)
         bases = sorted(self._segment_bases())
         for i, base in enumerate(bases):
             next_base = bases[i + 1] if i + 1 < len(bases) else None
@@ -257,6 +264,8 @@ class PartitionLog:
         if self.read_only:
             raise ReadOnlyError(f"{self.tp} is open read-only")
         batches = self._split(data, produced=assign_offsets)
+        if self.config.compact and assign_offsets:
+            self._check_keys(data, batches)
         log_append_time = -1
         if self.config.message_timestamp_type == "LogAppendTime":
             log_append_time = self.clock.now_ms()
@@ -312,6 +321,20 @@ class PartitionLog:
         if not out:
             raise InvalidLengthError("no record batch in the request")
         return out
+
+    def _check_keys(
+        self, data: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]]
+    ) -> None:
+        """Compacted topics keep the latest record per key: a keyless record has no place
+        in them and is refused (Kafka's INVALID_RECORD). Costs a record parse, on
+        compacted topics only."""
+        for pos, header in batches:
+            for record in iter_records(data, pos, header):
+                if record.key is None:
+                    raise InvalidRecordError(
+                        f"{self.tp.topic} is a compacted topic (cleanup.policy={self.config.cleanup_policy}): "
+                        f"every record needs a key, the record at batch offset +{record.offset - header.base_offset} has none"
+                    )
 
     def _maybe_roll(self, header: BatchHeader) -> None:
         seg = self.active
@@ -509,6 +532,36 @@ class PartitionLog:
             seg.delete_files()
         return len(due)
 
+    # -- compaction support -----------------------------------------------------------
+    def new_cleaned_segment(self, base_offset: int) -> Segment:
+        """An empty segment named ``.cleaned`` for the cleaner to fill."""
+        return Segment.create(
+            self.directory,
+            base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            file_suffix=CLEANED_SUFFIX,
+        )
+
+    def replace_segments(self, old: list[Segment], new: Segment, fault: Fault | None = None) -> None:
+        """Swap ``new`` (complete, named ``.cleaned``) in for ``old`` (consecutive, not the
+        active segment), following the protocol of :mod:`logtrove.storage.swap`."""
+        if self.read_only:
+            raise ReadOnlyError(f"{self.tp} is open read-only")
+        new.seal()
+        new.flush()
+        with self._lock:
+            listed = self._segments
+            first = listed.index(old[0])
+            if listed[first : first + len(old)] != old or old[-1] is self.active:
+                raise ValueError("segments to replace must be consecutive and not include the active segment")
+            swap_in(self.directory, new, old, fault or (lambda step: None))
+            del self._segments[first : first + len(old)]
+            del self._bases[first : first + len(old)]
+            self._segments.insert(first, new)
+            self._bases.insert(first, new.base_offset)
+            due = self.clock.now_ms() + self.config.file_delete_delay_ms
+            self._graveyard.extend((due, seg) for seg in old)
+
     # -- read-only refresh ------------------------------------------------------------
     def refresh(self, log_start_offset: int | None = None) -> None:
         """For read-only openings: pick up segments and batches the writer added since,
@@ -518,7 +571,7 @@ class PartitionLog:
         with self._lock:
             on_disk = set(self._segment_bases())
             for seg in list(self._segments):
-                if seg.base_offset not in on_disk:
+                if seg.base_offset not in on_disk or not seg.is_current_file():
                     self._remove_from_list(seg)
                     self._graveyard.append((self.clock.now_ms() + 60_000, seg))
             self.purge_deleted()

@@ -51,6 +51,10 @@ _FIRST_CHUNK = 4096
 _RELATIVE_OFFSET_LIMIT = 2**32 - 1
 
 
+def _swap_suffix(name: str, old: str, new: str) -> str:
+    return (name[: -len(old)] if old and name.endswith(old) else name) + new
+
+
 def segment_file_name(base_offset: int, suffix: str) -> str:
     """``00000000000000001234.log`` for base offset 1234."""
     return f"{base_offset:020d}{suffix}"
@@ -64,20 +68,31 @@ class Segment:
     """
 
     def __init__(
-        self, directory: Path, base_offset: int, *, index_interval_bytes: int, read_only: bool
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        read_only: bool,
+        file_suffix: str = "",
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.read_only = read_only
         self.index_interval_bytes = index_interval_bytes
-        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
-        self.offset_index = OffsetIndex(directory / segment_file_name(base_offset, INDEX_SUFFIX), base_offset)
+        self.file_suffix = file_suffix
+        self.log_path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + file_suffix)
+        self.offset_index = OffsetIndex(
+            directory / (segment_file_name(base_offset, INDEX_SUFFIX) + file_suffix), base_offset
+        )
         self.time_index = TimeIndex(
-            directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX), base_offset
+            directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + file_suffix), base_offset
         )
         flags = os.O_RDONLY if read_only else os.O_RDWR | os.O_CREAT
         self._fd = os.open(self.log_path, flags, 0o644)
-        self.size = os.fstat(self._fd).st_size
+        stat = os.fstat(self._fd)
+        self.size = stat.st_size
+        self.inode = stat.st_ino
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.max_timestamp_offset = base_offset
@@ -88,9 +103,18 @@ class Segment:
 
     # -- opening ------------------------------------------------------------------
     @classmethod
-    def create(cls, directory: Path, base_offset: int, *, index_interval_bytes: int) -> Segment:
-        """A new empty segment (files created now)."""
-        seg = cls(directory, base_offset, index_interval_bytes=index_interval_bytes, read_only=False)
+    def create(
+        cls, directory: Path, base_offset: int, *, index_interval_bytes: int, file_suffix: str = ""
+    ) -> Segment:
+        """A new empty segment (files created now). ``file_suffix`` (e.g. ``.cleaned``)
+        is appended to every file name, for segments being built by the cleaner."""
+        seg = cls(
+            directory,
+            base_offset,
+            index_interval_bytes=index_interval_bytes,
+            read_only=False,
+            file_suffix=file_suffix,
+        )
         seg.offset_index.rewrite([])
         seg.time_index.rewrite([])
         return seg
@@ -154,6 +178,14 @@ class Segment:
         if header.max_timestamp > self.max_timestamp:
             self.max_timestamp = header.max_timestamp
             self.max_timestamp_offset = header.base_offset
+
+    def is_current_file(self) -> bool:
+        """Whether ``log_path`` still names the file this segment has open (a cleaner swap
+        replaces a segment by a new file of the same name)."""
+        try:
+            return self.log_path.stat().st_ino == self.inode
+        except FileNotFoundError:
+            return False
 
     # -- writing ------------------------------------------------------------------
     def append(
@@ -363,22 +395,35 @@ class Segment:
 
     def derived_files(self) -> list[Path]:
         """Other files of this segment (``.keyidx``, ``.tagidx``, ``.skip``, …) written by
-        the indexer: they share the base-offset prefix and follow the segment's renames."""
+        the indexer: they share the base-offset prefix and the segment's current file
+        suffix, and follow the segment's renames."""
         own = {self.log_path, self.offset_index.path, self.time_index.path}
         prefix = segment_file_name(self.base_offset, ".")
-        return [p for p in self.directory.glob(prefix + "*") if p not in own and not p.name.endswith(".tmp")]
+        out = []
+        for path in self.directory.glob(prefix + "*"):
+            rest = path.name[len(prefix) :]
+            kind = rest[: -len(self.file_suffix)] if self.file_suffix else rest
+            if path in own or path.name.endswith(".tmp") or not rest.endswith(self.file_suffix):
+                continue
+            if "." not in kind:
+                out.append(path)
+        return out
 
     def rename_suffix(self, suffix: str) -> None:
-        """Append ``suffix`` (e.g. ``.deleted``) to the names of all the segment's files."""
+        """Give every file of the segment the suffix ``suffix`` (``.deleted``, ``.swap``, or
+        ``""`` for the final names), replacing its current one. The ``.log`` file is
+        renamed last: its name is what recovery goes by."""
+        old = self.file_suffix
         for derived in self.derived_files():
             with contextlib.suppress(FileNotFoundError):
-                derived.rename(derived.with_name(derived.name + suffix))
+                derived.rename(derived.with_name(_swap_suffix(derived.name, old, suffix)))
         for path_owner in (self.offset_index, self.time_index):
-            path_owner.rename(path_owner.path.with_name(path_owner.path.name + suffix))
-        new_log = self.log_path.with_name(self.log_path.name + suffix)
+            path_owner.rename(path_owner.path.with_name(_swap_suffix(path_owner.path.name, old, suffix)))
+        new_log = self.log_path.with_name(_swap_suffix(self.log_path.name, old, suffix))
         with contextlib.suppress(FileNotFoundError):
             self.log_path.rename(new_log)
         self.log_path = new_log
+        self.file_suffix = suffix
 
     def delete_files(self) -> None:
         """Close and unlink every file of the segment, derived ones included."""
