@@ -10,7 +10,8 @@ Layout of one batch (big-endian)::
     │   16 │   1 │ magic                 i8    = 2                               │
     │   17 │   4 │ crc                   u32   CRC32C of bytes [21, end)         │
     │   21 │   2 │ attributes            i16   bits 0-2 codec, 3 ts type,        │
-    │      │     │                             4 transactional, 5 control        │
+    │      │     │                             4 transactional, 5 control,       │
+    │      │     │                             6 delete horizon in baseTimestamp │
     │   23 │   4 │ lastOffsetDelta       i32                                     │
     │   27 │   8 │ baseTimestamp         i64                                     │
     │   35 │   8 │ maxTimestamp          i64                                     │
@@ -63,6 +64,7 @@ _LENGTH_PREFIX = struct.Struct(">qi")
 ATTR_TIMESTAMP_TYPE = 0x08
 ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
+ATTR_DELETE_HORIZON = 0x40  # baseTimestamp holds the tombstones' delete horizon (KIP-534)
 
 
 class BatchHeader(NamedTuple):
@@ -106,6 +108,11 @@ class BatchHeader(NamedTuple):
     @property
     def is_control(self) -> bool:
         return bool(self.attributes & ATTR_CONTROL)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """When the cleaner may drop this batch's tombstones, if it has stamped one."""
+        return self.base_timestamp if self.attributes & ATTR_DELETE_HORIZON else None
 
     @property
     def last_sequence(self) -> int:

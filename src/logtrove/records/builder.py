@@ -15,6 +15,7 @@ import crc32c
 from logtrove.clock import SYSTEM_CLOCK, Clock
 from logtrove.records.batch import (
     ATTR_CONTROL,
+    ATTR_DELETE_HORIZON,
     ATTR_TIMESTAMP_TYPE,
     ATTR_TRANSACTIONAL,
     CRC_START,
@@ -41,12 +42,15 @@ def build_batch(
     offset_deltas: Sequence[int] | None = None,
     last_offset_delta: int | None = None,
     base_timestamp: int | None = None,
+    delete_horizon: int | None = None,
 ) -> bytes:
     """Encode ``records`` as one batch.
 
     ``offset_deltas`` / ``last_offset_delta`` / ``base_timestamp`` let the cleaner
     re-encode a batch that lost records to compaction while keeping every surviving
     record's offset and the batch's offset span; producers leave them unset.
+    ``delete_horizon`` (cleaner only) sets attribute bit 6 and stores the horizon in
+    ``baseTimestamp``; record timestamps stay exact because their deltas are relative to it.
     """
     if not records:
         raise ValueError("a record batch needs at least one record")
@@ -59,6 +63,8 @@ def build_batch(
             ts = now
         timestamps.append(ts)
     base_ts = timestamps[0] if base_timestamp is None else base_timestamp
+    if delete_horizon is not None:
+        base_ts = delete_horizon
     deltas = list(range(len(records))) if offset_deltas is None else list(offset_deltas)
     if len(deltas) != len(records):
         raise ValueError("offset_deltas must give one delta per record")
@@ -74,6 +80,8 @@ def build_batch(
         attributes |= ATTR_TRANSACTIONAL
     if control:
         attributes |= ATTR_CONTROL
+    if delete_horizon is not None:
+        attributes |= ATTR_DELETE_HORIZON
     last_delta = deltas[-1] if last_offset_delta is None else last_offset_delta
     header = bytearray(
         HEADER.pack(

@@ -16,6 +16,8 @@
      ├── RecordTooLargeError            batch larger than max.message.bytes
      ├── InvalidRecordError             a batch the topic refuses (e.g. a keyless record on a
      │                                  compacted topic)
+     ├── SegmentsChangedError           retention or truncation removed segments a clean was
+     │                                  rewriting (the clean is retried, not an error)
      ├── CorruptIndexError              an index file failed its sanity check (rebuilt, never fatal)
      └── CorruptLogError                a log file that recovery cannot read at all
 
@@ -81,6 +83,10 @@ class RecordTooLargeError(StorageError):
 
 class InvalidRecordError(StorageError):
     """A well-formed batch that the topic refuses (e.g. keyless records on a compacted topic)."""
+
+
+class SegmentsChangedError(StorageError):
+    """The segments a clean was rewriting changed under it (retention, DeleteRecords)."""
 
 
 class CorruptIndexError(StorageError):

@@ -55,6 +55,7 @@ from logtrove.storage.errors import (
     OffsetOutOfRangeError,
     ReadOnlyError,
     RecordTooLargeError,
+    SegmentsChangedError,
 )
 from logtrove.storage.segment import LOG_SUFFIX, Segment
 from logtrove.storage.swap import CLEANED_SUFFIX, DELETED_SUFFIX, Fault, recover_swaps, swap_in
@@ -551,9 +552,11 @@ class PartitionLog:
         new.flush()
         with self._lock:
             listed = self._segments
+            if old[0] not in listed:
+                raise SegmentsChangedError(f"{self.tp}: segments changed while they were being cleaned")
             first = listed.index(old[0])
             if listed[first : first + len(old)] != old or old[-1] is self.active:
-                raise ValueError("segments to replace must be consecutive and not include the active segment")
+                raise SegmentsChangedError(f"{self.tp}: segments changed while they were being cleaned")
             swap_in(self.directory, new, old, fault or (lambda step: None))
             del self._segments[first : first + len(old)]
             del self._bases[first : first + len(old)]

@@ -3,6 +3,7 @@
 The algorithm (:mod:`.clean`) is separate from its scheduling (:mod:`.scheduler`).
 """
 
+from logtrove.storage.cleaner.clean import CleanStats, clean_partition, dirty_ratio, first_uncleanable_offset
 from logtrove.storage.cleaner.offset_map import (
     OffsetLookup,
     OffsetMap,
@@ -12,13 +13,21 @@ from logtrove.storage.cleaner.offset_map import (
     write_offset_map_digests,
     write_offset_map_file,
 )
+from logtrove.storage.cleaner.scheduler import Cleaner, CleanStatus, status_of
 
 __all__ = [
+    "CleanStats",
+    "CleanStatus",
+    "Cleaner",
     "OffsetLookup",
     "OffsetMap",
     "OffsetMapFile",
     "OffsetMapFullError",
+    "clean_partition",
+    "dirty_ratio",
+    "first_uncleanable_offset",
     "key_digest",
+    "status_of",
     "write_offset_map_digests",
     "write_offset_map_file",
 ]

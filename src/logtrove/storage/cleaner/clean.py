@@ -1,0 +1,262 @@
+"""One cleaning round of a compacted partition: the algorithm, without scheduling.
+
+Sections of a partition log, as in Kafka's LogCleaner::
+
+    log start        first dirty                 first uncleanable       log end
+       │ clean section   │        dirty section         │ too young / active │
+       ├─────────────────┼──────────────────────────────┼────────────────────┤
+                         └── map covers [first dirty, end) ──┘  end ≤ first uncleanable
+
+1. **Map.** Read the dirty section in offset order and record, per key digest, the
+   latest offset (:class:`OffsetMap`, a fixed memory budget). When the map is full the
+   round covers only ``[first dirty, end)`` where ``end`` is the first record that did not
+   fit: partial progress, never a failure because a segment has too many keys
+   (KAFKA-3894). A precomputed map (:class:`OffsetMapFile`, e.g. from Spark) may be
+   given instead; it covers ``[0, map.end_offset)``.
+2. **Copy.** Segments below ``end`` are grouped (each group's original size at most
+   ``segment.bytes``) and each group is recopied into one ``.cleaned`` segment, keeping
+   record ``r`` when ``r.offset >= end``, or when ``r`` has a key, no later offset for that
+   key is in the map, and ``r`` is not a tombstone past its delete horizon. Keyless
+   records are dropped. Batches whose records all survive are copied byte for byte;
+   others are re-encoded with the same base offset, offset span, compression and
+   producer fields, so **offsets never change**.
+3. **Tombstones.** A tombstone (null value) that survives its first cleaning gets a delete
+   horizon ``now + delete.retention.ms`` (batch attribute bit 6, as in Kafka's KIP-534);
+   the first cleaning after the horizon drops it.
+4. **Swap.** Each ``.cleaned`` segment replaces its group atomically
+   (:mod:`logtrove.storage.swap`). The new first dirty offset is ``end``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from logtrove.records import BatchHeader, Record, build_batch, iter_records, validate_batch
+from logtrove.storage.cleaner.offset_map import OffsetLookup, OffsetMap, OffsetMapFullError
+from logtrove.storage.log import PartitionLog
+from logtrove.storage.segment import Segment
+from logtrove.storage.swap import Fault
+
+Progress = Callable[[str, int, int], None]
+"""Called as ``progress(phase, done_bytes, total_bytes)``; phases are "map" and "copy"."""
+
+_RELATIVE_OFFSET_LIMIT = 2**32 - 1
+
+
+@dataclass(frozen=True)
+class CleanStats:
+    """What one round did."""
+
+    first_dirty_before: int
+    first_dirty_after: int
+    first_uncleanable: int
+    keys_in_map: int
+    map_full: bool
+    segments_cleaned: int
+    bytes_before: int
+    bytes_after: int
+    records_read: int
+    records_kept: int
+    records_removed: int
+    tombstones_removed: int
+    live_keys_kept: int
+
+    @property
+    def made_progress(self) -> bool:
+        return self.first_dirty_after > self.first_dirty_before or self.bytes_after < self.bytes_before
+
+
+def first_uncleanable_offset(log: PartitionLog, now_ms: int) -> int:
+    """The active segment, or the first segment holding a record younger than
+    ``min.compaction.lag.ms``, whichever comes first."""
+    segments = log.segments
+    active = segments[-1].base_offset
+    lag = log.config.min_compaction_lag_ms
+    if lag > 0:
+        for seg in segments[:-1]:
+            if seg.max_timestamp > now_ms - lag:
+                return min(seg.base_offset, active)
+    return active
+
+
+def dirty_ratio(log: PartitionLog, first_dirty: int, now_ms: int) -> float:
+    """Dirty bytes over cleanable bytes, at segment granularity."""
+    limit = first_uncleanable_offset(log, now_ms)
+    clean = dirty = 0
+    for seg in log.segments:
+        if seg.base_offset >= limit:
+            break
+        if seg.next_offset <= first_dirty:
+            clean += seg.size
+        else:
+            dirty += seg.size
+    total = clean + dirty
+    return dirty / total if total else 0.0
+
+
+def build_offset_map(
+    log: PartitionLog, first_dirty: int, limit: int, budget_bytes: int, progress: Progress | None = None
+) -> OffsetMap:
+    """Map the dirty section ``[first_dirty, limit)`` until the budget is full; the
+    returned map's ``end_offset`` is the first offset it did not cover."""
+    offset_map = OffsetMap(budget_bytes)
+    offset_map.end_offset = min(first_dirty, limit)
+    if first_dirty >= limit:
+        return offset_map
+    total = sum(s.size for s in log.segments if s.base_offset < limit and s.next_offset > first_dirty)
+    done = 0
+    for header, data in log.batches(first_dirty, limit):
+        for record in iter_records(data, 0, header):
+            if record.offset < first_dirty or record.key is None:
+                continue
+            if record.offset >= limit:
+                break
+            try:
+                offset_map.put(record.key, record.offset)
+            except OffsetMapFullError:
+                offset_map.end_offset = record.offset
+                return offset_map
+        done += header.size
+        if progress:
+            progress("map", done, total)
+    offset_map.end_offset = limit
+    return offset_map
+
+
+def group_segments(segments: list[Segment], max_bytes: int) -> list[list[Segment]]:
+    """Consecutive groups whose original sizes add up to at most ``max_bytes`` (a single
+    larger segment forms its own group) and whose offsets fit one segment's index."""
+    groups: list[list[Segment]] = []
+    for seg in segments:
+        current = groups[-1] if groups else None
+        if (
+            current
+            and sum(s.size for s in current) + seg.size <= max_bytes
+            and seg.next_offset - current[0].base_offset <= _RELATIVE_OFFSET_LIMIT
+        ):
+            current.append(seg)
+        else:
+            groups.append([seg])
+    return groups
+
+
+class _Copier:
+    """Recopies a group of segments into one ``.cleaned`` segment (step 2 and 3)."""
+
+    def __init__(self, lookup: OffsetLookup, end: int, now_ms: int, delete_retention_ms: int) -> None:
+        self.lookup = lookup
+        self.end = end
+        self.now = now_ms
+        self.horizon = now_ms + delete_retention_ms
+        self.read = self.kept = self.tombstones_removed = self.live_keys = 0
+
+    def keep(self, record: Record, header: BatchHeader) -> bool:
+        if record.offset >= self.end:
+            return True
+        if record.key is None:
+            return False
+        latest = self.lookup.latest(record.key)
+        if latest is not None and latest > record.offset:
+            return False
+        if record.value is None:
+            horizon = header.delete_horizon_ms
+            if horizon is not None and horizon <= self.now:
+                self.tombstones_removed += 1
+                return False
+        return True
+
+    def copy_batch(self, header: BatchHeader, data: bytes, out: Segment) -> None:
+        if header.is_control or header.base_offset >= self.end:
+            out.append(header, data)
+            return
+        records = list(iter_records(data, 0, header))
+        self.read += len(records)
+        kept = [r for r in records if self.keep(r, header)]
+        self.kept += len(kept)
+        self.live_keys += sum(1 for r in kept if r.offset < self.end and r.value is not None)
+        if not kept:
+            return
+        needs_horizon = header.delete_horizon_ms is None and any(
+            r.value is None and r.offset < self.end for r in kept
+        )
+        if len(kept) == len(records) and not needs_horizon:
+            out.append(header, data)
+            return
+        rebuilt = build_batch(
+            kept,
+            base_offset=header.base_offset,
+            compression=header.compression,
+            producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence,
+            partition_leader_epoch=header.partition_leader_epoch,
+            log_append_time=bool(header.attributes & 0x08),
+            transactional=header.is_transactional,
+            offset_deltas=[r.offset - header.base_offset for r in kept],
+            last_offset_delta=header.last_offset_delta,
+            delete_horizon=self.horizon if needs_horizon else header.delete_horizon_ms,
+        )
+        out.append(validate_batch(rebuilt), rebuilt)
+
+
+def clean_partition(
+    log: PartitionLog,
+    *,
+    first_dirty: int,
+    now_ms: int,
+    budget_bytes: int,
+    offset_map: OffsetLookup | None = None,
+    progress: Progress | None = None,
+    fault: Fault | None = None,
+) -> CleanStats:
+    """Run one round (see the module docstring) and return what it did.
+
+    ``first_dirty`` comes from the cleaner checkpoint (0 at first). With ``offset_map``
+    the map phase is skipped and the precomputed map is used.
+    """
+    limit = first_uncleanable_offset(log, now_ms)
+    first_dirty = max(first_dirty, log.log_start_offset)
+    if first_dirty > limit:
+        first_dirty = log.log_start_offset
+    if offset_map is None:
+        built = build_offset_map(log, first_dirty, limit, budget_bytes, progress)
+        lookup: OffsetLookup = built
+        keys, full, end = built.size, built.end_offset < limit, built.end_offset
+    else:
+        lookup = offset_map
+        end = min(offset_map.end_offset, limit)
+        keys, full = -1, False
+    candidates = [s for s in log.segments[:-1] if s.base_offset < end]
+    copier = _Copier(lookup, end, now_ms, log.config.delete_retention_ms)
+    before = after = 0
+    total = sum(s.size for s in candidates)
+    for group in group_segments(candidates, log.config.segment_bytes):
+        out = log.new_cleaned_segment(group[0].base_offset)
+        try:
+            for seg in group:
+                for position, header in seg.batches():
+                    copier.copy_batch(header, seg.read(position, header.size), out)
+                before += seg.size
+                if progress:
+                    progress("copy", before, total)
+        except BaseException:
+            out.delete_files()  # nothing swapped yet: the old segments are intact
+            raise
+        after += out.size
+        log.replace_segments(group, out, fault)
+    return CleanStats(
+        first_dirty_before=first_dirty,
+        first_dirty_after=max(end, first_dirty),
+        first_uncleanable=limit,
+        keys_in_map=keys,
+        map_full=full,
+        segments_cleaned=len(candidates),
+        bytes_before=before,
+        bytes_after=after,
+        records_read=copier.read,
+        records_kept=copier.kept,
+        records_removed=copier.read - copier.kept,
+        tombstones_removed=copier.tombstones_removed,
+        live_keys_kept=copier.live_keys,
+    )
