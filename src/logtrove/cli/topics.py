@@ -11,6 +11,7 @@ from rich.table import Table
 from logtrove.cli.common import DEFAULT_DATA, DataOption, JsonOption, console, fail, format_time, open_storage
 from logtrove.cli.main import app
 from logtrove.storage import CONFIG_DEFS, Storage, TopicInfo
+from logtrove.storage.cleaner import status_of
 
 topics_app = typer.Typer(
     help="Create, list, describe, alter and delete topics.",
@@ -126,6 +127,18 @@ def describe(
             format_time(p["max_timestamp"]),
         )
     console.print(table)
+    if info.config.compact:
+        cleaning = Table("partition", "dirty ratio", "first dirty offset", "last clean", "uncleanable")
+        for p in out["partition_details"]:
+            c = p["compaction"]
+            cleaning.add_row(
+                str(p["partition"]),
+                f"{c['dirty_ratio']:.2f}",
+                f"{c['first_dirty_offset']:,}",
+                format_time(c["last_clean_ms"]) if c["last_clean_ms"] else "never",
+                c["uncleanable_reason"] or "-",
+            )
+        console.print(cleaning)
     configs = Table("config", "value", "source")
     for d in CONFIG_DEFS:
         source = "topic" if d.name in info.overrides else "default"
@@ -190,7 +203,17 @@ def _topic_json(info: TopicInfo) -> dict[str, Any]:
 def _partition_json(storage: Storage, topic: str, partition: int) -> dict[str, Any]:
     log = storage.log(topic, partition)
     segments = log.segments
+    compaction = None
+    if log.config.compact:
+        status = status_of(storage, log)
+        compaction = {
+            "dirty_ratio": status.dirty_ratio,
+            "first_dirty_offset": status.first_dirty_offset,
+            "last_clean_ms": status.last_clean_ms,
+            "uncleanable_reason": status.uncleanable_reason,
+        }
     return {
+        "compaction": compaction,
         "partition": partition,
         "log_start_offset": log.log_start_offset,
         "log_end_offset": log.log_end_offset,
