@@ -51,7 +51,8 @@ _XERIAL_BLOCK_SIZE = 32 * 1024
 
 
 def compress(codec: Compression, data: bytes) -> bytes:
-    """Compress a batch payload with ``codec``."""
+    """Compress a batch payload with ``codec`` (a :class:`Compression` or its int id)."""
+    codec = Compression(codec)
     if codec is Compression.NONE:
         return data
     if codec is Compression.GZIP:
@@ -67,6 +68,7 @@ def compress(codec: Compression, data: bytes) -> bytes:
 
 def decompress(codec: Compression, data: bytes | memoryview) -> bytes:
     """Decompress a batch payload; a codec failure is a :class:`CorruptRecordError`."""
+    codec = Compression(codec)
     if codec is Compression.NONE:
         return bytes(data)
     try:

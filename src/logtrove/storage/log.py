@@ -605,6 +605,12 @@ class PartitionLog:
         for _, seg in self._graveyard:
             seg.close()
 
+    def abandon(self) -> None:
+        """Close every file without flushing, as a crash would (tests)."""
+        with self._lock:
+            for seg in [*self._segments, *(s for _, s in self._graveyard)]:
+                seg.abandon()
+
     def delete_files(self) -> None:
         """Close and remove the partition's files (topic deletion)."""
         with self._lock:

@@ -409,6 +409,16 @@ class Segment:
                 out.append(path)
         return out
 
+    def abandon(self) -> None:
+        """Close the files as a crash would: queued index entries are lost (tests)."""
+        if self._closed:
+            return
+        self._closed = True
+        for index in (self.offset_index, self.time_index):
+            index._pending.clear()
+            index.close()
+        os.close(self._fd)
+
     def rename_suffix(self, suffix: str) -> None:
         """Give every file of the segment the suffix ``suffix`` (``.deleted``, ``.swap``, or
         ``""`` for the final names), replacing its current one. The ``.log`` file is

@@ -385,6 +385,16 @@ class Storage:
         finally:
             self.data_dir.close()
 
+    def abandon(self) -> None:
+        """Release everything as a crash would: no flush, no checkpoints, no clean-shutdown
+        marker. For tests that reopen a data directory after a simulated crash."""
+        if self._closed:
+            return
+        self._closed = True
+        for log in list(self._logs.values()):
+            log.abandon()
+        self.data_dir.close()
+
     def __enter__(self) -> Storage:
         return self
 
