@@ -22,7 +22,7 @@ from .conftest import Model, open_compacted, write_keyed
 SWAP_STEPS = ["manifest-written", "swap-committed", "old-deleted", "renamed-final"]
 
 
-class Crash(Exception):
+class CrashError(Exception):
     """Raised by the fault hook to stop a swap half-way."""
 
 
@@ -53,9 +53,9 @@ def test_crash_between_swap_steps_loses_nothing(tmp_path: Path, step: str) -> No
 
     def fault(at: str) -> None:
         if at == step:
-            raise Crash(at)
+            raise CrashError(at)
 
-    with pytest.raises(Crash):
+    with pytest.raises(CrashError):
         Cleaner(storage).clean(log, fault=fault)
     storage.abandon()
     leftovers = sorted(

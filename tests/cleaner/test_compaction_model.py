@@ -76,7 +76,7 @@ def test_reading_a_compacted_away_offset_returns_the_next_surviving_record(tmp_p
     Cleaner(storage).clean_until_caught_up(log)
     survivors = sorted(offset for offset, _, _ in model.latest.values())
     assert log.log_start_offset == 0  # earliest stays where it was
-    for target in range(0, survivors[-1] + 1):
+    for target in range(survivors[-1] + 1):
         result = log.read(target, 1)
         first = next(r for r in iter_records(result.data()) if r.offset >= target)
         assert first.offset == min(o for o in survivors if o >= target)
