@@ -194,6 +194,18 @@ def main() -> None:
         data, ts0, n_batches = build_big_log(base, total)
         results["reads"] = bench_reads(data, ts0, n_batches, pick(2000, 300))
         results["recovery"] = bench_recovery(data)
+        results["plots"] = [
+            {
+                "title": "Append throughput, 100 B records (MB/s)",
+                "ylabel": "MB/s",
+                "bars": {
+                    "16 KiB batches": results["append_16KiB"]["MB_per_s"],  # type: ignore[index]
+                    "1 MiB batches": results["append_1MiB"]["MB_per_s"],  # type: ignore[index]
+                    "1 MiB, fsync each": results["append_1MiB_fsync_each"]["MB_per_s"],  # type: ignore[index]
+                    "raw os.write + fsync": results["raw_write_1MiB_fsync_at_end"]["MB_per_s"],  # type: ignore[index]
+                },
+            }
+        ]
         save("storage", results)
     finally:
         shutil.rmtree(base, ignore_errors=True)
