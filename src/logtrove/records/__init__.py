@@ -30,7 +30,7 @@ from logtrove.records.errors import (
     RecordsError,
     UnsupportedCompressionError,
 )
-from logtrove.records.record import Headers, NewRecord, Record, count_records, iter_records
+from logtrove.records.record import Headers, NewRecord, Record, count_records, iter_keys, iter_records
 
 __all__ = [
     "HEADER_SIZE",
@@ -52,6 +52,7 @@ __all__ = [
     "assign_offsets",
     "build_batch",
     "count_records",
+    "iter_keys",
     "iter_records",
     "peek_batch_size",
     "read_header",

@@ -135,6 +135,43 @@ def iter_records(buf: Buffer, pos: int = 0, header: BatchHeader | None = None) -
         )
 
 
+def iter_keys(
+    buf: Buffer, pos: int = 0, header: BatchHeader | None = None
+) -> Iterator[tuple[int, bytes | None, bool]]:
+    """``(offset, key, is_tombstone)`` of every record, skipping values and headers by
+    their lengths: about half the cost of :func:`iter_records`, for the cleaner's map and
+    keep/drop decisions."""
+    if header is None:
+        header = read_header(buf, pos)
+    payload = batch_payload(buf, header, pos)
+    base_offset = header.base_offset
+    end = len(payload)
+    p = 0
+    count = 0
+    while p < end:
+        length, p = decode_varint(payload, p)
+        record_end = p + length
+        if length < 0 or record_end > end:
+            raise CorruptRecordError(f"record {count} overruns the batch payload")
+        _, p = decode_varint(payload, p + 1)  # timestamp delta
+        offset_delta, p = decode_varint(payload, p)
+        key_len, p = decode_varint(payload, p)
+        key = None
+        if key_len >= 0:
+            key = bytes(payload[p : p + key_len])
+            p += key_len
+        value_len, p = decode_varint(payload, p)
+        if p > record_end:
+            raise CorruptRecordError(f"record {count} fields overrun its length")
+        count += 1
+        yield base_offset + offset_delta, key, value_len < 0
+        p = record_end
+    if count != header.record_count:
+        raise InvalidRecordCountError(
+            f"batch at offset {base_offset} declares {header.record_count} records, holds {count}"
+        )
+
+
 def count_records(buf: Buffer, pos: int = 0, header: BatchHeader | None = None) -> int:
     """Count records by their length prefixes only (no field decoding)."""
     if header is None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from logtrove.records import BatchHeader, Record, build_batch, iter_records, validate_batch
+from logtrove.records import BatchHeader, build_batch, iter_keys, iter_records, validate_batch
 from logtrove.storage.cleaner.offset_map import OffsetLookup, OffsetMap, OffsetMapFullError
 from logtrove.storage.log import PartitionLog
 from logtrove.storage.segment import Segment
@@ -107,15 +107,15 @@ def build_offset_map(
     total = sum(s.size for s in log.segments if s.base_offset < limit and s.next_offset > first_dirty)
     done = 0
     for header, data in log.batches(first_dirty, limit):
-        for record in iter_records(data, 0, header):
-            if record.offset < first_dirty or record.key is None:
+        for offset, key, _tombstone in iter_keys(data, 0, header):
+            if offset < first_dirty or key is None:
                 continue
-            if record.offset >= limit:
+            if offset >= limit:
                 break
             try:
-                offset_map.put(record.key, record.offset)
+                offset_map.put(key, offset)
             except OffsetMapFullError:
-                offset_map.end_offset = record.offset
+                offset_map.end_offset = offset
                 return offset_map
         done += header.size
         if progress:
@@ -151,15 +151,15 @@ class _Copier:
         self.horizon = now_ms + delete_retention_ms
         self.read = self.kept = self.tombstones_removed = self.live_keys = 0
 
-    def keep(self, record: Record, header: BatchHeader) -> bool:
-        if record.offset >= self.end:
+    def keep(self, offset: int, key: bytes | None, tombstone: bool, header: BatchHeader) -> bool:
+        if offset >= self.end:
             return True
-        if record.key is None:
+        if key is None:
             return False
-        latest = self.lookup.latest(record.key)
-        if latest is not None and latest > record.offset:
+        latest = self.lookup.latest(key)
+        if latest is not None and latest > offset:
             return False
-        if record.value is None:
+        if tombstone:
             horizon = header.delete_horizon_ms
             if horizon is not None and horizon <= self.now:
                 self.tombstones_removed += 1
@@ -170,21 +170,25 @@ class _Copier:
         if header.is_control or header.base_offset >= self.end:
             out.append(header, data)
             return
-        records = list(iter_records(data, 0, header))
-        self.read += len(records)
-        kept = [r for r in records if self.keep(r, header)]
+        scanned = list(iter_keys(data, 0, header))
+        self.read += len(scanned)
+        kept = [
+            (offset, tombstone)
+            for offset, key, tombstone in scanned
+            if self.keep(offset, key, tombstone, header)
+        ]
         self.kept += len(kept)
-        self.live_keys += sum(1 for r in kept if r.offset < self.end and r.value is not None)
+        self.live_keys += sum(1 for offset, tombstone in kept if offset < self.end and not tombstone)
         if not kept:
             return
-        needs_horizon = header.delete_horizon_ms is None and any(
-            r.value is None and r.offset < self.end for r in kept
-        )
-        if len(kept) == len(records) and not needs_horizon:
-            out.append(header, data)
+        needs_horizon = header.delete_horizon_ms is None and any(t and o < self.end for o, t in kept)
+        if len(kept) == len(scanned) and not needs_horizon:
+            out.append(header, data)  # nothing to drop: the batch is copied byte for byte
             return
+        keep_offsets = {offset for offset, _ in kept}
+        records = [r for r in iter_records(data, 0, header) if r.offset in keep_offsets]
         rebuilt = build_batch(
-            kept,
+            records,
             base_offset=header.base_offset,
             compression=header.compression,
             producer_id=header.producer_id,
@@ -193,7 +197,7 @@ class _Copier:
             partition_leader_epoch=header.partition_leader_epoch,
             log_append_time=bool(header.attributes & 0x08),
             transactional=header.is_transactional,
-            offset_deltas=[r.offset - header.base_offset for r in kept],
+            offset_deltas=[r.offset - header.base_offset for r in records],
             last_offset_delta=header.last_offset_delta,
             delete_horizon=self.horizon if needs_horizon else header.delete_horizon_ms,
         )
