@@ -276,30 +276,33 @@ class PartitionLog:
             batches = self._split(data, produced=assign_offsets)
         view = memoryview(data)
         with self._lock:
-            first = last = None
-            count = 0
-            max_ts = -1
-            for pos, header in batches:
-                base = self.log_end_offset if assign_offsets else header.base_offset
-                if base < self.log_end_offset:
-                    raise CorruptBatchError(
-                        f"batch offset {base} is below the log end offset {self.log_end_offset}"
-                    )
-                if base + header.last_offset_delta > MAX_OFFSET:
-                    raise OffsetOverflowError(f"assigning offset {base} overflows int64")
-                placed = header._replace(base_offset=base)
+            placements = self._place(batches, assign_offsets=assign_offsets)
+            for (pos, header), placed in zip(batches, placements, strict=True):
                 self._maybe_roll(placed)
-                prefix = _BASE_OFFSET.pack(base) if assign_offsets else b""
+                prefix = _BASE_OFFSET.pack(placed.base_offset) if assign_offsets else b""
                 self.active.append(placed, view[pos : pos + header.size], patched_prefix=prefix)
-                first = base if first is None else first
-                last = placed.last_offset
-                count += header.record_count
-                max_ts = max(max_ts, header.max_timestamp)
+            count = sum(h.record_count for h in placements)
             self._messages_since_flush += count
-        assert first is not None and last is not None
+        first, last = placements[0].base_offset, placements[-1].last_offset
+        max_ts = max(h.max_timestamp for h in placements)
         if self._messages_since_flush >= self.config.flush_messages:
             self.flush()
         return AppendResult(first, last, count, max_ts, log_append_time, self.log_start_offset)
+
+    def _place(self, batches: list[tuple[int, BatchHeader]], *, assign_offsets: bool) -> list[BatchHeader]:
+        """The headers the batches will have in the log, checked before any is written
+        (so that a request whose second batch overflows appends nothing)."""
+        placed: list[BatchHeader] = []
+        end = self.log_end_offset
+        for _pos, header in batches:
+            base = end if assign_offsets else header.base_offset
+            if base < end:
+                raise CorruptBatchError(f"batch offset {base} is below the log end offset {end}")
+            if base + header.last_offset_delta > MAX_OFFSET:
+                raise OffsetOverflowError(f"assigning offset {base} overflows int64")
+            placed.append(header._replace(base_offset=base))
+            end = placed[-1].next_offset
+        return placed
 
     def _split(
         self, data: bytes | bytearray | memoryview, *, produced: bool
