@@ -1,0 +1,201 @@
+"""Fetch: long polls, and record bytes sent exactly as they lie in the segment files.
+
+The response is encoded here by hand instead of through kio, because its ``records``
+fields are the file bytes: the encoder emits the bytes *around* each records field as
+small chunks and the records themselves as separate chunks (one ``pread`` each), so a
+megabyte of records is never copied into a larger buffer or re-encoded. Layout, for the
+versions served (4-16; flexible = 12+, topic IDs = 13+)::
+
+    throttle_ms i32 | error_code i16 (7+) | session_id i32 (7+)
+    [topics]  topic: name string (<13) or topic_id uuid (13+)
+      [partitions]  index i32 | error_code i16 | high_watermark i64
+                    | last_stable_offset i64 | log_start_offset i64 (5+)
+                    | aborted_transactions [] (empty) | preferred_read_replica i32 (11+)
+                    | records (nullable bytes) | tags (12+)
+      tags (12+)
+    tags (12+)
+
+Flexible versions use unsigned-varint lengths (N + 1) and end each struct with an empty
+tag section (one 0 byte). Fetch sessions (KIP-227) are not kept: every answer carries
+``session_id`` 0, which tells clients to send full fetch requests.
+
+Long poll: when fewer than ``min_bytes`` are available and no partition has an error,
+the request waits for the next append (any partition) until ``max_wait_ms`` is over, then
+reads again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from logtrove.broker.protocol import ms
+from logtrove.storage import (
+    OffsetOutOfRangeError,
+    StorageError,
+    UnknownPartitionError,
+    UnknownTopicError,
+)
+
+if TYPE_CHECKING:
+    from logtrove.broker.server import Broker, RawBody, Request
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_TOP = struct.Struct(">ihi")  # throttle, error_code, session_id
+_PART = struct.Struct(">ihqqq")  # index, error_code, high watermark, last stable, log start
+_PART_V4 = struct.Struct(">ihqq")  # no log start offset before v5
+
+
+@dataclass
+class _PartitionResult:
+    index: int
+    error: int
+    high_watermark: int
+    log_start: int
+    records: bytes | memoryview | None
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+class _Encoder:
+    """Accumulates small fields in a buffer, and big record payloads as their own chunks."""
+
+    def __init__(self, flexible: bool) -> None:
+        self.flexible = flexible
+        self.chunks: list[bytes | memoryview] = []
+        self.buf = bytearray()
+
+    def array_len(self, n: int) -> None:
+        self.buf += _uvarint(n + 1) if self.flexible else _I32.pack(n)
+
+    def string(self, text: str) -> None:
+        raw = text.encode("utf-8")
+        self.buf += _uvarint(len(raw) + 1) if self.flexible else _I16.pack(len(raw))
+        self.buf += raw
+
+    def records(self, data: bytes | memoryview | None) -> None:
+        """Records as bytes; none is sent as empty bytes (librdkafka rejects null)."""
+        data = b"" if data is None else data
+        self.buf += _uvarint(len(data) + 1) if self.flexible else _I32.pack(len(data))
+        if len(data) < 4096:
+            self.buf += data
+        else:
+            self.chunks.append(bytes(self.buf))
+            self.buf = bytearray()
+            self.chunks.append(data)
+
+    def tags(self) -> None:
+        if self.flexible:
+            self.buf.append(0)
+
+    def finish(self) -> list[bytes | memoryview]:
+        if self.buf:
+            self.chunks.append(bytes(self.buf))
+        return self.chunks
+
+
+def encode_fetch_response(
+    version: int, flexible: bool, topics: list[tuple[str, uuid.UUID, list[_PartitionResult]]]
+) -> list[bytes | memoryview]:
+    enc = _Encoder(flexible)
+    enc.buf += _TOP.pack(0, 0, 0) if version >= 7 else _I32.pack(0)
+    enc.array_len(len(topics))
+    for name, topic_id, partitions in topics:
+        if version >= 13:
+            enc.buf += topic_id.bytes
+        else:
+            enc.string(name)
+        enc.array_len(len(partitions))
+        for p in partitions:
+            if version >= 5:
+                enc.buf += _PART.pack(p.index, p.error, p.high_watermark, p.high_watermark, p.log_start)
+            else:
+                enc.buf += _PART_V4.pack(p.index, p.error, p.high_watermark, p.high_watermark)
+            enc.array_len(0)  # aborted transactions
+            if version >= 11:
+                enc.buf += _I32.pack(-1)  # preferred read replica
+            enc.records(p.records)
+            enc.tags()
+        enc.tags()
+    enc.tags()
+    return enc.finish()
+
+
+def _read_all(
+    broker: Broker, request: Request, names: dict[uuid.UUID, str]
+) -> tuple[list[tuple[str, uuid.UUID, list[_PartitionResult]]], int, bool]:
+    """Read every requested partition once: (results, total bytes, any error)."""
+    body = request.body
+    budget = body.max_bytes if request.version >= 3 else 2**31 - 1
+    total = 0
+    errors = False
+    out = []
+    storage = broker.storage
+    for topic in body.topics:
+        if request.version >= 13:
+            topic_id = topic.topic_id
+            name = names.get(topic_id, "")
+        else:
+            name = topic.topic
+            topic_id = storage.topic(name).topic_id if storage.has_topic(name) else uuid.UUID(int=0)
+        parts = []
+        for p in topic.partitions:
+            result = _PartitionResult(p.partition, 0, -1, -1, None)
+            try:
+                if not name:
+                    result.error = ErrorCode.unknown_topic_id
+                    raise LookupError
+                log = storage.log(name, p.partition)
+                limit = min(p.partition_max_bytes, budget - total)
+                if limit > 0 or total == 0:
+                    read = log.read(p.fetch_offset, max(limit, 1))
+                    result.high_watermark, result.log_start = read.log_end_offset, read.log_start_offset
+                    if read.slice is not None:
+                        result.records = read.data()
+                        total += read.size
+                else:
+                    result.high_watermark, result.log_start = log.log_end_offset, log.log_start_offset
+            except LookupError:
+                errors = True
+            except OffsetOutOfRangeError as exc:
+                result.error = ErrorCode.offset_out_of_range
+                result.high_watermark, result.log_start = exc.log_end_offset, exc.log_start_offset
+                errors = True
+            except (UnknownTopicError, UnknownPartitionError):
+                result.error = ErrorCode.unknown_topic_or_partition
+                errors = True
+            except StorageError:
+                result.error = ErrorCode.kafka_storage_error
+                errors = True
+            parts.append(result)
+        out.append((name, topic_id, parts))
+    return out, total, errors
+
+
+async def handle_fetch(broker: Broker, request: Request) -> RawBody:
+    from logtrove.broker.server import RawBody
+
+    body = request.body
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + ms(body.max_wait) / 1000
+    names = {info.topic_id: info.name for info in broker.storage.topics()} if request.version >= 13 else {}
+    while True:
+        topics, total, errors = _read_all(broker, request, names)
+        remaining = deadline - loop.time()
+        if total >= body.min_bytes or errors or remaining <= 0:
+            break
+        await broker.wait_for_append(remaining)
+    return RawBody(encode_fetch_response(request.version, request.flexible, topics))

@@ -1,0 +1,175 @@
+"""Group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+OffsetCommit, OffsetFetch, DescribeGroups, ListGroups.
+
+Thin adapters between the kio request bodies of every version and
+:class:`logtrove.groups.GroupCoordinator`, which holds the semantics. This broker is
+the coordinator of every group (and of every transaction key, which it refuses).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from logtrove.broker.protocol import ms
+from logtrove.groups import CommittedOffset
+
+if TYPE_CHECKING:
+    from logtrove.broker.server import Broker, Reply, Request
+
+GROUP_KEY_TYPE = 0
+
+
+def _coordinator(broker: Broker, key: str, key_type: int) -> dict[str, Any]:
+    if key_type != GROUP_KEY_TYPE:
+        return {
+            "key": key,
+            "error_code": ErrorCode.coordinator_not_available,
+            "error_message": "transactions are not supported",
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+        }
+    return {"key": key, "node_id": broker.node_id, "host": broker.host, "port": broker.port}
+
+
+async def handle_find_coordinator(broker: Broker, request: Request) -> Reply:
+    body = request.body
+    key_type = getattr(body, "key_type", GROUP_KEY_TYPE)
+    if request.version >= 4:
+        return {"coordinators": [_coordinator(broker, k, key_type) for k in body.coordinator_keys]}
+    return _coordinator(broker, body.key, key_type)
+
+
+async def handle_join_group(broker: Broker, request: Request) -> Reply:
+    body = request.body
+    session = ms(body.session_timeout)
+    result = await broker.groups.join(
+        body.group_id,
+        body.member_id,
+        client_id=request.client_id or "",
+        client_host="/127.0.0.1",
+        session_timeout_ms=session,
+        rebalance_timeout_ms=ms(body.rebalance_timeout) if request.version >= 1 else session,
+        protocol_type=body.protocol_type,
+        protocols=[(p.name, p.metadata) for p in body.protocols],
+        group_instance_id=getattr(body, "group_instance_id", None),
+        require_known_member_id=request.version >= 4,
+    )
+    if request.version < 7:
+        result = {**result, "protocol_name": result.get("protocol_name") or ""}
+    return result
+
+
+async def handle_sync_group(broker: Broker, request: Request) -> Reply:
+    body = request.body
+    assignments = {a.member_id: a.assignment for a in body.assignments}
+    return await broker.groups.sync(body.group_id, body.member_id, body.generation_id, assignments)
+
+
+async def handle_heartbeat(broker: Broker, request: Request) -> Reply:
+    body = request.body
+    return {"error_code": broker.groups.heartbeat(body.group_id, body.member_id, body.generation_id)}
+
+
+async def handle_leave_group(broker: Broker, request: Request) -> Reply:
+    body = request.body
+    if request.version < 3:
+        return {"error_code": broker.groups.leave(body.group_id, body.member_id)}
+    members = [
+        {
+            "member_id": m.member_id,
+            "group_instance_id": m.group_instance_id,
+            "error_code": broker.groups.leave(body.group_id, m.member_id),
+        }
+        for m in body.members
+    ]
+    return {"members": members}
+
+
+async def handle_offset_commit(broker: Broker, request: Request) -> Reply:
+    body = request.body
+    now = broker.storage.clock.now_ms()
+    commits: dict[tuple[str, int], CommittedOffset] = {}
+    unknown: set[tuple[str, int]] = set()
+    for topic in body.topics:
+        for p in topic.partitions:
+            if (
+                not broker.storage.has_topic(topic.name)
+                or p.partition_index >= broker.storage.topic(topic.name).partitions
+            ):
+                unknown.add((topic.name, p.partition_index))
+                continue
+            commits[(topic.name, p.partition_index)] = CommittedOffset(
+                p.committed_offset,
+                getattr(p, "committed_leader_epoch", -1),
+                p.committed_metadata or "",
+                now,
+            )
+    generation = getattr(body, "generation_id_or_member_epoch", getattr(body, "generation_id", -1))
+    code = broker.groups.commit_offsets(body.group_id, body.member_id, generation, commits)
+    return {
+        "topics": [
+            {
+                "name": topic.name,
+                "partitions": [
+                    {
+                        "partition_index": p.partition_index,
+                        "error_code": ErrorCode.unknown_topic_or_partition
+                        if (topic.name, p.partition_index) in unknown
+                        else code,
+                    }
+                    for p in topic.partitions
+                ],
+            }
+            for topic in body.topics
+        ]
+    }
+
+
+def _fetch_group(broker: Broker, group_id: str, topics: Any) -> list[dict[str, Any]]:
+    if topics is None:
+        wanted: dict[str, list[int]] = {}
+        for t, p in sorted(broker.groups.offsets.for_group(group_id)):
+            wanted.setdefault(t, []).append(p)
+    else:
+        wanted = {t.name: list(t.partition_indexes) for t in topics}
+    out = []
+    for name, partitions in wanted.items():
+        rows = []
+        for p in partitions:
+            c = broker.groups.committed(group_id, name, p)
+            rows.append(
+                {
+                    "partition_index": p,
+                    "committed_offset": c.offset if c else -1,
+                    "committed_leader_epoch": c.leader_epoch if c else -1,
+                    "metadata": c.metadata if c else "",
+                }
+            )
+        out.append({"name": name, "partitions": rows})
+    return out
+
+
+async def handle_offset_fetch(broker: Broker, request: Request) -> Reply:
+    body = request.body
+    if request.version >= 8:
+        return {
+            "groups": [
+                {"group_id": g.group_id, "topics": _fetch_group(broker, g.group_id, g.topics)}
+                for g in body.groups
+            ]
+        }
+    return {"topics": _fetch_group(broker, body.group_id, body.topics)}
+
+
+async def handle_describe_groups(broker: Broker, request: Request) -> Reply:
+    groups = [{**broker.groups.describe(g), "authorized_operations": -(2**31)} for g in request.body.groups]
+    return {"groups": groups}
+
+
+async def handle_list_groups(broker: Broker, request: Request) -> Reply:
+    states = set(getattr(request.body, "states_filter", ()) or ())
+    groups = [g for g in broker.groups.list_groups() if not states or g["group_state"] in states]
+    return {"groups": groups}

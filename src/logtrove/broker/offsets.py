@@ -1,0 +1,76 @@
+"""ListOffsets and DeleteRecords.
+
+ListOffsets answers, per partition, by the requested timestamp:
+
+======  ==============================================================================
+ -2     earliest: the log start offset
+ -1     latest: the log end offset (the next offset to be written)
+ -3     max timestamp: the first record carrying the log's largest timestamp
+ T ≥ 0  the first record (in offset order) with timestamp ≥ T, through the time index;
+        offset -1 and timestamp -1 when no record is that recent (Kafka's answer)
+======  ==============================================================================
+
+DeleteRecords moves a partition's log start offset forward (``-1`` = to the high
+watermark) and deletes the segments wholly below it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from logtrove.broker.protocol import error_code
+from logtrove.storage import PartitionLog, StorageError
+
+if TYPE_CHECKING:
+    from logtrove.broker.server import Broker, Reply, Request
+
+EARLIEST = -2
+LATEST = -1
+MAX_TIMESTAMP = -3
+
+
+def _lookup(log: PartitionLog, timestamp: int) -> tuple[int, int]:
+    """(offset, timestamp) for one ListOffsets query."""
+    if timestamp == EARLIEST:
+        return log.log_start_offset, -1
+    if timestamp == LATEST:
+        return log.log_end_offset, -1
+    found = log.max_timestamp_offset() if timestamp == MAX_TIMESTAMP else log.offset_for_timestamp(timestamp)
+    if found is None:
+        return -1, -1
+    return found.offset, found.timestamp
+
+
+async def handle_list_offsets(broker: Broker, request: Request) -> Reply:
+    topics = []
+    for topic in request.body.topics:
+        partitions = []
+        for p in topic.partitions:
+            result: dict[str, Any] = {"partition_index": p.partition_index, "timestamp": -1, "offset": -1}
+            try:
+                offset, timestamp = _lookup(broker.storage.log(topic.name, p.partition_index), p.timestamp)
+                result.update(offset=offset, timestamp=timestamp, leader_epoch=0)
+            except StorageError as exc:
+                result["error_code"] = error_code(exc)
+            partitions.append(result)
+        topics.append({"name": topic.name, "partitions": partitions})
+    return {"topics": topics}
+
+
+async def handle_delete_records(broker: Broker, request: Request) -> Reply:
+    topics = []
+    for topic in request.body.topics:
+        partitions = []
+        for p in topic.partitions:
+            result: dict[str, Any] = {"partition_index": p.partition_index, "low_watermark": -1}
+            try:
+                log = broker.storage.log(topic.name, p.partition_index)
+                target = log.log_end_offset if p.offset == -1 else p.offset
+                result["low_watermark"] = broker.storage.truncate_before(
+                    topic.name, p.partition_index, target
+                )
+            except StorageError as exc:
+                result["error_code"] = error_code(exc)
+            partitions.append(result)
+        topics.append({"name": topic.name, "partitions": partitions})
+    return {"topics": topics}

@@ -1,0 +1,173 @@
+"""Produce and InitProducerId, with idempotent-producer de-duplication.
+
+A produced batch is validated and appended as-is by the storage layer (no per-record
+work). An idempotent producer (a batch with ``producerId >= 0``) numbers its batches per
+partition; the broker remembers the last :data:`RECENT_BATCHES` batches of each
+(producer, partition) and
+
+* answers a batch it has already appended (same first and last sequence — a retry whose
+  first answer was lost) with the original offsets and no error, without appending again;
+* refuses a batch that skips sequence numbers with ``OUT_OF_ORDER_SEQUENCE_NUMBER``;
+* accepts any sequence from a producer it knows nothing of (e.g. after a restart, since
+  producer state is not persisted) or after the producer's epoch changed.
+
+Producer IDs are ``start time in ms × 1024 + n``, unique across restarts without state.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from logtrove.broker.protocol import error_code
+from logtrove.records import HEADER_SIZE, RecordsError, read_header
+from logtrove.storage import StorageError, UnknownPartitionError, UnknownTopicError
+
+if TYPE_CHECKING:
+    from logtrove.broker.server import Broker, Reply, Request
+
+RECENT_BATCHES = 5
+SEQUENCE_WRAP = 2**31
+
+
+@dataclass(frozen=True, slots=True)
+class _Appended:
+    first_seq: int
+    last_seq: int
+    base_offset: int
+
+
+@dataclass
+class _ProducerPartition:
+    epoch: int
+    recent: deque[_Appended]
+
+
+class ProducerStates:
+    """Recent sequence numbers per (producer ID, topic, partition)."""
+
+    def __init__(self, start_ms: int) -> None:
+        self._next_id = start_ms * 1024
+        self._state: dict[tuple[int, str, int], _ProducerPartition] = {}
+
+    def new_producer_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    def check(
+        self, pid: int, epoch: int, topic: str, partition: int, first_seq: int, count: int
+    ) -> _Appended | int:
+        """A remembered batch (a duplicate), or an error code (0 = append it)."""
+        state = self._state.get((pid, topic, partition))
+        if state is None or state.epoch != epoch or not state.recent:
+            return 0
+        last_seq = (first_seq + count - 1) % SEQUENCE_WRAP
+        for seen in state.recent:
+            if seen.first_seq == first_seq and seen.last_seq == last_seq:
+                return seen
+        expected = (state.recent[-1].last_seq + 1) % SEQUENCE_WRAP
+        return 0 if first_seq == expected else int(ErrorCode.out_of_order_sequence_number)
+
+    def record(
+        self, pid: int, epoch: int, topic: str, partition: int, first_seq: int, count: int, base: int
+    ) -> None:
+        key = (pid, topic, partition)
+        state = self._state.get(key)
+        if state is None or state.epoch != epoch:
+            state = self._state[key] = _ProducerPartition(epoch, deque(maxlen=RECENT_BATCHES))
+        state.recent.append(_Appended(first_seq, (first_seq + count - 1) % SEQUENCE_WRAP, base))
+
+
+def producer_states(broker: Broker) -> ProducerStates:
+    if broker.producers is None:
+        broker.producers = ProducerStates(broker.storage.clock.now_ms())
+    states: ProducerStates = broker.producers
+    return states
+
+
+async def handle_init_producer_id(broker: Broker, request: Request) -> Reply:
+    body = request.body
+    if body.transactional_id is not None:
+        return {
+            "error_code": ErrorCode.transactional_id_authorization_failed,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        }
+    states = producer_states(broker)
+    pid = getattr(body, "producer_id", -1)
+    epoch = getattr(body, "producer_epoch", -1)
+    if pid >= 0 and 0 <= epoch < 32766:
+        return {"producer_id": pid, "producer_epoch": epoch + 1}
+    return {"producer_id": states.new_producer_id(), "producer_epoch": 0}
+
+
+def _append(broker: Broker, topic: str, partition: int, records: bytes | None) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "index": partition,
+        "base_offset": -1,
+        "log_start_offset": -1,
+        "record_errors": [],
+    }
+    try:
+        if not records:
+            raise RecordsError("no records in the produce request")
+        log = broker.storage.log(topic, partition)
+        header = read_header(records, 0) if len(records) >= HEADER_SIZE else None
+        states = producer_states(broker) if header is not None and header.producer_id >= 0 else None
+        if states is not None and header is not None:
+            verdict = states.check(
+                header.producer_id,
+                header.producer_epoch,
+                topic,
+                partition,
+                header.base_sequence,
+                header.record_count,
+            )
+            if isinstance(verdict, _Appended):
+                result.update(base_offset=verdict.base_offset, log_start_offset=log.log_start_offset)
+                return result
+            if verdict:
+                result["error_code"] = verdict
+                return result
+        appended = log.append(records)
+        if states is not None and header is not None:
+            states.record(
+                header.producer_id,
+                header.producer_epoch,
+                topic,
+                partition,
+                header.base_sequence,
+                header.record_count,
+                appended.base_offset,
+            )
+        broker.notify_append()
+        result.update(
+            base_offset=appended.base_offset,
+            log_append_time=appended.log_append_time if appended.log_append_time >= 0 else None,
+            log_start_offset=appended.log_start_offset,
+        )
+    except (UnknownTopicError, UnknownPartitionError):
+        result["error_code"] = ErrorCode.unknown_topic_or_partition
+    except (StorageError, RecordsError) as exc:
+        result["error_code"] = error_code(exc)
+        result["error_message"] = str(exc)
+    return result
+
+
+async def handle_produce(broker: Broker, request: Request) -> Reply:
+    body = request.body
+    responses = [
+        {
+            "name": topic.name,
+            "partition_responses": [
+                _append(broker, topic.name, p.index, p.records) for p in topic.partition_data
+            ],
+        }
+        for topic in body.topic_data
+    ]
+    if body.acks == 0:
+        return None
+    return {"responses": responses}

@@ -1,0 +1,317 @@
+"""The broker process: an asyncio (uvloop) TCP server speaking the Kafka protocol.
+
+One event loop serves every connection and does the appends (a produce is a
+``pwritev``); fsyncs due to ``flush.ms``, retention and checkpoints run in a
+maintenance thread. Each connection is served strictly in order, one request at a time
+(as Kafka does by muting the channel): a request is read, handled, its response written,
+and only then is the next frame read, so responses are always in request order and a
+slow client holds at most one frame in memory (``max_frame_bytes``) plus what the
+transport buffers before back-pressure (``drain``) applies.
+
+A frame that cannot be decoded closes only its own connection; a version the broker
+does not serve gets ``UNSUPPORTED_VERSION`` for ApiVersions (answered in v0 so any
+client can read it) and closes the connection for the other APIs, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
+from kio.serial import entity_reader
+from kio.serial.errors import SerialError
+
+from logtrove.broker.protocol import (
+    API_VERSIONS_KEY,
+    REQUEST_PREFIX,
+    SIZE,
+    build,
+    encode,
+    response_header,
+)
+from logtrove.groups import GroupCoordinator, OffsetStore
+from logtrove.storage import Storage
+
+log = logging.getLogger("logtrove.broker")
+
+DEFAULT_MAX_FRAME = 100 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Settings of one broker process."""
+
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    auto_create_topics: bool = True
+    default_partitions: int = 1
+    max_frame_bytes: int = DEFAULT_MAX_FRAME
+    initial_rebalance_delay_ms: int = 3000
+    maintenance_interval_ms: int = 1000
+    offsets_partitions: int = 1
+
+
+@dataclass(frozen=True)
+class Request:
+    """One decoded request: header fields and the kio body."""
+
+    api_key: int
+    version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any
+    flexible: bool
+    response_cls: type
+
+
+@dataclass(frozen=True)
+class RawBody:
+    """A response body already encoded as chunks (Fetch: record bytes are not copied)."""
+
+    chunks: list[bytes | memoryview]
+
+
+Reply = Mapping[str, Any] | RawBody | None
+Handler = Callable[["Broker", Request], Awaitable[Reply]]
+
+
+@dataclass(frozen=True)
+class Api:
+    """A served API: the versions advertised and its handler."""
+
+    key: int
+    min_version: int
+    max_version: int
+    handler: Handler
+
+
+class BadFrameError(Exception):
+    """A frame that cannot be decoded or is of a version we do not serve."""
+
+
+@cache
+def _schemas(api_key: int, version: int) -> tuple[type, type, Any, Any]:
+    req_cls = load_request_schema(api_key, version)
+    resp_cls = load_response_schema(api_key, version)
+    return req_cls, resp_cls, entity_reader(req_cls.__header_schema__), entity_reader(req_cls)
+
+
+class Broker:
+    """The Kafka-protocol front of one data directory."""
+
+    def __init__(self, storage: Storage, config: BrokerConfig) -> None:
+        from logtrove.broker.apis import build_api_table
+
+        self.storage = storage
+        self.config = config
+        self.apis: dict[int, Api] = build_api_table()
+        self.node_id = storage.data_dir.broker_id
+        self.cluster_id = storage.data_dir.cluster_id
+        self.bound_port = config.port
+        self.offsets = OffsetStore(storage, partitions=config.offsets_partitions)
+        self.groups = GroupCoordinator(
+            self.offsets, initial_rebalance_delay_ms=config.initial_rebalance_delay_ms
+        )
+        self._appended: asyncio.Future[None] | None = None
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._stop_maintenance = threading.Event()
+        self._maintenance: threading.Thread | None = None
+        self.producers: Any = None  # set by the produce module on first use
+
+    @property
+    def host(self) -> str:
+        """The host clients are told to connect to."""
+        return self.config.advertised_host or self.config.host
+
+    @property
+    def port(self) -> int:
+        """The port clients are told to connect to (the bound one unless advertised)."""
+        return self.config.advertised_port or self.bound_port
+
+    # -- appends and long polls ---------------------------------------------------------
+    def notify_append(self) -> None:
+        """Wake the fetches waiting for data (called after every successful append)."""
+        fut, self._appended = self._appended, None
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    async def wait_for_append(self, timeout_s: float) -> None:
+        """Wait until the next append or ``timeout_s``, whichever comes first."""
+        if timeout_s <= 0:
+            return
+        if self._appended is None:
+            self._appended = asyncio.get_running_loop().create_future()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._appended), timeout_s)
+
+    # -- lifecycle ---------------------------------------------------------------------
+    async def start(self) -> None:
+        self.offsets.load()
+        self._server = await asyncio.start_server(
+            self._serve_connection, self.config.host, self.config.port, limit=1 << 20
+        )
+        sock = self._server.sockets[0]
+        self.bound_port = int(sock.getsockname()[1])
+        self._maintenance = threading.Thread(target=self._maintenance_loop, name="maintenance", daemon=True)
+        self._maintenance.start()
+        self.groups.start()
+
+    async def stop(self) -> None:
+        """Stop accepting, close connections, stop maintenance, close storage."""
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.wait(self._connections, timeout=5)
+        await self.groups.stop()
+        self._stop_maintenance.set()
+        if self._maintenance is not None:
+            self._maintenance.join(timeout=30)
+        self.storage.close()
+
+    def _maintenance_loop(self) -> None:
+        interval = self.config.maintenance_interval_ms / 1000
+        while not self._stop_maintenance.wait(interval):
+            try:
+                self.storage.run_maintenance()
+            except Exception:  # the loop must survive one bad round; the next retries
+                log.exception("maintenance round failed")
+
+    # -- connections -------------------------------------------------------------------
+    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            while True:
+                head = await reader.readexactly(SIZE.size)
+                (size,) = SIZE.unpack(head)
+                if size < REQUEST_PREFIX.size or size > self.config.max_frame_bytes:
+                    log.info("closing connection: frame size %d out of range", size)
+                    return
+                frame = await reader.readexactly(size)
+                chunks = await self._handle_frame(frame)
+                if chunks:
+                    writer.writelines(chunks)
+                    await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass
+        except BadFrameError as exc:
+            log.info("closing connection: %s", exc)
+        except Exception:
+            log.exception("closing connection after an internal error")
+        finally:
+            self._connections.discard(task)
+            writer.close()
+
+    def _decode(self, frame: bytes) -> Request:
+        api_key, version, correlation_id = REQUEST_PREFIX.unpack_from(frame, 0)
+        api = self.apis.get(api_key)
+        if api is None:
+            raise BadFrameError(f"api key {api_key} is not served")
+        if not api.min_version <= version <= api.max_version:
+            raise BadFrameError(f"api key {api_key} version {version} is not served")
+        try:
+            req_cls, resp_cls, read_header, read_body = _schemas(api_key, version)
+            header, used = read_header(frame, 0)
+            body, _ = read_body(frame, used)
+        except (SerialError, KeyError, ValueError, UnknownEntity, UnknownAPIKey, TypeError) as exc:
+            raise BadFrameError(f"undecodable request (key {api_key} v{version}): {exc!r}") from exc
+        return Request(
+            api_key=api_key,
+            version=version,
+            correlation_id=correlation_id,
+            client_id=getattr(header, "client_id", None),
+            body=body,
+            flexible=bool(getattr(req_cls, "__flexible__", False)),
+            response_cls=resp_cls,
+        )
+
+    async def _handle_frame(self, frame: bytes) -> list[bytes | memoryview] | None:
+        api_key, version, correlation_id = REQUEST_PREFIX.unpack_from(frame, 0)
+        if api_key == API_VERSIONS_KEY and not self._serves(api_key, version):
+            from logtrove.broker.apis import unsupported_api_versions
+
+            return self._frame(unsupported_api_versions(self), correlation_id, False, api_key)
+        request = self._decode(frame)
+        api = self.apis[request.api_key]
+        reply = await api.handler(self, request)
+        if reply is None:
+            return None
+        if isinstance(reply, RawBody):
+            return self._frame_chunks(reply.chunks, correlation_id, request.flexible, api_key)
+        return self._frame(
+            encode(build(request.response_cls, reply)), correlation_id, request.flexible, api_key
+        )
+
+    def _serves(self, api_key: int, version: int) -> bool:
+        api = self.apis.get(api_key)
+        return api is not None and api.min_version <= version <= api.max_version
+
+    def _frame(
+        self, body: bytes, correlation_id: int, flexible: bool, api_key: int
+    ) -> list[bytes | memoryview]:
+        header = response_header(correlation_id, flexible, api_key)
+        return [SIZE.pack(len(header) + len(body)) + header + body]
+
+    def _frame_chunks(
+        self, chunks: list[bytes | memoryview], correlation_id: int, flexible: bool, api_key: int
+    ) -> list[bytes | memoryview]:
+        header = response_header(correlation_id, flexible, api_key)
+        size = len(header) + sum(len(c) for c in chunks)
+        return [SIZE.pack(size) + header, *chunks]
+
+
+def run(storage: Storage, config: BrokerConfig, *, ready: Callable[[Broker], None] | None = None) -> None:
+    """Run a broker until SIGINT or SIGTERM, then shut down cleanly (uvloop if present)."""
+    try:
+        import uvloop
+
+        runner: Callable[[Any], Any] = uvloop.run
+    except ImportError:  # pragma: no cover - uvloop is a dependency
+        runner = asyncio.run
+    runner(_main(storage, config, ready))
+
+
+async def _main(storage: Storage, config: BrokerConfig, ready: Callable[[Broker], None] | None) -> None:
+    broker = Broker(storage, config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await broker.start()
+    except BaseException:
+        storage.close()
+        raise
+    if ready is not None:
+        ready(broker)
+    started = time.monotonic()
+    await stop.wait()
+    log.info("shutting down after %.1f s", time.monotonic() - started)
+    await broker.stop()
+
+
+__all__ = [
+    "Api",
+    "BadFrameError",
+    "Broker",
+    "BrokerConfig",
+    "RawBody",
+    "Reply",
+    "Request",
+    "run",
+]

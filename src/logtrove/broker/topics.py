@@ -1,0 +1,152 @@
+"""Metadata, CreateTopics and DeleteTopics.
+
+logtrove is a single broker: it is the leader and only replica of every partition
+(leader epoch 0), and the controller. Metadata creates unknown topics when the client
+allows it and the broker's ``auto_create_topics`` is on (Kafka's
+``auto.create.topics.enable``), with ``default_partitions`` partitions.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from logtrove.broker.protocol import ZERO_UUID, error_code
+from logtrove.storage import StorageError, TopicInfo, UnknownTopicError, check_topic_name
+
+if TYPE_CHECKING:
+    from logtrove.broker.server import Broker, Reply, Request
+
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+def _partitions(broker: Broker, info: TopicInfo) -> list[dict[str, Any]]:
+    node = broker.node_id
+    return [
+        {
+            "error_code": 0,
+            "partition_index": p,
+            "leader_id": node,
+            "leader_epoch": 0,
+            "replica_nodes": [node],
+            "isr_nodes": [node],
+            "offline_replicas": [],
+        }
+        for p in range(info.partitions)
+    ]
+
+
+def _topic(broker: Broker, info: TopicInfo) -> dict[str, Any]:
+    return {
+        "error_code": 0,
+        "name": info.name,
+        "topic_id": info.topic_id,
+        "is_internal": info.internal,
+        "partitions": _partitions(broker, info),
+        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+def auto_create(broker: Broker, name: str) -> TopicInfo:
+    """Create ``name`` with the broker's default partition count (races are harmless)."""
+    if broker.storage.has_topic(name):
+        return broker.storage.topic(name)
+    return broker.storage.create_topic(name, broker.config.default_partitions)
+
+
+async def handle_metadata(broker: Broker, request: Request) -> Reply:
+    body = request.body
+    storage = broker.storage
+    allow_create = broker.config.auto_create_topics and (
+        request.version < 4 or getattr(body, "allow_auto_topic_creation", True)
+    )
+    topics: list[dict[str, Any]] = []
+    if body.topics is None or (request.version == 0 and not body.topics):
+        topics = [_topic(broker, info) for info in storage.topics()]
+    else:
+        for wanted in body.topics:
+            name = wanted.name
+            if name is None:
+                topics.append(
+                    _unknown(name, getattr(wanted, "topic_id", ZERO_UUID), ErrorCode.unknown_topic_id)
+                )
+                continue
+            try:
+                info = storage.topic(name) if not allow_create else auto_create(broker, name)
+                topics.append(_topic(broker, info))
+            except UnknownTopicError:
+                topics.append(_unknown(name, ZERO_UUID, ErrorCode.unknown_topic_or_partition))
+            except StorageError as exc:
+                topics.append(_unknown(name, ZERO_UUID, error_code(exc)))
+    return {
+        "brokers": [{"node_id": broker.node_id, "host": broker.host, "port": broker.port, "rack": None}],
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.node_id,
+        "topics": topics,
+        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+def _unknown(name: str | None, topic_id: Any, code: ErrorCode) -> dict[str, Any]:
+    return {"error_code": code, "name": name, "topic_id": topic_id, "partitions": []}
+
+
+async def handle_create_topics(broker: Broker, request: Request) -> Reply:
+    body = request.body
+    results = []
+    for topic in body.topics:
+        result: dict[str, Any] = {"name": topic.name, "num_partitions": -1, "replication_factor": -1}
+        partitions = topic.num_partitions if topic.num_partitions > 0 else broker.config.default_partitions
+        configs = {c.name: c.value for c in topic.configs if c.value is not None}
+        try:
+            if topic.replication_factor > 1:
+                result["error_code"] = ErrorCode.invalid_replication_factor
+                result["error_message"] = "logtrove is a single broker: replication factor must be 1 or -1"
+            elif topic.assignments:
+                result["error_code"] = ErrorCode.invalid_request
+                result["error_message"] = "manual replica assignments are not supported"
+            elif body.validate_only:
+                check_topic_name(topic.name)
+                if broker.storage.has_topic(topic.name):
+                    result["error_code"] = ErrorCode.topic_already_exists
+            else:
+                info = broker.storage.create_topic(topic.name, partitions, configs)
+                result.update(
+                    topic_id=info.topic_id,
+                    num_partitions=info.partitions,
+                    replication_factor=1,
+                    configs=[
+                        {"name": k, "value": v, "read_only": False, "config_source": 5, "is_sensitive": False}
+                        for k, v in info.config.as_strings().items()
+                    ],
+                )
+        except StorageError as exc:
+            result["error_code"] = error_code(exc)
+            result["error_message"] = str(exc)
+        results.append(result)
+    return {"topics": results}
+
+
+async def handle_delete_topics(broker: Broker, request: Request) -> Reply:
+    body = request.body
+    if request.version >= 6:
+        wanted = [(t.name, t.topic_id) for t in body.topics]
+    else:
+        wanted = [(name, None) for name in body.topic_names]
+    by_id = {info.topic_id: info.name for info in broker.storage.topics()}
+    responses = []
+    for given, topic_id in wanted:
+        name = by_id.get(topic_id) if given is None and topic_id is not None else given
+        result: dict[str, Any] = {"name": name, "topic_id": topic_id or ZERO_UUID}
+        try:
+            if name is None:
+                result["error_code"] = ErrorCode.unknown_topic_id
+            else:
+                result["topic_id"] = broker.storage.topic(name).topic_id
+                broker.storage.delete_topic(name)
+        except StorageError as exc:
+            result["error_code"] = error_code(exc)
+            result["error_message"] = str(exc)
+        responses.append(result)
+    return {"responses": responses}

@@ -1,0 +1,78 @@
+"""``logtrove serve``: run the Kafka-compatible broker on a data directory."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Annotated
+
+import typer
+
+from logtrove.broker import Broker, BrokerConfig, run
+from logtrove.cli.common import DEFAULT_DATA, DataOption, cli_errors, fail
+from logtrove.cli.main import app
+from logtrove.storage import Storage
+
+
+def _parse_listen(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        fail(f"--listen needs HOST:PORT, got {text!r}", 2)
+    return host or "127.0.0.1", int(port)
+
+
+@app.command()
+def serve(
+    data: DataOption = DEFAULT_DATA,
+    listen: Annotated[
+        str, typer.Option("--listen", "-l", help="Address to listen on, HOST:PORT.")
+    ] = "127.0.0.1:9092",
+    advertise: Annotated[
+        str | None, typer.Option("--advertise", help="HOST:PORT given to clients (default: --listen).")
+    ] = None,
+    auto_create_topics: Annotated[
+        bool,
+        typer.Option(
+            "--auto-create-topics/--no-auto-create-topics", help="Create unknown topics on metadata requests."
+        ),
+    ] = True,
+    default_partitions: Annotated[
+        int, typer.Option("--default-partitions", min=1, help="Partitions of auto-created topics.")
+    ] = 1,
+    initial_rebalance_delay_ms: Annotated[
+        int,
+        typer.Option(
+            "--initial-rebalance-delay-ms",
+            min=0,
+            help="Wait for more members before a new group's first rebalance.",
+        ),
+    ] = 3000,
+    max_frame_bytes: Annotated[
+        int, typer.Option("--max-frame-bytes", min=1024, help="Largest request accepted.")
+    ] = 100 * 1024 * 1024,
+    log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
+) -> None:
+    """Serve the data directory over the Kafka protocol until SIGINT or SIGTERM."""
+    logging.basicConfig(
+        level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    host, port = _parse_listen(listen)
+    adv_host, adv_port = _parse_listen(advertise) if advertise else (None, None)
+    config = BrokerConfig(
+        host=host,
+        port=port,
+        advertised_host=adv_host,
+        advertised_port=adv_port,
+        auto_create_topics=auto_create_topics,
+        default_partitions=default_partitions,
+        max_frame_bytes=max_frame_bytes,
+        initial_rebalance_delay_ms=initial_rebalance_delay_ms,
+    )
+    with cli_errors():
+        storage = Storage.open(data, holder=f"logtrove serve {listen}")
+
+    def ready(broker: Broker) -> None:
+        print(f"logtrove serving {data} on {broker.config.host}:{broker.bound_port}", flush=True)
+
+    with cli_errors():
+        run(storage, config, ready=ready)
