@@ -273,7 +273,7 @@ class Storage:
     def _write_topic_file(self, info: TopicInfo) -> None:
         folder = self.path / TOPICS_DIR
         folder.mkdir(exist_ok=True)
-        tmp = folder / f".{info.name}.json.tmp"
+        tmp = folder / f".{info.name}.tmp"  # ≤ 255 bytes even for a 249-character name
         tmp.write_text(json.dumps(info.to_json(), indent=2) + "\n", "utf-8")
         tmp.replace(folder / f"{info.name}.json")
         fsync_dir(folder)
