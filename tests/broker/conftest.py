@@ -1,0 +1,90 @@
+"""A real ``logtrove serve`` subprocess on a free 127.0.0.1 port, started and stopped by PID."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SERVE = "from logtrove.cli.main import main; main()"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class BrokerProcess:
+    """One broker subprocess over a data directory; restartable on the same port."""
+
+    def __init__(self, data: Path, port: int, *extra: str) -> None:
+        self.data = data
+        self.port = port
+        self.extra = extra
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = data.parent / f"broker-{port}.log"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        args = [sys.executable, "-c", SERVE, "serve", "--data", str(self.data), "--listen", self.bootstrap]
+        args += ["--initial-rebalance-delay-ms", "200", *self.extra]
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited: {self.log.read_text()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("broker did not start listening")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            code = self.proc.wait(10)
+        self.proc = None
+        return code
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    proc = BrokerProcess(tmp_path / "data", free_port())
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker for a whole module (tests use distinct topic names)."""
+    proc = BrokerProcess(tmp_path_factory.mktemp("broker") / "data", free_port())
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
