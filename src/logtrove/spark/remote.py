@@ -1,0 +1,152 @@
+"""Remote mode: plan and read over the Kafka protocol from a running broker.
+
+For clusters whose executors do not share the broker's disk. Planning asks the broker
+for topics, watermarks and offsets by time (:class:`RemoteCatalog`); each executor task
+fetches its offset range with a plain Kafka consumer (confluent-kafka, no group, no
+commits) and stops at the range end. The same filters as in direct mode are applied to
+the fetched records.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from logtrove.records import Record
+from logtrove.spark.columns import BATCH_ROWS, ColumnBuffer
+from logtrove.spark.options import RecordFilter
+from logtrove.spark.ranges import OffsetRange
+
+TIMEOUT_S = 30.0
+_DEFAULT_ID_HEADER = "id"
+_DEFAULT_TAG_HEADER = "tag"
+
+
+def _consumer(bootstrap: str) -> Any:
+    from confluent_kafka import Consumer
+
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"logtrove-spark-{uuid.uuid4().hex[:12]}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": True,
+            "fetch.max.bytes": 52_428_800,
+        }
+    )
+
+
+class RemoteCatalog:
+    """A :class:`~logtrove.spark.ranges.Catalog` backed by a broker's metadata."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self._consumer = _consumer(bootstrap)
+        self._metadata = self._consumer.list_topics(timeout=TIMEOUT_S)
+
+    def topic_names(self) -> list[str]:
+        return sorted(str(t) for t in self._metadata.topics)
+
+    def partition_count(self, topic: str) -> int:
+        return len(self._metadata.topics[topic].partitions)
+
+    def bounds(self, topic: str, partition: int) -> tuple[int, int]:
+        from confluent_kafka import TopicPartition
+
+        low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_S)
+        return int(low), int(high)
+
+    def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
+        from confluent_kafka import TopicPartition
+
+        [found] = self._consumer.offsets_for_times([TopicPartition(topic, partition, timestamp)], timeout=TIMEOUT_S)
+        return None if found.offset < 0 else int(found.offset)
+
+    def split_points(self, topic: str, partition: int) -> list[int]:
+        return []
+
+    def header_names(self, topic: str) -> tuple[str, str]:
+        """From DescribeConfigs; the defaults if the broker does not answer it."""
+        from confluent_kafka.admin import AdminClient, ConfigResource
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        try:
+            entries = admin.describe_configs([resource])[resource].result(timeout=TIMEOUT_S)
+        except Exception:  # an older broker without DescribeConfigs: the documented defaults
+            return _DEFAULT_ID_HEADER, _DEFAULT_TAG_HEADER
+        id_entry, tag_entry = entries.get("message.id.header"), entries.get("message.tag.header")
+        return (
+            id_entry.value if id_entry is not None else _DEFAULT_ID_HEADER,
+            tag_entry.value if tag_entry is not None else _DEFAULT_TAG_HEADER,
+        )
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def _as_record(msg: Any) -> Record:
+    _, ts = msg.timestamp()
+    headers = tuple((str(k), v) for k, v in (msg.headers() or ()))
+    return Record(int(msg.offset()), int(ts), msg.key(), msg.value(), headers)
+
+
+def _matches(record: Record, flt: RecordFilter, id_header: str, tag_header: str) -> bool:
+    if flt.key is not None and record.key != flt.key:
+        return False
+    if flt.id is not None and record.header(id_header) != flt.id.encode():
+        return False
+    if flt.tag is not None and record.header(tag_header) != flt.tag.encode():
+        return False
+    return flt.contains is None or (record.value is not None and flt.contains in record.value)
+
+
+def fetch_range(bootstrap: str, rng: OffsetRange) -> Iterator[tuple[Record, bool]]:
+    """(record, is LogAppendTime) for each record of ``rng``, in offset order."""
+    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, KafkaError, KafkaException, TopicPartition
+
+    consumer = _consumer(bootstrap)
+    try:
+        consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
+        position = rng.start
+        while position < rng.end:
+            messages = consumer.consume(num_messages=5000, timeout=TIMEOUT_S)
+            if not messages:
+                raise TimeoutError(f"no data from {bootstrap} for {rng} after {TIMEOUT_S:.0f} s at offset {position}")
+            for msg in messages:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        if int(msg.offset()) >= rng.end:
+                            return
+                        continue
+                    raise KafkaException(err)
+                offset = int(msg.offset())
+                if offset >= rng.end:
+                    return
+                position = offset + 1
+                yield _as_record(msg), msg.timestamp()[0] == TIMESTAMP_LOG_APPEND_TIME
+    finally:
+        consumer.close()
+
+
+def read_range(
+    bootstrap: str,
+    rng: OffsetRange,
+    flt: RecordFilter,
+    include_headers: bool,
+    id_header: str = _DEFAULT_ID_HEADER,
+    tag_header: str = _DEFAULT_TAG_HEADER,
+) -> Iterator[Any]:
+    """Arrow record batches of the rows of ``rng`` fetched from the broker."""
+    buf = ColumnBuffer(rng.topic, rng.partition, id_header, tag_header, include_headers)
+    for record, append_time in fetch_range(bootstrap, rng):
+        if flt.empty or _matches(record, flt, id_header, tag_header):
+            buf.add(record, append_time)
+            if len(buf) >= BATCH_ROWS:
+                yield buf.take_batch()
+    if len(buf):
+        yield buf.take_batch()

@@ -1,0 +1,253 @@
+"""The ``logtrove`` Python data source (PySpark ≥ 4.2 API): batch and streaming reads,
+batch and streaming writes. Imports pyspark; loaded only by :func:`logtrove.spark.register`.
+
+Pruning — why there is no ``pushFilters``
+-----------------------------------------
+PySpark 4.3.0 keeps the read plan made during filter pushdown on the data source object
+the DataFrame shares with every later query on it. Querying the same DataFrame (or temp
+view) first with ``WHERE key = 'k'`` and then without a pushable filter reuses the pruned
+plan and silently returns too few rows. A plan must therefore never depend on the filters
+of one query. This source prunes only by its options, which belong to the DataFrame
+itself and cannot go stale: ``assign`` (partition), ``startingOffsets``/``endingOffsets``
+(offset), ``startingTimestamp``/``endingTimestamp`` (time, through the time indexes) and
+``key``/``id``/``tag``/``contains`` (through the indexes and payload tests).
+``logtrove.spark.pushdown`` turns a filter on those columns into such options, for a new
+DataFrame. SQL ``WHERE`` clauses are evaluated by Spark over the full option range.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+
+from logtrove.spark import direct, remote
+from logtrove.spark.columns import spark_schema
+from logtrove.spark.options import ReadOptions
+from logtrove.spark.ranges import (
+    Catalog,
+    DirectCatalog,
+    OffsetRange,
+    plan_batch,
+    split_ranges,
+    start_offset,
+    topic_partitions,
+)
+from logtrove.spark.writer import WriteOptions, write_rows
+from logtrove.storage import Storage
+
+SOURCE_NAME = "logtrove"
+
+
+class RangePartition(InputPartition):  # type: ignore[misc]
+    """One Spark task: an offset range and the header names of its topic."""
+
+    def __init__(self, rng: OffsetRange, id_header: str, tag_header: str) -> None:
+        super().__init__(rng)
+        self.rng = rng
+        self.id_header = id_header
+        self.tag_header = tag_header
+
+
+def _open_catalog(options: ReadOptions) -> tuple[Catalog, Any]:
+    """A catalog and the thing to close afterwards."""
+    if options.path:
+        storage = Storage.open(options.path, read_only=True)
+        return DirectCatalog(storage), storage
+    assert options.bootstrap is not None
+    catalog = remote.RemoteCatalog(options.bootstrap)
+    return catalog, catalog
+
+
+def _partitions(options: ReadOptions, catalog: Catalog, ranges: list[OffsetRange]) -> list[RangePartition]:
+    names = {t: catalog.header_names(t) for t in {r.topic for r in ranges}}
+    pieces = split_ranges(ranges, catalog, options.min_partitions)
+    return [RangePartition(r, *names[r.topic]) for r in pieces]
+
+
+def _read(options: ReadOptions, part: RangePartition) -> Iterator[Any]:
+    if options.path:
+        return direct.read_range(options.path, part.rng, options.filter, options.include_headers)
+    assert options.bootstrap is not None
+    return remote.read_range(
+        options.bootstrap, part.rng, options.filter, options.include_headers, part.id_header, part.tag_header
+    )
+
+
+class LogtroveReader(DataSourceReader):  # type: ignore[misc]
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> Sequence[InputPartition]:
+        catalog, closer = _open_catalog(self.options)
+        try:
+            return _partitions(self.options, catalog, plan_batch(self.options, catalog))
+        finally:
+            closer.close()
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        assert isinstance(partition, RangePartition)
+        return _read(self.options, partition)
+
+
+Offsets = dict[str, dict[str, int]]
+
+
+class LogtroveStreamReader(DataSourceStreamReader):  # type: ignore[misc]
+    """Micro-batches over offsets ``{"topic": {"partition": next offset}}`` (Kafka's JSON).
+
+    New partitions appear with their log start offset. ``maxOffsetsPerTrigger`` is shared
+    among partitions in proportion to their backlog; ``Trigger.AvailableNow`` passes
+    :class:`ReadAllAvailable` and gets everything present at that moment.
+    """
+
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+
+    def _latest(self) -> Offsets:
+        catalog, closer = _open_catalog(self.options)
+        try:
+            out: Offsets = {}
+            for topic, p in topic_partitions(self.options, catalog):
+                out.setdefault(topic, {})[str(p)] = catalog.bounds(topic, p)[1]
+            return out
+        finally:
+            closer.close()
+
+    def initialOffset(self) -> Offsets:
+        catalog, closer = _open_catalog(self.options)
+        try:
+            out: Offsets = {}
+            for topic, p in topic_partitions(self.options, catalog):
+                out.setdefault(topic, {})[str(p)] = start_offset(self.options, catalog, topic, p)
+            return out
+        finally:
+            closer.close()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
+        latest = self._latest()
+        if not isinstance(limit, ReadMaxRows):
+            return latest
+        return cap_offsets(start, latest, limit.max_rows)
+
+    def partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
+        ranges = []
+        for topic, parts in end.items():
+            for p, stop in parts.items():
+                begin = start.get(topic, {}).get(p, 0)
+                if stop > begin:
+                    ranges.append(OffsetRange(topic, int(p), begin, stop))
+        if not ranges:
+            return []
+        catalog, closer = _open_catalog(self.options)
+        try:
+            return _partitions(self.options, catalog, ranges)
+        finally:
+            closer.close()
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        assert isinstance(partition, RangePartition)
+        return _read(self.options, partition)
+
+    def commit(self, end: Offsets) -> None:
+        """Nothing to release: offsets live in Spark's checkpoint, the log keeps the data."""
+
+
+def cap_offsets(start: Offsets, latest: Offsets, max_rows: int) -> Offsets:
+    """End offsets that advance at most ``max_rows`` in total, shared by backlog."""
+    backlog = {
+        (t, p): max(stop - start.get(t, {}).get(p, 0), 0) for t, parts in latest.items() for p, stop in parts.items()
+    }
+    total = sum(backlog.values())
+    out: Offsets = {t: dict(parts) for t, parts in latest.items()}
+    if total <= max_rows:
+        return out
+    granted = 0
+    for (t, p), lag in sorted(backlog.items()):
+        share = min(lag, max_rows * lag // total)
+        granted += share
+        out[t][p] = start.get(t, {}).get(p, 0) + share
+    for (t, p), lag in sorted(backlog.items()):  # hand out what rounding kept back
+        extra = min(max_rows - granted, lag - (out[t][p] - start.get(t, {}).get(p, 0)))
+        if extra > 0:
+            out[t][p] += extra
+            granted += extra
+    return out
+
+
+@dataclass
+class WriteCount(WriterCommitMessage):  # type: ignore[misc]
+    records: int
+
+
+class LogtroveWriter(DataSourceArrowWriter):  # type: ignore[misc]
+    def __init__(self, options: WriteOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[Any]) -> WriteCount:
+        return WriteCount(write_rows(self.options, iterator))
+
+    def commit(self, messages: list[WriteCount | None]) -> None:
+        """Each task's records are durable when its write returns."""
+
+    def abort(self, messages: list[WriteCount | None]) -> None:
+        """Records of tasks that finished stay in the log (Kafka sink semantics: at least once)."""
+
+
+class LogtroveStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
+    def __init__(self, options: WriteOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[Any]) -> WriteCount:
+        return WriteCount(write_rows(self.options, iterator))
+
+    def commit(self, messages: list[WriteCount | None], batchId: int) -> None:  # noqa: N803
+        """Each task's records are durable when its write returns."""
+
+    def abort(self, messages: list[WriteCount | None], batchId: int) -> None:  # noqa: N803
+        """At least once, as Spark's Kafka sink."""
+
+
+class LogtroveDataSource(DataSource):  # type: ignore[misc]
+    """``spark.read.format("logtrove")``; see :mod:`logtrove.spark.options` for options."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> Any:
+        include = str(self.options.get("includeHeaders", self.options.get("includeheaders", "false")))
+        return spark_schema(include.lower() in ("true", "1", "yes"))
+
+    def reader(self, schema: Any) -> LogtroveReader:
+        return LogtroveReader(ReadOptions.parse(dict(self.options)))
+
+    def streamReader(self, schema: Any) -> LogtroveStreamReader:
+        return LogtroveStreamReader(ReadOptions.parse(dict(self.options), streaming=True))
+
+    def writer(self, schema: Any, overwrite: bool) -> LogtroveWriter:
+        return LogtroveWriter(WriteOptions.parse(dict(self.options)))
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> LogtroveStreamWriter:
+        return LogtroveStreamWriter(WriteOptions.parse(dict(self.options)))
+
+
+def offsets_json(offsets: Offsets) -> str:
+    return json.dumps(offsets, sort_keys=True)

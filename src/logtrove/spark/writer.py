@@ -1,0 +1,186 @@
+"""Writing rows to topics: ``df.write.format("logtrove")`` and its streaming form.
+
+Input columns follow Spark's Kafka sink: ``value`` (required, string or binary), and
+optionally ``key``, ``topic`` (else the ``topic`` option), ``partition`` (else
+murmur2 of the key as Kafka's default partitioner, round robin when keyless),
+``headers`` (array of ``{key, value}``) and ``timestamp``.
+
+Remote mode (``bootstrap``) produces through the broker with a Kafka producer. Direct
+mode (``path``) appends to the segment files itself and therefore needs the data
+directory's writer lock: it refuses when a broker holds it (produce through the broker
+instead), and tasks of the same job take turns on the lock.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from itertools import count
+from pathlib import Path
+from typing import Any
+
+from logtrove.records import NewRecord, build_batch
+from logtrove.records.partitioner import partition_for_key
+from logtrove.spark.options import OptionError
+from logtrove.storage import DataDirLockedError, Storage
+from logtrove.storage.datadir import read_holder
+
+WRITER_HOLDER = "logtrove-spark-writer"
+LOCK_WAIT_S = 120.0
+BATCH_BYTES = 256 * 1024
+
+Row = tuple[str, int | None, NewRecord]
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    path: str | None
+    bootstrap: str | None
+    topic: str | None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> WriteOptions:
+        opts = {k.lower(): v for k, v in options.items()}
+        path, bootstrap = opts.get("path"), opts.get("bootstrap") or opts.get("kafka.bootstrap.servers")
+        if bool(path) == bool(bootstrap):
+            raise OptionError("give exactly one of path (a data directory) or bootstrap (host:port of a broker)")
+        return cls(path, bootstrap, opts.get("topic"))
+
+
+def _as_bytes(value: Any) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    return bytes(value)
+
+
+def rows_from_arrow(batch: Any, default_topic: str | None) -> list[Row]:
+    """(topic, partition or None, record) for each row of an Arrow batch."""
+    cols = batch.to_pydict()
+    if "value" not in cols:
+        raise OptionError("the DataFrame needs a value column")
+    n = batch.num_rows
+    topics = cols.get("topic", [default_topic] * n)
+    out: list[Row] = []
+    for i in range(n):
+        topic = topics[i] or default_topic
+        if not topic:
+            raise OptionError("row without a topic: add a topic column or the topic option")
+        ts = cols["timestamp"][i] if "timestamp" in cols else None
+        headers = tuple((h["key"], _as_bytes(h["value"])) for h in (cols["headers"][i] or ())) if "headers" in cols else ()
+        record = NewRecord(
+            value=_as_bytes(cols["value"][i]),
+            key=_as_bytes(cols["key"][i]) if "key" in cols else None,
+            headers=headers,
+            timestamp=int(ts.timestamp() * 1000) if ts is not None else None,
+        )
+        out.append((topic, cols["partition"][i] if "partition" in cols else None, record))
+    return out
+
+
+def _grouped(rows: list[Row], partitions: Mapping[str, int]) -> dict[tuple[str, int], list[NewRecord]]:
+    round_robin = count()
+    groups: dict[tuple[str, int], list[NewRecord]] = defaultdict(list)
+    for topic, partition, record in rows:
+        total = partitions[topic]
+        if partition is None:
+            partition = (
+                partition_for_key(record.key, total) if record.key is not None else next(round_robin) % total
+            )
+        if not 0 <= partition < total:
+            raise OptionError(f"topic {topic} has partitions 0-{total - 1}, not {partition}")
+        groups[(topic, partition)].append(record)
+    return groups
+
+
+def _chunks(records: list[NewRecord]) -> Iterable[list[NewRecord]]:
+    chunk: list[NewRecord] = []
+    size = 0
+    for record in records:
+        chunk.append(record)
+        size += len(record.value or b"") + len(record.key or b"") + 32
+        if size >= BATCH_BYTES:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk
+
+
+def _open_writer(path: str) -> Storage:
+    """The writer opening; waits while another task of a Spark job holds the lock."""
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            return Storage.open(path, holder=WRITER_HOLDER)
+        except DataDirLockedError as exc:
+            holder = (read_holder(Path(path)) or {}).get("command")
+            if holder != WRITER_HOLDER:
+                raise DataDirLockedError(
+                    f"{exc} The Spark writer appends directly only when no broker runs: "
+                    "use the bootstrap option to produce through the broker."
+                ) from None
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def write_direct(path: str, rows: list[Row]) -> int:
+    """Append ``rows`` to the data directory; returns the number of records."""
+    storage = _open_writer(path)
+    try:
+        partitions = {t: storage.topic(t).partitions for t in {r[0] for r in rows}}
+        for (topic, p), records in _grouped(rows, partitions).items():
+            log = storage.log(topic, p)
+            for chunk in _chunks(records):
+                log.append(build_batch(chunk))
+        storage.flush_all()
+    finally:
+        storage.close()
+    return len(rows)
+
+
+def write_remote(bootstrap: str, rows: list[Row]) -> int:
+    """Produce ``rows`` through the broker (acks=all) and wait for every delivery."""
+    from confluent_kafka import KafkaException, Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "enable.idempotence": False})
+    errors: list[str] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    for topic, partition, record in rows:
+        kwargs: dict[str, Any] = {"value": record.value, "key": record.key, "on_delivery": delivered}
+        if partition is not None:
+            kwargs["partition"] = partition
+        if record.headers:
+            kwargs["headers"] = list(record.headers)
+        if record.timestamp is not None:
+            kwargs["timestamp"] = record.timestamp
+        while True:
+            try:
+                producer.produce(topic, **kwargs)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    remaining = producer.flush(60)
+    if remaining or errors:
+        raise KafkaException(f"{remaining} undelivered, errors: {errors[:3]}")
+    return len(rows)
+
+
+def write_rows(options: WriteOptions, batches: Iterable[Any]) -> int:
+    """Write every row of the Arrow batches (one Spark task)."""
+    rows: list[Row] = []
+    for batch in batches:
+        rows.extend(rows_from_arrow(batch, options.topic))
+    if not rows:
+        return 0
+    if options.bootstrap:
+        return write_remote(options.bootstrap, rows)
+    assert options.path is not None
+    return write_direct(options.path, rows)

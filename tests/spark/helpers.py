@@ -1,0 +1,52 @@
+"""Building topics for the Spark tests through storage (no broker needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from logtrove.records import NewRecord, build_batch
+from logtrove.storage import Storage
+
+BASE_TS = 1_700_000_000_000
+
+
+def record(i: int, *, keys: int = 10) -> NewRecord:
+    headers: tuple[tuple[str, bytes | None], ...] = ((f"id", f"m-{i}".encode()), ("tag", b"TagA" if i % 3 == 0 else b"TagB"))
+    return NewRecord(
+        value=f'{{"n": {i}, "text": "order {i}"}}'.encode(),
+        key=f"k{i % keys}".encode(),
+        headers=headers,
+        timestamp=BASE_TS + i * 1000,
+    )
+
+
+def make_topic(
+    data: Path,
+    topic: str,
+    records: Iterable[NewRecord],
+    *,
+    partitions: int = 1,
+    batch: int = 50,
+    configs: dict[str, str] | None = None,
+) -> None:
+    """Append ``records`` round-robin over partitions in batches of ``batch``."""
+    with Storage.open(data) as storage:
+        if not storage.has_topic(topic):
+            storage.create_topic(topic, partitions, configs or {"segment.bytes": "20000"})
+        per_partition: dict[int, list[NewRecord]] = {}
+        for i, rec in enumerate(records):
+            per_partition.setdefault(i % partitions, []).append(rec)
+        for p, recs in per_partition.items():
+            log = storage.log(topic, p)
+            for start in range(0, len(recs), batch):
+                log.append(build_batch(recs[start : start + batch]))
+
+
+def stored(data: Path, topic: str, start: int = 0, end: int | None = None) -> list[tuple[int, int, bytes | None]]:
+    """(partition, offset, value) of every record, via storage."""
+    out = []
+    with Storage.open(data, read_only=True) as storage:
+        for p in range(storage.topic(topic).partitions):
+            out += [(p, r.offset, r.value) for r in storage.log(topic, p).records(start, end)]
+    return sorted(out)
