@@ -39,7 +39,12 @@ def consume_confluent(bootstrap: str, topic: str, count: int, partition: int = 0
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False, "fetch.wait.max.ms": 100}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "reader",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+        }
     )
     consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
     out: list[Message] = []
@@ -59,7 +64,8 @@ def produce_kafka_python(bootstrap: str, topic: str, messages: list[Message], **
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, **config)
     futures = [
-        producer.send(topic, value=value, key=key, headers=headers, partition=0) for key, value, headers in messages
+        producer.send(topic, value=value, key=key, headers=headers, partition=0)
+        for key, value, headers in messages
     ]
     producer.flush(DEADLINE_S)
     for f in futures:
@@ -107,7 +113,9 @@ def consume_aiokafka(bootstrap: str, topic: str, count: int) -> list[Message]:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     async def run() -> list[Message]:
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=100)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=100
+        )
         await consumer.start()
         out: list[Message] = []
         try:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-
 from tests.broker import clients
 from tests.broker.conftest import BrokerProcess
 
@@ -45,7 +44,11 @@ def _messages(n: int, tag: str) -> list[clients.Message]:
 def test_client_produces_and_every_client_reads_back_exactly(
     shared_broker: BrokerProcess, client: str, codec: str
 ) -> None:
-    if client == "kafka-python" and codec in _CODEC_MODULES and importlib.util.find_spec(_CODEC_MODULES[codec]) is None:
+    if (
+        client == "kafka-python"
+        and codec in _CODEC_MODULES
+        and importlib.util.find_spec(_CODEC_MODULES[codec]) is None
+    ):
         pytest.skip(f"{client} needs the {_CODEC_MODULES[codec]} package for {codec}")
     topic = f"rt-{client}-{codec}"
     messages = _messages(300, topic)

@@ -9,7 +9,6 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
 from tests.broker.conftest import BrokerProcess
 
 TOPIC = "orders"
@@ -64,7 +63,9 @@ def _pump(consumers: list[Any], want: set[bytes], seen: dict[str, set[bytes]], s
     assert want <= got, f"missing {len(want - got)} of {len(want)}"
 
 
-def _assignments(consumers: list[Any], seen: dict[str, set[bytes]], seconds: float, total: int) -> list[set[int]]:
+def _assignments(
+    consumers: list[Any], seen: dict[str, set[bytes]], seconds: float, total: int
+) -> list[set[int]]:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         _poll_all(consumers, seen)
