@@ -27,3 +27,69 @@ def test_whole_topic_equals_storage(spark: Any, data_dir: Path) -> None:
     first = df.where("offset = 0 AND partition = 0").collect()[0]
     assert first.id == "m-0" and first.tag == "TagA" and first.key == b"k0"
     assert first.timestamp.timestamp() * 1000 == BASE_TS and first.timestampType == 0
+
+
+def test_offset_range_equals_storage(spark: Any, data_dir: Path) -> None:
+    make_topic(data_dir, "orders", (record(i) for i in range(300)))
+    df = _read(
+        spark, data_dir, subscribe="orders", startingOffsets='{"orders": {"0": 120}}', endingOffsets='{"orders": {"0": 177}}'
+    )
+    assert _rows(df) == stored(data_dir, "orders", 120, 177)
+
+
+def test_time_range_uses_first_offsets_at_or_after_each_bound(spark: Any, data_dir: Path) -> None:
+    make_topic(data_dir, "orders", (record(i) for i in range(300)))
+    df = _read(
+        spark, data_dir, subscribe="orders", startingTimestamp=str(BASE_TS + 50_500), endingTimestamp=str(BASE_TS + 90_000)
+    )
+    assert _rows(df) == stored(data_dir, "orders", 51, 90)
+
+
+def test_assign_reads_only_the_given_partitions(spark: Any, data_dir: Path) -> None:
+    make_topic(data_dir, "orders", (record(i) for i in range(90)), partitions=3)
+    df = _read(spark, data_dir, assign='{"orders": [1]}')
+    assert _rows(df) == [r for r in stored(data_dir, "orders") if r[0] == 1]
+
+
+def test_key_id_tag_and_contains_options_equal_a_filtered_scan(spark: Any, data_dir: Path) -> None:
+    make_topic(data_dir, "orders", (record(i) for i in range(400)), partitions=2)
+    everything = _read(spark, data_dir, subscribe="orders", includeHeaders="true")
+    for option, where in [
+        ({"key": "k7"}, "key = X'6B37'"),
+        ({"id": "m-42"}, "id = 'm-42'"),
+        ({"tag": "TagA"}, "tag = 'TagA'"),
+        ({"contains": "order 33"}, "cast(value as string) like '%order 33%'"),
+    ]:
+        filtered = _read(spark, data_dir, subscribe="orders", **option)
+        assert _rows(filtered) == _rows(everything.where(where)), option
+        assert filtered.count() > 0
+
+
+def test_headers_column_with_include_headers(spark: Any, data_dir: Path) -> None:
+    make_topic(data_dir, "orders", (record(i) for i in range(5)))
+    row = _read(spark, data_dir, subscribe="orders", includeHeaders="true").where("offset = 3").collect()[0]
+    assert [(h.key, bytes(h.value)) for h in row.headers] == [("id", b"m-3"), ("tag", b"TagA")]
+
+
+def test_subscribe_pattern_reads_matching_topics(spark: Any, data_dir: Path) -> None:
+    make_topic(data_dir, "logs.a", (record(i) for i in range(7)))
+    make_topic(data_dir, "logs.b", (record(i) for i in range(5)))
+    make_topic(data_dir, "other", (record(i) for i in range(3)))
+    df = _read(spark, data_dir, subscribePattern=r"logs\..*")
+    assert sorted(df.groupBy("topic").count().collect()) == [("logs.a", 7), ("logs.b", 5)]
+
+
+def test_same_dataframe_with_then_without_a_pushable_filter_returns_all_rows(spark: Any, data_dir: Path) -> None:
+    """PySpark 4.3.0 reuses a pushed-down plan for the next query on the same DataFrame;
+    the source must not let a filter of one query prune the next one."""
+    make_topic(data_dir, "orders", (record(i) for i in range(2000)), partitions=2, batch=200)
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    try:
+        df = _read(spark, data_dir, subscribe="orders")
+        df.createOrReplaceTempView("orders_view")
+        assert df.where("key = X'6B37' AND partition = 1 AND offset >= 10").count() == 198
+        assert df.count() == 2000
+        assert spark.sql("SELECT count(*) FROM orders_view WHERE timestamp < timestamp_millis(1700000010000)").first()[0] == 10
+        assert spark.sql("SELECT count(*) FROM orders_view").first()[0] == 2000
+    finally:
+        spark.conf.unset("spark.sql.python.filterPushdown.enabled")
