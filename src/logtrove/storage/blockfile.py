@@ -1,0 +1,104 @@
+"""Block framing shared by the indexer's derived files (``.keyidx``, ``.tagidx``, ``.skip``).
+
+Each derived file of a segment is a sequence of blocks. A block covers a contiguous run
+of the segment's log, ``[start offset, end offset)`` ending at log byte ``end position``,
+and is written once, in one ``write``, and never changed::
+
+    ┌───────────────────────────── block header (40 bytes) ──────────────────────────────┐
+    │ magic "LTB1" 4s │ kind u8 │ version u8 │ reserved u16 │ start offset i64            │
+    │ end offset i64  │ end position i64     │ payload length u32 │ payload CRC32C u32    │
+    ├────────────────────────────────────────────────────────────────────────────────────┤
+    │ payload (format of the file kind: keyindex / tagindex / skipindex)                 │
+    └────────────────────────────────────────────────────────────────────────────────────┘
+    ┌── block 2 ──┐ ┌── block 3 ──┐ …   block n+1 starts where block n ends (offsets and bytes)
+
+Invariants: the first block starts at the segment's base offset; each block starts at
+the previous block's end offset and ends at a larger log position; a file is valid up to
+its first block that breaks the chain, is cut short, or fails its CRC. Everything after
+that is ignored by readers and cut off by the indexer. A file therefore always describes
+exactly the prefix of the log it covers, which is what lets queries scan the rest.
+
+Appending whole blocks (rather than rewriting a slot table in place) is the "chain into
+a further file" way of sizing a hash table to its data: each block's table is sized to
+its own entries, and none is ever dropped.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import crc32c
+
+BLOCK_HEADER = struct.Struct(">4sBBHqqqII")
+MAGIC = b"LTB1"
+VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One block of a derived file, located by its payload's place in the file."""
+
+    kind: int
+    start_offset: int
+    end_offset: int
+    end_position: int
+    payload_position: int
+    payload_length: int
+
+    @property
+    def file_end(self) -> int:
+        return self.payload_position + self.payload_length
+
+
+def encode_block(kind: int, start_offset: int, end_offset: int, end_position: int, payload: bytes) -> bytes:
+    """Header and payload of one block, ready to append."""
+    header = BLOCK_HEADER.pack(
+        MAGIC, kind, VERSION, 0, start_offset, end_offset, end_position, len(payload), crc32c.crc32c(payload)
+    )
+    return header + payload
+
+
+def read_blocks(
+    path: Path, kind: int, base_offset: int, *, max_position: int | None = None, verify: bool = True
+) -> list[Block]:
+    """The valid blocks of ``path`` (empty if the file is missing).
+
+    Stops at the first block that is incomplete, of another kind, does not continue the
+    chain from ``base_offset``, ends past ``max_position`` of the log (a stale index of a
+    longer, replaced log), or (with ``verify``) fails its CRC.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return []
+    try:
+        size = os.fstat(fd).st_size
+        blocks: list[Block] = []
+        pos = 0
+        expect_offset, last_position = base_offset, 0
+        while pos + BLOCK_HEADER.size <= size:
+            raw = os.pread(fd, BLOCK_HEADER.size, pos)
+            magic, k, version, _, start, end, end_pos, length, crc = BLOCK_HEADER.unpack(raw)
+            payload_pos = pos + BLOCK_HEADER.size
+            if magic != MAGIC or k != kind or version != VERSION or payload_pos + length > size:
+                break
+            if start != expect_offset or end <= start or end_pos <= last_position:
+                break
+            if max_position is not None and end_pos > max_position:
+                break
+            if verify and crc32c.crc32c(os.pread(fd, length, payload_pos)) != crc:
+                break
+            blocks.append(Block(k, start, end, end_pos, payload_pos, length))
+            expect_offset, last_position = end, end_pos
+            pos = payload_pos + length
+        return blocks
+    finally:
+        os.close(fd)
+
+
+def valid_length(blocks: list[Block]) -> int:
+    """Bytes of the file that hold valid blocks."""
+    return blocks[-1].file_end if blocks else 0

@@ -1,0 +1,457 @@
+"""The indexer: follows partition logs and writes each segment's derived files.
+
+For every segment it appends blocks (:mod:`.blockfile`) to three files that always move
+together: ``.tagidx`` (:mod:`.tagindex`), ``.skip`` (:mod:`.skipindex`) and, last,
+``.keyidx`` (:mod:`.keyindex`). A segment's indexed prefix is the longest run of blocks
+the three files agree on; anything after it (a crash mid-flush, a corrupt block) is cut
+off and indexed again. Nothing needs the checkpoint to be right: the files describe
+themselves. ``index-offset-checkpoint`` records, per partition, the offset below which
+every segment is indexed, for operators and for lag (issue 6).
+
+Work is per batch, off the produce path: :class:`PartitionIndexer.step` reads batches
+with ``pread`` (appends are never blocked) and parses only what the indexes need, the
+key, the ID / tag / indexed headers and the timestamp, skipping values by their length
+(values are tokenised a batch at a time with one regex). A block is written every
+``block_records`` records, when a segment is sealed, or when asked to flush the tail;
+queries scan whatever is not in a block yet. :class:`Indexer` runs the steps of every
+partition of a :class:`~logtrove.storage.store.Storage` in one background thread.
+
+A segment replaced by the cleaner (another inode under the same name) gets a new
+builder; the cleaner may write the new segment's files itself with
+:func:`build_segment_indexes`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from array import array
+from collections.abc import Callable
+from pathlib import Path
+
+import xxhash
+
+from logtrove.records import HEADER_SIZE, BatchHeader, RecordsError, read_header
+from logtrove.records.batch import ATTR_TIMESTAMP_TYPE, MIN_BATCH_LENGTH
+from logtrove.records.record import batch_payload
+from logtrove.records.varint import decode_varint
+from logtrove.storage import keyindex, skipindex, tagindex
+from logtrove.storage.blockfile import Block, encode_block, read_blocks, valid_length
+from logtrove.storage.checkpoint import INDEX_OFFSET, CheckpointFile
+from logtrove.storage.config import TopicConfig
+from logtrove.storage.log import PartitionLog, TopicPartition
+from logtrove.storage.segment import Segment, segment_file_name
+from logtrove.storage.store import Storage
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BLOCK_RECORDS = 65_536
+_READ_CHUNK = 1024 * 1024
+_FILES = (
+    (tagindex.KIND, tagindex.SUFFIX),
+    (skipindex.KIND, skipindex.SUFFIX),
+    (keyindex.KIND, keyindex.SUFFIX),
+)
+
+
+def derived_path(segment: Segment, suffix: str) -> Path:
+    """Where a segment's derived file lives (it carries the segment's file suffix)."""
+    return segment.directory / (segment_file_name(segment.base_offset, suffix) + segment.file_suffix)
+
+
+def common_blocks(segment: Segment, *, verify: bool = True) -> dict[int, list[Block]]:
+    """The blocks of the three files, cut to the longest prefix they agree on."""
+    lists = {
+        kind: read_blocks(
+            derived_path(segment, suffix), kind, segment.base_offset, max_position=segment.size, verify=verify
+        )
+        for kind, suffix in _FILES
+    }
+    n = 0
+    while all(len(blocks) > n for blocks in lists.values()):
+        spans = {(b[n].start_offset, b[n].end_offset, b[n].end_position) for b in lists.values()}
+        if len(spans) != 1:
+            break
+        n += 1
+    return {kind: blocks[:n] for kind, blocks in lists.items()}
+
+
+class SegmentIndexBuilder:
+    """Indexes one segment incrementally: parse batches into pending entries, then
+    append one block to each derived file."""
+
+    def __init__(self, segment: Segment, config: TopicConfig, *, fresh: bool = False) -> None:
+        self.segment = segment
+        self.inode = segment.inode
+        self.id_name = config.message_id_header.encode("utf-8")
+        self.tag_name = config.message_tag_header.encode("utf-8")
+        self.header_names = tuple(config.indexed_headers)
+        self._indexed = {n.encode("utf-8"): b"h:" + n.encode("utf-8") + b":" for n in self.header_names}
+        self.names = (config.message_id_header, *self.header_names)
+        self.paths = {kind: derived_path(segment, suffix) for kind, suffix in _FILES}
+        if fresh:
+            for path in self.paths.values():
+                path.unlink(missing_ok=True)
+        blocks = common_blocks(segment)
+        for kind, path in self.paths.items():
+            if path.exists() and path.stat().st_size != valid_length(blocks[kind]):
+                log.info("%s: cutting an unfinished or corrupt tail", path.name)
+                os.truncate(path, valid_length(blocks[kind]))
+        last = blocks[keyindex.KIND][-1] if blocks[keyindex.KIND] else None
+        self.end_offset = last.end_offset if last else segment.base_offset
+        self.end_position = last.end_position if last else 0
+        self.blocks_written = len(blocks[keyindex.KIND])
+        self._reset_pending()
+
+    def _reset_pending(self) -> None:
+        self.pending_records = 0
+        self.pending_end_offset = self.end_offset
+        self.pending_end_position = self.end_position
+        self._key_digests: array[int] = array("Q")
+        self._key_rel: array[int] = array("I")
+        self._tag_rel: array[int] = array("I")
+        self._tag_hashes: array[int] = array("I")
+        self._tokens: set[bytes] = set()
+        self._min_ts = 2**63 - 1
+        self._max_ts = -(2**63)
+
+    @property
+    def up_to_date(self) -> bool:
+        return self.pending_end_position >= self.segment.size
+
+    # -- parsing ----------------------------------------------------------------------
+    def index(self, max_records: int) -> int:
+        """Parse batches after the pending position (up to the segment's current size)
+        until about ``max_records`` records; returns how many were parsed."""
+        seg = self.segment
+        limit = seg.size
+        pos = self.pending_end_position
+        done = 0
+        while pos + HEADER_SIZE <= limit and done < max_records:
+            chunk = seg.read(pos, min(_READ_CHUNK, limit - pos))
+            rel = 0
+            while rel + HEADER_SIZE <= len(chunk):
+                try:
+                    header = read_header(chunk, rel)
+                except RecordsError:
+                    return done
+                size = header.size
+                if header.batch_length < MIN_BATCH_LENGTH or pos + rel + size > limit:
+                    return done
+                if rel + size > len(chunk):
+                    if rel == 0:
+                        chunk = seg.read(pos, size)
+                    else:
+                        break
+                done += self._index_batch(chunk, rel, header)
+                rel += size
+                self.pending_end_offset = header.next_offset
+                self.pending_end_position = pos + rel
+                if done >= max_records:
+                    break
+            if rel == 0:
+                return done
+            pos += rel
+        return done
+
+    def _index_batch(self, buf: bytes, pos: int, header: BatchHeader) -> int:
+        if header.is_control or header.record_count == 0:
+            return 0
+        try:
+            payload = batch_payload(buf, header, pos)
+            return self._index_records(bytes(payload), header)
+        except RecordsError as exc:
+            log.warning(
+                "%s: batch at offset %d not indexed: %s", self.segment.log_path.name, header.base_offset, exc
+            )
+            return 0
+
+    def _index_records(self, payload: bytes, header: BatchHeader) -> int:  # noqa: PLR0915
+        """The hot loop: fields needed by the indexes, values skipped by length."""
+        rel_base = header.base_offset - self.segment.base_offset
+        base_ts = header.base_timestamp
+        append_time = bool(header.attributes & ATTR_TIMESTAMP_TYPE)
+        key_digests, key_rel = self._key_digests, self._key_rel
+        digest = xxhash.xxh3_64_intdigest
+        values = []
+        min_ts, max_ts = self._min_ts, self._max_ts
+        end = len(payload)
+        p = 0
+        count = 0
+        while p < end:
+            length, p = decode_varint(payload, p)
+            record_end = p + length
+            b = payload[p + 1]  # skip attributes
+            if b < 0x80:
+                ts_delta, p = (b >> 1) ^ -(b & 1), p + 2
+            else:
+                ts_delta, p = decode_varint(payload, p + 1)
+            b = payload[p]
+            if b < 0x80:
+                off_delta, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                off_delta, p = decode_varint(payload, p)
+            rel = rel_base + off_delta
+            b = payload[p]
+            if b < 0x80:
+                klen, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                klen, p = decode_varint(payload, p)
+            if klen >= 0:
+                key_digests.append(digest(b"k:" + payload[p : p + klen]))
+                key_rel.append(rel)
+                p += klen
+            vlen, p = decode_varint(payload, p)
+            if vlen > 0:
+                values.append(payload[p : p + vlen])
+                p += vlen
+            if p < record_end and payload[p] != 0:
+                self._index_headers(payload, p, rel)
+            p = record_end
+            ts = base_ts + ts_delta
+            if ts < min_ts:  # noqa: PLR1730 (a branch is cheaper than a call here)
+                min_ts = ts
+            if ts > max_ts:  # noqa: PLR1730
+                max_ts = ts
+            count += 1
+        if append_time:
+            min_ts = min(self._min_ts, header.max_timestamp)
+            max_ts = max(self._max_ts, header.max_timestamp)
+        self._min_ts, self._max_ts = min_ts, max_ts
+        if values:
+            self._tokens.update(skipindex.TOKEN.findall(b"\n".join(values)))
+        self.pending_records += count
+        return count
+
+    def _index_headers(self, payload: bytes, p: int, rel: int) -> None:
+        n, p = decode_varint(payload, p)
+        for _ in range(n):
+            b = payload[p]
+            if b < 0x80:
+                nlen, p = b >> 1, p + 1  # a name length is never negative
+            else:
+                nlen, p = decode_varint(payload, p)
+            name = payload[p : p + nlen]
+            p += nlen
+            b = payload[p]
+            if b < 0x80:
+                vlen, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                vlen, p = decode_varint(payload, p)
+            if vlen < 0:
+                continue
+            value = payload[p : p + vlen]
+            p += vlen
+            if name == self.id_name:
+                self._key_digests.append(xxhash.xxh3_64_intdigest(b"i:" + value))
+                self._key_rel.append(rel)
+            if name == self.tag_name:
+                self._tag_rel.append(rel)
+                self._tag_hashes.append(tagindex.tag_hash(value))
+            prefix = self._indexed.get(name)
+            if prefix is not None:
+                self._key_digests.append(xxhash.xxh3_64_intdigest(prefix + value))
+                self._key_rel.append(rel)
+
+    # -- writing ----------------------------------------------------------------------
+    def flush(self) -> bool:
+        """Append one block to each file for everything pending. False if nothing was."""
+        if self.pending_end_position <= self.end_position:
+            return False
+        if not self.segment.is_current_file():
+            return False  # replaced by the cleaner: its new segment gets its own builder
+        start, end, end_pos = self.end_offset, self.pending_end_offset, self.pending_end_position
+        count = self.pending_records
+        min_ts, max_ts = (self._min_ts, self._max_ts) if count else (-1, -1)
+        payloads = {
+            tagindex.KIND: tagindex.encode_payload(self.tag_name.decode(), self._tag_rel, self._tag_hashes),
+            skipindex.KIND: skipindex.encode_payload(count, min_ts, max_ts, self._tokens),
+            keyindex.KIND: keyindex.encode_payload(self.names, self._key_digests, self._key_rel),
+        }
+        for kind, _suffix in _FILES:  # the key index last: it completes the block
+            block = encode_block(kind, start, end, end_pos, payloads[kind])
+            fd = os.open(self.paths[kind], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                os.write(fd, block)
+            finally:
+                os.close(fd)
+        self.end_offset, self.end_position = end, end_pos
+        self.blocks_written += 1
+        self._reset_pending()
+        return True
+
+
+def build_segment_indexes(segment: Segment, config: TopicConfig) -> None:
+    """Write a complete, fresh set of derived files for ``segment`` (for example a
+    ``.cleaned`` segment before it is swapped in), replacing any it has."""
+    builder = SegmentIndexBuilder(segment, config, fresh=True)
+    while not builder.up_to_date:
+        before = builder.pending_end_position
+        builder.index(DEFAULT_BLOCK_RECORDS)
+        if builder.pending_records >= DEFAULT_BLOCK_RECORDS:
+            builder.flush()
+        if builder.pending_end_position == before:
+            break  # the rest is not a whole batch
+    builder.flush()
+
+
+class PartitionIndexer:
+    """Keeps the derived files of one partition's segments up to date."""
+
+    def __init__(self, log: PartitionLog, *, block_records: int = DEFAULT_BLOCK_RECORDS) -> None:
+        self.log = log
+        self.block_records = block_records
+        self._builders: dict[int, SegmentIndexBuilder] = {}
+
+    def _builder(self, seg: Segment) -> SegmentIndexBuilder:
+        b = self._builders.get(seg.base_offset)
+        if b is None or b.segment is not seg or b.inode != seg.inode:
+            b = SegmentIndexBuilder(seg, self.log.config)
+            self._builders[seg.base_offset] = b
+        return b
+
+    def step(self, max_records: int = 1_000_000, *, flush_tail: bool = False) -> int:
+        """Index up to about ``max_records`` more records; returns how many. A block is
+        written per ``block_records``, at the end of sealed segments, and (with
+        ``flush_tail``) for whatever of the active segment is pending."""
+        segments = self.log.segments
+        live = {seg.base_offset for seg in segments}
+        for base in [b for b in self._builders if b not in live]:
+            del self._builders[base]
+        done = 0
+        for seg in segments:
+            builder = self._builder(seg)
+            sealed = seg is not segments[-1]
+            while done < max_records and not builder.up_to_date:
+                want = min(self.block_records - builder.pending_records, max_records - done)
+                before = builder.pending_end_position
+                done += builder.index(max(want, 1))
+                if builder.pending_records >= self.block_records:
+                    builder.flush()
+                if builder.pending_end_position == before:
+                    break
+            if builder.up_to_date and (sealed or flush_tail):
+                builder.flush()
+            if done >= max_records:
+                break
+        return done
+
+    def flush_tail(self) -> None:
+        for builder in self._builders.values():
+            builder.flush()
+
+    @property
+    def indexed_offset(self) -> int:
+        """The offset below which every segment's records are in written blocks."""
+        for seg in self.log.segments:
+            builder = self._builders.get(seg.base_offset)
+            if builder is None or builder.end_position < seg.size:
+                return builder.end_offset if builder is not None else seg.base_offset
+        return self.log.log_end_offset
+
+
+class Indexer:
+    """Runs :class:`PartitionIndexer` steps for every partition of a storage.
+
+    ``start()`` runs them in a daemon thread; ``catch_up()`` runs them in the caller's
+    thread until everything is indexed (tests, CLI, benchmarks). The storage must be
+    open for writing: there is one writer of derived files, as of logs.
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        *,
+        block_records: int = DEFAULT_BLOCK_RECORDS,
+        idle_s: float = 0.2,
+        tail_flush_s: float = 5.0,
+        monotonic: Callable[[], float] | None = None,
+    ) -> None:
+        if storage.read_only:
+            raise ValueError("the indexer needs the data directory open for writing")
+        self.storage = storage
+        self.block_records = block_records
+        self.idle_s = idle_s
+        self.tail_flush_s = tail_flush_s
+        self._partitions: dict[TopicPartition, PartitionIndexer] = {}
+        self._checkpoint = CheckpointFile(storage.path / INDEX_OFFSET)
+        self._written: dict[tuple[str, int], int] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.records_indexed = 0
+        self._now = monotonic or time.monotonic
+        self._last_tail_flush = self._now()
+
+    def _partition(self, plog: PartitionLog) -> PartitionIndexer:
+        pi = self._partitions.get(plog.tp)
+        if pi is None or pi.log is not plog:
+            pi = PartitionIndexer(plog, block_records=self.block_records)
+            self._partitions[plog.tp] = pi
+        return pi
+
+    def run_once(self, max_records: int = 200_000, *, flush_tail: bool = False) -> int:
+        """One step over every partition; returns the records indexed."""
+        with self._lock:
+            done = 0
+            logs = list(self.storage.logs())
+            live = {plog.tp for plog in logs}
+            for tp in [tp for tp in self._partitions if tp not in live]:
+                del self._partitions[tp]
+            for plog in logs:
+                done += self._partition(plog).step(max_records, flush_tail=flush_tail)
+            self.records_indexed += done
+            self.write_checkpoint()
+            return done
+
+    def catch_up(self, *, flush_tail: bool = True) -> int:
+        """Index everything there is now; returns the records indexed."""
+        total = 0
+        while True:
+            n = self.run_once(1_000_000, flush_tail=flush_tail)
+            total += n
+            if n == 0:
+                return total
+
+    def indexed_offsets(self) -> dict[tuple[str, int], int]:
+        return {(tp.topic, tp.partition): pi.indexed_offset for tp, pi in self._partitions.items()}
+
+    def write_checkpoint(self) -> None:
+        offsets = self.indexed_offsets()
+        if offsets != self._written:
+            self._checkpoint.write(offsets)
+            self._written = offsets
+
+    # -- background thread --------------------------------------------------------------
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="logtrove-indexer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            flush = self._now() - self._last_tail_flush >= self.tail_flush_s
+            try:
+                n = self.run_once(flush_tail=flush)
+            except Exception:  # the indexer must outlive any one bad file; queries scan instead
+                log.exception("indexer step failed; retrying")
+                n = 0
+            if flush:
+                self._last_tail_flush = self._now()
+            if n == 0:
+                self._stop.wait(self.idle_s)
+
+    def stop(self) -> None:
+        """Stop the thread and write pending blocks, so a restart resumes from them."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        with self._lock:
+            for pi in self._partitions.values():
+                pi.flush_tail()
+            self.write_checkpoint()

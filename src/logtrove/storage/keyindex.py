@@ -1,0 +1,146 @@
+"""``.keyidx``: a hash-chain index of record keys, client message IDs and indexed headers.
+
+One file per segment, made of blocks (:mod:`.blockfile`, kind ``K``). The payload of a
+block is RocketMQ's IndexFile layout, sized to the block's own entries::
+
+    ┌────────────────────┬──────────────────────────────────────────────┐
+    │ name count     u16 │ names: (length u16, UTF-8) × name count      │
+    ├────────────────────┼────────────────────┬─────────────────────────┘
+    │ slot count     u32 │ entry count    u32 │
+    ├────────────────────┴────────────────────┤
+    │ slots: newest entry number + 1     u32  │ × slot count (0 = empty), a power of two
+    ├──────────────┬──────────────────┬───────┴────────────────┐
+    │ hash     u32 │ relative offset u32 │ previous entry + 1 u32 │ × entry count, offset order
+    └──────────────┴──────────────────┴────────────────────────┘
+
+What is hashed (xxh3-64 of a namespaced input, so one file serves every attribute):
+``k:`` + key, ``i:`` + message ID, ``h:<name>:`` + header value. The low 32 bits are
+stored in the entry; the high 32 bits choose the slot.
+
+The names are what the block indexed: the message-ID header first, then the indexed
+headers (``index.headers`` at indexing time). A block does not answer for a header it
+did not index; its range is scanned instead (the topic config may have changed).
+
+Invariants: entries are in increasing record offset; an entry's ``previous`` link points
+to an older entry of the same slot, so walking a chain from its slot yields candidates
+newest first. Entries are candidates only: equal hashes happen, and every hit must be
+checked against the record (the query layer does). No entry is ever dropped.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from array import array
+from collections.abc import Iterator
+
+import xxhash
+
+from logtrove.storage.blockfile import Block
+
+KIND = ord("K")
+SUFFIX = ".keyidx"
+_COUNTS = struct.Struct(">II")
+_ENTRY = struct.Struct(">III")
+_SLOT = struct.Struct(">I")
+_U16 = struct.Struct(">H")
+_U32 = 0xFFFFFFFF
+
+
+def key_digest(key: bytes) -> int:
+    """The 64-bit hash of a record key."""
+    return xxhash.xxh3_64_intdigest(b"k:" + key)
+
+
+def id_digest(message_id: bytes) -> int:
+    """The 64-bit hash of a client message ID (the value of ``message.id.header``)."""
+    return xxhash.xxh3_64_intdigest(b"i:" + message_id)
+
+
+def header_digest(name: str, value: bytes) -> int:
+    """The 64-bit hash of one indexed header ``name=value``."""
+    return xxhash.xxh3_64_intdigest(b"h:" + name.encode("utf-8") + b":" + value)
+
+
+def encode_names(names: tuple[str, ...]) -> bytes:
+    out = [_U16.pack(len(names))]
+    for name in names:
+        raw = name.encode("utf-8")
+        out += [_U16.pack(len(raw)), raw]
+    return b"".join(out)
+
+
+def read_names(fd: int, block: Block) -> tuple[tuple[str, ...], int]:
+    """The names a block indexed and the file position of its slot counts."""
+    pos = block.payload_position
+    head = os.pread(fd, min(block.payload_length, 4096), pos)
+    (count,) = _U16.unpack_from(head)
+    p = 2
+    names = []
+    for _ in range(count):
+        if p + 2 > len(head):
+            head = os.pread(fd, block.payload_length, pos)
+        (length,) = _U16.unpack_from(head, p)
+        if p + 2 + length > len(head):
+            head = os.pread(fd, block.payload_length, pos)
+        names.append(head[p + 2 : p + 2 + length].decode("utf-8"))
+        p += 2 + length
+    return tuple(names), pos + p
+
+
+def encode_payload(names: tuple[str, ...], digests: array[int], rel_offsets: array[int]) -> bytes:
+    """Build the slot table and chains for entries given in offset order."""
+    n = len(digests)
+    slots = 1
+    while slots < n:
+        slots <<= 1
+    mask = slots - 1
+    table = [0] * slots
+    prev = [0] * n
+    for i, s in enumerate([(d >> 32) & mask for d in digests]):
+        prev[i] = table[s]
+        table[s] = i + 1
+    entries = array("I", bytes(12 * n))
+    entries[0::3] = array("I", [d & _U32 for d in digests])
+    entries[1::3] = rel_offsets
+    entries[2::3] = array("I", prev)
+    table_array = array("I", table)
+    if _native_little_endian():
+        table_array.byteswap()
+        entries.byteswap()
+    return encode_names(names) + _COUNTS.pack(slots, n) + table_array.tobytes() + entries.tobytes()
+
+
+def _native_little_endian() -> bool:
+    return array("I", [1]).tobytes()[0] == 1
+
+
+def candidates(fd: int, counts_position: int, base_offset: int, digest: int) -> Iterator[int]:
+    """Absolute offsets whose entry hash equals ``digest``'s, newest first, in the block
+    whose slot counts are at ``counts_position`` (from :func:`read_names`)."""
+    slots, n = _COUNTS.unpack(os.pread(fd, _COUNTS.size, counts_position))
+    if n == 0:
+        return
+    table_pos = counts_position + _COUNTS.size
+    entries_pos = table_pos + 4 * slots
+    want = digest & _U32
+    (link,) = _SLOT.unpack(os.pread(fd, 4, table_pos + 4 * ((digest >> 32) & (slots - 1))))
+    steps = 0
+    while link and steps <= n:
+        stored, rel, prev = _ENTRY.unpack(os.pread(fd, 12, entries_pos + 12 * (link - 1)))
+        if stored == want:
+            yield base_offset + rel
+        if prev >= link:  # links only point backwards; anything else is corruption
+            return
+        link = prev
+        steps += 1
+
+
+def read_entries(fd: int, block: Block) -> tuple[array[int], array[int]]:
+    """(stored 32-bit hashes, relative offsets) of every entry of a block, in order."""
+    _, counts_position = read_names(fd, block)
+    slots, n = _COUNTS.unpack(os.pread(fd, _COUNTS.size, counts_position))
+    raw = array("I", os.pread(fd, 12 * n, counts_position + _COUNTS.size + 4 * slots))
+    if _native_little_endian():
+        raw.byteswap()
+    return raw[0::3], raw[1::3]
