@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# System packages the tests use, from Debian's registry: kcat (a real Kafka client).
+# System packages the tests use, from Debian's registry: kcat (a real Kafka client),
+# chromium and chromium-driver (the web console's browser tests).
 # Idempotent; without root it only says what is missing.
 set -euo pipefail
 missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)            # console browser tests
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
   echo "note: missing system packages: ${missing[*]} (install them with apt-get as root)" >&2

@@ -1,0 +1,1 @@
+"""The JSON API's routers, one module per area."""

@@ -1,0 +1,127 @@
+"""Health and Prometheus metrics.
+
+``/metrics`` is the Prometheus text format (version 0.0.4), written by hand: one
+``# HELP`` / ``# TYPE`` pair per family, label values escaped as the format requires.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import PlainTextResponse
+
+from logtrove import __version__
+from logtrove.http.context import HttpContext, get_context
+from logtrove.http.groups import GroupsSource
+from logtrove.http.models import Health
+
+router = APIRouter(tags=["health"])
+PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+
+
+@router.get("/api/v1/health", summary="Liveness and what this server offers")
+def health(request: Request, ctx: Annotated[HttpContext, Depends(get_context)]) -> Health:
+    storage = ctx.fresh_storage()
+    return Health(
+        status="ok",
+        version=__version__,
+        data_dir=str(storage.path),
+        read_only=not ctx.allow_writes,
+        topics=len(storage.topics()),
+        uptime_ms=max(ctx.clock.now_ms() - ctx.started_ms, 0),
+        features=dict(request.app.state.features),
+    )
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+class _Families:
+    """Collects samples grouped by metric family, in first-seen order."""
+
+    def __init__(self) -> None:
+        self._families: dict[str, tuple[str, str, list[str]]] = {}
+
+    def add(self, name: str, kind: str, doc: str, value: float, **labels: object) -> None:
+        family = self._families.setdefault(name, (kind, doc, []))
+        text = ",".join(f'{k}="{_escape(str(v))}"' for k, v in labels.items())
+        family[2].append(f"{name}{{{text}}} {value}" if text else f"{name} {value}")
+
+    def render(self) -> str:
+        lines: list[str] = []
+        for name, (kind, doc, samples) in self._families.items():
+            lines += [f"# HELP {name} {doc}", f"# TYPE {name} {kind}", *samples]
+        return "\n".join(lines) + "\n"
+
+
+def _storage_metrics(out: _Families, ctx: HttpContext) -> None:
+    storage = ctx.fresh_storage()
+    out.add("logtrove_topics", "gauge", "Topics in the data directory.", len(storage.topics()))
+    for log in storage.logs():
+        labels = {"topic": log.tp.topic, "partition": log.tp.partition}
+        segments = log.segments
+        for name, doc, value in (
+            ("logtrove_log_start_offset", "First visible offset.", log.log_start_offset),
+            ("logtrove_log_end_offset", "Next offset to be written.", log.log_end_offset),
+            ("logtrove_log_size_bytes", "Bytes of log segments.", sum(s.size for s in segments)),
+            ("logtrove_log_segments", "Segments in the partition.", len(segments)),
+        ):
+            out.add(name, "gauge", doc, value, **labels)
+
+
+def _lag_metrics(out: _Families, groups: GroupsSource) -> None:
+    for group in groups.group_ids():
+        for row in groups.lag(group):
+            labels = {"group": group, "topic": row.topic, "partition": row.partition}
+            if row.committed is None or row.lag is None:
+                continue
+            out.add(
+                "logtrove_group_committed_offset",
+                "gauge",
+                "Committed offset.",
+                row.committed.offset,
+                **labels,
+            )
+            out.add("logtrove_group_lag", "gauge", "Messages not yet consumed.", row.lag, **labels)
+            out.add(
+                "logtrove_group_time_lag_seconds",
+                "gauge",
+                "Age of the first unconsumed record (0 when caught up).",
+                (row.time_lag_ms or 0) / 1000,
+                **labels,
+            )
+
+
+def _request_metrics(out: _Families, ctx: HttpContext) -> None:
+    for (method, route, status), count in sorted(ctx.requests.snapshot().items()):
+        out.add(
+            "logtrove_http_requests_total",
+            "counter",
+            "HTTP requests served.",
+            count,
+            method=method,
+            route=route,
+            status=status,
+        )
+
+
+@router.get(
+    "/metrics",
+    summary="Metrics in Prometheus text format",
+    response_class=PlainTextResponse,
+    responses={200: {"content": {PROMETHEUS_TEXT: {}}, "description": "Prometheus text format 0.0.4"}},
+)
+def metrics(request: Request, ctx: Annotated[HttpContext, Depends(get_context)]) -> PlainTextResponse:
+    out = _Families()
+    _storage_metrics(out, ctx)
+    _lag_metrics(out, request.app.state.groups)
+    _request_metrics(out, ctx)
+    out.add(
+        "logtrove_uptime_seconds",
+        "gauge",
+        "Seconds since the API started.",
+        (ctx.clock.now_ms() - ctx.started_ms) / 1000,
+    )
+    return PlainTextResponse(out.render(), media_type=PROMETHEUS_TEXT)

@@ -1,0 +1,91 @@
+"""The FastAPI application: the JSON API under ``/api/v1``, ``/metrics``, and the console.
+
+::
+
+    /api/v1/health                    liveness, version, read-only or not
+    /api/v1/topics[/{topic}]          list, create, describe, configs
+    /api/v1/topics/{t}/partitions     offsets, sizes, segments
+    /api/v1/topics/{t}/…/messages     find messages (offset, time, range, ID, key, header, content)
+    /api/v1/topics/{t}/messages POST  produce (REST proxy style)
+    /api/v1/groups[/{group}]          consumer groups and lag
+    /api/v1/compaction                compaction status
+    /metrics                          Prometheus text format
+    /ui/…                             the web console (static files, no build step)
+    /openapi.json, /docs              the schema and its browser
+
+The app is thin: every answer comes from storage, query and groups; this package only
+validates input, shapes output and maps errors to RFC 7807 problems.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from fastapi import FastAPI, Request, Response
+
+from logtrove import __version__
+from logtrove.http import console
+from logtrove.http.api import compaction, groups, health, messages, produce, topics
+from logtrove.http.context import Appender, HttpContext
+from logtrove.http.groups import GroupsSource, GroupStates
+from logtrove.http.problems import install_handlers
+from logtrove.storage import Storage
+
+DESCRIPTION = """\
+Find any message of a logtrove data directory — by offset, time, range, message ID,
+key, header or content — and watch topics, consumer lag and compaction.
+
+Errors are RFC 7807 `application/problem+json` documents. Times are epoch
+milliseconds or ISO-8601. Keys and values are UTF-8 text, or base64 in
+`key_b64` / `value_b64` when they are not.
+"""
+
+
+def create_app(
+    storage: Storage,
+    *,
+    appender: Appender | None = None,
+    group_states: GroupStates | None = None,
+    allow_writes: bool | None = None,
+    refresh_interval_s: float = 1.0,
+) -> FastAPI:
+    """Build the app over an open :class:`Storage` (which the caller keeps and closes).
+
+    ``appender`` routes REST produce through a broker's writer; ``group_states`` adds
+    a broker's live group states; ``allow_writes`` defaults to "the storage is writable".
+    """
+    app = FastAPI(
+        title="logtrove",
+        version=__version__,
+        description=DESCRIPTION,
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    app.state.ctx = HttpContext(
+        storage, appender=appender, refresh_interval_s=refresh_interval_s, allow_writes=allow_writes
+    )
+    app.state.groups = GroupsSource(storage, states=group_states, reload_interval_s=refresh_interval_s)
+    app.state.features = {"query": False, "groups": True, "lag": True, "tag_lag": False}
+    install_handlers(app)
+    for module in (health, topics, messages, produce, groups, compaction):
+        app.include_router(module.router)
+    console.install(app)
+    _count_requests(app)
+    return app
+
+
+def _route_template(request: Request) -> str:
+    """The matched route's path template (``/api/v1/topics/{topic}``), so that metrics
+    do not get one series per topic name."""
+    route = request.scope.get("route")
+    return str(getattr(route, "path", "unmatched"))
+
+
+def _count_requests(app: FastAPI) -> None:
+    ctx: HttpContext = app.state.ctx
+
+    @app.middleware("http")
+    async def count(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        response = await call_next(request)
+        ctx.requests.add(request.method, _route_template(request), response.status_code)
+        return response

@@ -1,0 +1,227 @@
+"""Request and response bodies of the API (pydantic models; they make the OpenAPI schema).
+
+Names follow the CLI's ``--json`` output: offsets and times are integers (epoch
+milliseconds), keys and values are UTF-8 text, or base64 in ``key_b64`` / ``value_b64``
+when they are not valid UTF-8 (exactly one of the pair is set unless the field is null).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+TOPIC_PATTERN = r"^[a-zA-Z0-9._-]{1,249}$"
+TopicName = Annotated[str, Field(pattern=TOPIC_PATTERN, description="Topic name.")]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- health ---------------------------------------------------------------------------
+class Health(_Model):
+    status: Literal["ok"]
+    version: str
+    data_dir: str
+    read_only: bool = Field(description="True when the API cannot write (produce, create topics).")
+    topics: int
+    uptime_ms: int
+    features: dict[str, bool] = Field(description="Optional parts present: query, groups, lag.")
+
+
+# -- topics ----------------------------------------------------------------------------
+class PartitionSummary(_Model):
+    partition: int
+    log_start_offset: int
+    log_end_offset: int
+    messages: int = Field(description="log end - log start (an upper bound on compacted topics).")
+    size_bytes: int
+    segments: int
+    max_timestamp: int | None = Field(description="Largest record timestamp, null when empty.")
+
+
+class SegmentInfo(_Model):
+    base_offset: int
+    next_offset: int
+    size_bytes: int
+    max_timestamp: int | None
+    file: str
+    active: bool
+
+
+class PartitionDetail(PartitionSummary):
+    topic: str
+    segments_detail: list[SegmentInfo]
+
+
+class TopicSummary(_Model):
+    name: str
+    partitions: int
+    internal: bool
+    cleanup_policy: str
+    messages: int
+    size_bytes: int
+
+
+class ConfigEntry(_Model):
+    name: str
+    value: str
+    default: str
+    source: Literal["default", "topic"]
+    doc: str
+
+
+class TopicDetail(_Model):
+    name: str
+    topic_id: str
+    partitions: int
+    internal: bool
+    created_ms: int
+    cleanup_policy: str
+    retention_ms: int
+    retention_bytes: int
+    messages: int
+    size_bytes: int
+    overrides: dict[str, str]
+    configs: list[ConfigEntry]
+    partition_list: list[PartitionSummary]
+
+
+class CreateTopic(_Model):
+    name: TopicName
+    partitions: int = Field(default=1, ge=1, le=10_000)
+    configs: dict[str, str] = Field(default_factory=dict, description="Topic config overrides.")
+
+
+class AlterConfigs(_Model):
+    set: dict[str, str] = Field(default_factory=dict, description="Overrides to set.")
+    delete: list[str] = Field(default_factory=list, description="Overrides to remove (back to default).")
+
+
+# -- messages ---------------------------------------------------------------------------
+class Header(_Model):
+    name: str
+    value: str | None = None
+    value_b64: str | None = None
+
+
+class Message(_Model):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: str | None = None
+    key_b64: str | None = None
+    value: str | None = None
+    value_b64: str | None = None
+    headers: list[Header] = Field(default_factory=list)
+    id: str | None = Field(default=None, description="Broker position ID: decodes straight to this record.")
+    client_id: str | None = Field(default=None, description="The client's message ID header, if any.")
+
+
+class ScanStats(_Model):
+    bytes_scanned: int = 0
+    segments_scanned: int = 0
+    segments_skipped: int = 0
+    records_scanned: int = 0
+
+
+class MessagePage(_Model):
+    """One page of results; pass ``next_cursor`` as ``cursor`` to continue."""
+
+    messages: list[Message]
+    next_cursor: str | None = Field(default=None, description="Opaque; absent when there is nothing more.")
+    reason: str | None = Field(
+        default=None, description="Why the page ended: limit reached, range exhausted, budget exhausted."
+    )
+    stats: ScanStats | None = None
+    cli: str = Field(description="The equivalent `logtrove` command.")
+
+
+# -- produce ----------------------------------------------------------------------------
+class ProduceRecord(_Model):
+    key: str | None = None
+    key_b64: str | None = None
+    value: Any = Field(
+        default=None, description="A string, or any JSON value (stored as compact JSON); null = tombstone."
+    )
+    value_b64: str | None = None
+    headers: dict[str, str | None] | list[tuple[str, str | None]] = Field(default_factory=dict)
+    timestamp: int | None = Field(default=None, ge=0, le=2**53, description="Epoch ms; default now.")
+    partition: int | None = Field(default=None, ge=0, le=9_999)
+
+
+class ProduceRequest(_Model):
+    records: list[ProduceRecord] = Field(min_length=1, max_length=10_000)
+    compression: Literal["none", "gzip", "snappy", "lz4", "zstd"] = "none"
+
+
+class ProducedOffset(_Model):
+    partition: int
+    offset: int
+
+
+class ProduceResult(_Model):
+    topic: str
+    offsets: list[ProducedOffset] = Field(description="One per input record, in input order.")
+
+
+# -- groups and lag ---------------------------------------------------------------------
+class PartitionLag(_Model):
+    topic: str
+    partition: int
+    log_end_offset: int
+    committed_offset: int | None = Field(description="null: the group never committed here.")
+    lag: int | None = Field(description="Messages not yet consumed; null when never committed.")
+    time_lag_ms: int | None = None
+    tag_lag: int | None = Field(default=None, description="Unconsumed records matching the tag subscription.")
+    commit_timestamp: int | None = None
+
+
+class TopicLag(_Model):
+    topic: str
+    lag: int
+    tag_lag: int | None = None
+    time_lag_ms: int | None = None
+    uncommitted_partitions: int
+    tags: str | None = Field(default=None, description="The group's tag subscription on this topic.")
+
+
+class GroupSummary(_Model):
+    group: str
+    state: str
+    members: int | None = None
+    topics: list[str]
+    lag: int
+    tag_lag: int | None = None
+    time_lag_ms: int | None = None
+
+
+class GroupDetail(GroupSummary):
+    topic_lags: list[TopicLag]
+    partitions: list[PartitionLag]
+    member_list: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class TagSubscription(_Model):
+    tags: str = Field(min_length=1, max_length=1000, description="`TagA || TagB`, or `*`.")
+
+
+# -- compaction ------------------------------------------------------------------------
+class PartitionCompaction(_Model):
+    partition: int
+    first_dirty_offset: int
+    log_end_offset: int
+    dirty_ratio: float
+    min_cleanable_dirty_ratio: float
+    last_clean_ms: int | None
+    uncleanable_reason: str | None
+    last_stats: dict[str, Any] | None
+
+
+class TopicCompaction(_Model):
+    topic: str
+    cleanup_policy: str
+    compacted: bool
+    partitions: list[PartitionCompaction]

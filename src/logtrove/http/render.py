@@ -1,0 +1,85 @@
+"""Records as JSON messages, times as parameters, and the CLI command that matches a request."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import shlex
+from collections.abc import Sequence
+
+from logtrove.http.models import Header, Message
+from logtrove.http.problems import bad_request
+from logtrove.records import Record
+
+
+def _text_or_b64(raw: bytes | None) -> tuple[str | None, str | None]:
+    if raw is None:
+        return None, None
+    try:
+        return raw.decode("utf-8"), None
+    except UnicodeDecodeError:
+        return None, base64.b64encode(raw).decode("ascii")
+
+
+def render_message(
+    topic: str, partition: int, record: Record, *, position_id: str | None = None, id_header: str = "id"
+) -> Message:
+    """The JSON form of one record (text when UTF-8, base64 otherwise)."""
+    key, key_b64 = _text_or_b64(record.key)
+    value, value_b64 = _text_or_b64(record.value)
+    headers = []
+    for name, raw in record.headers:
+        text, b64 = _text_or_b64(raw)
+        headers.append(Header(name=name, value=text, value_b64=b64))
+    client_raw = record.header(id_header)
+    client_id = _text_or_b64(client_raw)[0] if client_raw is not None else None
+    return Message(
+        topic=topic,
+        partition=partition,
+        offset=record.offset,
+        timestamp=record.timestamp,
+        key=key,
+        key_b64=key_b64,
+        value=value,
+        value_b64=value_b64,
+        headers=headers,
+        id=position_id,
+        client_id=client_id,
+    )
+
+
+def parse_time(text: str, name: str) -> int:
+    """Epoch milliseconds from ``1700000000000`` or ISO-8601 (UTC when no zone); a 422
+    problem naming the parameter otherwise."""
+    raw = text.strip()
+    if raw.lstrip("-").isdigit() and len(raw) <= 19:
+        value = int(raw)
+    else:
+        try:
+            when = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        except ValueError:
+            raise bad_request(
+                f"cannot read {name}={text!r}: use epoch milliseconds (1700000000000) "
+                "or ISO-8601 (2026-11-22T10:05:00Z)",
+                "invalid-time",
+            ) from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.UTC)
+        value = int(when.timestamp() * 1000)
+    if not 0 <= value < 2**63:
+        raise bad_request(f"{name}={text!r} is outside the range of epoch milliseconds", "invalid-time")
+    return value
+
+
+def cli_command(data_dir: str, topic: str, args: Sequence[tuple[str, object | None]]) -> str:
+    """``logtrove query TOPIC --opt value … --data DIR`` with shell quoting; options whose
+    value is ``None`` are left out, ``True`` makes a flag."""
+    parts = ["logtrove", "query", shlex.quote(topic)]
+    for option, value in args:
+        if value is None or value is False:
+            continue
+        parts.append(option)
+        if value is not True:
+            parts.append(shlex.quote(str(value)))
+    parts += ["--data", shlex.quote(data_dir)]
+    return " ".join(parts)

@@ -1,0 +1,98 @@
+"""Serving the app with uvicorn: in the foreground (``logtrove http``) or in a thread next
+to the broker (``logtrove serve``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+
+from logtrove.http.app import create_app
+from logtrove.storage import Storage
+
+
+class ListenAddressError(ValueError):
+    """A ``HOST:PORT`` that cannot be used."""
+
+
+def parse_listen(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
+    """``"127.0.0.1:8080"`` → ``("127.0.0.1", 8080)``; ``":8080"`` uses ``default_host``."""
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ListenAddressError(f"expected HOST:PORT such as 127.0.0.1:8080, got {text!r}")
+    return (host.strip("[]") or default_host), int(port)
+
+
+def _config(app: Any, host: str, port: int, log_level: str) -> uvicorn.Config:
+    return uvicorn.Config(
+        app, host=host, port=port, log_level=log_level, access_log=False, lifespan="off", server_header=False
+    )
+
+
+def run(storage: Storage, listen: str, *, log_level: str = "info", **app_options: Any) -> None:
+    """Serve the API and console on ``listen`` until SIGINT or SIGTERM."""
+    host, port = parse_listen(listen)
+    uvicorn.Server(_config(create_app(storage, **app_options), host, port, log_level)).run()
+
+
+@dataclass
+class HttpServer:
+    """A server running in a background thread; :meth:`stop` ends it."""
+
+    server: uvicorn.Server
+    thread: threading.Thread
+
+    @property
+    def port(self) -> int:
+        """The bound port (useful with port 0)."""
+        servers = getattr(self.server, "servers", [])
+        for srv in servers:
+            for sock in srv.sockets:
+                return int(sock.getsockname()[1])
+        return int(self.server.config.port)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.server.config.host}:{self.port}"
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout_s)
+
+
+def start_in_thread(
+    storage: Storage,
+    listen: str,
+    *,
+    log_level: str = "warning",
+    startup_timeout_s: float = 15.0,
+    **app_options: Any,
+) -> HttpServer:
+    """Start the API on ``listen`` in a daemon thread and return once it accepts
+    connections. ``app_options`` go to :func:`create_app` (``appender``, ``group_states``…).
+    Raises :class:`OSError` when the address cannot be bound."""
+    host, port = parse_listen(listen)
+    server = uvicorn.Server(_config(create_app(storage, **app_options), host, port, log_level))
+    failure: list[BaseException] = []
+
+    def serve() -> None:
+        try:
+            server.run()
+        except BaseException as exc:  # reported to the caller below
+            failure.append(exc)
+
+    thread = threading.Thread(target=serve, name=f"http-{listen}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + startup_timeout_s
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            thread.join(5)
+            if failure and not isinstance(failure[0], SystemExit):
+                raise failure[0]
+            raise OSError(f"the HTTP server could not start on {listen}")
+        time.sleep(0.02)
+    return HttpServer(server, thread)

@@ -1,0 +1,106 @@
+"""A live HTTP API over a real data directory: topics with keys, IDs, headers and JSON
+values over several segments, a compacted topic, and a consumer group's commits."""
+
+from __future__ import annotations
+
+import json
+import random
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from logtrove.groups import CommittedOffset, OffsetStore
+from logtrove.http import HttpServer, start_in_thread
+from logtrove.records import NewRecord, build_batch
+from logtrove.storage import Storage
+
+BASE_TS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+ORDERS_PER_PARTITION = 300
+GROUP = "billing"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """What the fixture data directory holds, for assertions."""
+
+    path: Path
+    orders: dict[int, list[NewRecord]]  # partition -> records, offset = index
+    committed: dict[int, int]  # orders partition -> committed offset of GROUP
+
+
+def order_record(rng: random.Random, p: int, i: int) -> NewRecord:
+    n = p * 1000 + i
+    user = f"user-{n % 17}"
+    if n % 5 == 0:
+        value = f"plain text order {n} for {user}" + (" needle-4711" if n % 97 == 0 else "")
+    else:
+        value = json.dumps({"order": n, "user": user, "status": ["new", "paid", "sent"][n % 3]})
+    headers = [("id", f"msg-{n}".encode()), ("tag", [b"TagA", b"TagB"][n % 2])]
+    if n % 7 == 0:
+        headers.append(("trace", f"tr-{n % 3}".encode()))
+    ts = BASE_TS + n * 1000 + rng.randint(-500, 500)
+    return NewRecord(value.encode(), user.encode(), tuple(headers), ts)
+
+
+def build_data(path: Path) -> Dataset:
+    rng = random.Random(8)
+    orders: dict[int, list[NewRecord]] = {}
+    with Storage.open(path) as storage:
+        storage.create_topic("orders", 3, {"segment.bytes": "8192", "index.headers": "trace"})
+        for p in range(3):
+            records = [order_record(rng, p, i) for i in range(ORDERS_PER_PARTITION)]
+            orders[p] = records
+            log = storage.log("orders", p)
+            for start in range(0, len(records), 20):
+                log.append(build_batch(records[start : start + 20]))
+        storage.create_topic("users", 1, {"cleanup.policy": "compact"})
+        storage.log("users", 0).append(
+            build_batch(
+                [NewRecord(f"v{i}".encode(), f"u{i % 4}".encode(), (), BASE_TS + i) for i in range(12)]
+            )
+        )
+        storage.create_topic("binary", 1)
+        storage.log("binary", 0).append(
+            build_batch([NewRecord(b"\xff\xfe\x00", b"\x80k", (("h", b"\xff"),))])
+        )
+        store = OffsetStore(storage)
+        store.load()
+        committed = {0: 250, 1: 300}
+        store.commit(
+            GROUP,
+            {("orders", p): CommittedOffset(off, -1, "", BASE_TS) for p, off in committed.items()},
+        )
+    return Dataset(path, orders, committed)
+
+
+@pytest.fixture(scope="session")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Dataset:
+    return build_data(tmp_path_factory.mktemp("http-data") / "data")
+
+
+@pytest.fixture(scope="session")
+def live(dataset: Dataset) -> Iterator[HttpServer]:
+    """A writable app over the dataset, on a free port (closed at the end)."""
+    storage = Storage.open(dataset.path)
+    server = start_in_thread(storage, f"127.0.0.1:{free_port()}")
+    try:
+        yield server
+    finally:
+        server.stop()
+        storage.close()
+
+
+@pytest.fixture
+def client(live: HttpServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=live.url, timeout=30) as c:
+        yield c
