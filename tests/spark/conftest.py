@@ -42,6 +42,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         SparkSession.builder.master("local[2]")
         .appName("logtrove-tests")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.extraJavaOptions", java_opts)
         .config("spark.executor.extraJavaOptions", java_opts)
