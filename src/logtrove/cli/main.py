@@ -34,7 +34,7 @@ def _root(
 def _register() -> None:
     # Each module adds its commands to ``app``; one line per command family.
     import logtrove.cli.http  # noqa: F401
-    from logtrove.cli import compact, dump, produce, serve, topics  # noqa: F401
+    from logtrove.cli import compact, dump, produce, query, serve, topics  # noqa: F401
 
 
 _register()

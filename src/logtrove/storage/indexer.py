@@ -368,10 +368,12 @@ class Indexer:
         idle_s: float = 0.2,
         tail_flush_s: float = 5.0,
         monotonic: Callable[[], float] | None = None,
+        topics: set[str] | None = None,
     ) -> None:
         if storage.read_only:
             raise ValueError("the indexer needs the data directory open for writing")
         self.storage = storage
+        self.topics = topics
         self.block_records = block_records
         self.idle_s = idle_s
         self.tail_flush_s = tail_flush_s
@@ -396,7 +398,7 @@ class Indexer:
         """One step over every partition; returns the records indexed."""
         with self._lock:
             done = 0
-            logs = list(self.storage.logs())
+            logs = [lg for lg in self.storage.logs() if self.topics is None or lg.tp.topic in self.topics]
             live = {plog.tp for plog in logs}
             for tp in [tp for tp in self._partitions if tp not in live]:
                 del self._partitions[tp]

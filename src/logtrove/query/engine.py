@@ -1,0 +1,399 @@
+"""The query engine: one entry point, :meth:`QueryEngine.run`, for the CLI, HTTP and Spark.
+
+How each question is answered (per partition; partitions are then merged):
+
+=============  ===========================================================================
+offset         the batch holding the offset (sparse offset index), or the next surviving
+position ID    decoded to (topic, partition, offset): an exact read, no index
+time           the first record with timestamp ≥ T (time index, then a short scan)
+time range     from the first record ≥ T1, ``.skip`` blocks whose [min, max] miss
+               [T1, T2) are skipped; records filtered by timestamp (clients may send
+               them out of order, so the range is not cut at the first record ≥ T2)
+key / header   ``.keyidx`` hash chains newest first, each candidate checked against the
+/ client ID    record; the unindexed tail is scanned
+content        batches read in order; ``.skip`` token filters and time bounds skip
+               blocks, the raw-batch prefilter skips batches, records are parsed only
+               in batches that can match; partitions in parallel threads, a byte budget
+=============  ===========================================================================
+
+Results stream as they are found. A multi-result query stops at ``limit`` and its
+:class:`~logtrove.query.model.Completion` carries a cursor that continues exactly after
+the last result returned, per partition. On a read-only opening (a broker holds the
+directory) the engine refreshes the segment lists before each query.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import queue
+import threading
+from collections.abc import Callable, Generator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+from logtrove.query.errors import InvalidQueryError, MessageNotFoundError, QueryError
+from logtrove.query.ids import decode_position_id, id_time
+from logtrove.query.model import (
+    Completion,
+    ContentQuery,
+    HeaderQuery,
+    IdQuery,
+    KeyQuery,
+    Message,
+    OffsetQuery,
+    PositionQuery,
+    Query,
+    QueryResult,
+    RangeQuery,
+    Reason,
+    Stats,
+    TimeQuery,
+    decode_cursor,
+    encode_cursor,
+)
+from logtrove.query.partition import (
+    Attribute,
+    Budget,
+    BudgetExhaustedError,
+    lookup_newest_first,
+    scan_forward,
+)
+from logtrove.records import Record
+from logtrove.storage import OffsetOutOfRangeError, PartitionLog, Storage
+from logtrove.storage.keyindex import header_digest, id_digest, key_digest
+
+Generated = Generator[Message, None, Completion]
+_NEWEST = "newest"
+
+
+class QueryEngine:
+    """Answers :data:`~logtrove.query.model.Query` values over one storage."""
+
+    def __init__(self, storage: Storage, *, workers: int | None = None) -> None:
+        self.storage = storage
+        self.workers = workers or max(2, min(8, os.cpu_count() or 2))
+
+    # -- entry point -----------------------------------------------------------------------
+    def run(self, query: Query) -> QueryResult:
+        """Start answering ``query``; iterate the result for messages, then read its
+        ``completion``. Raises storage errors for unknown topics/partitions and
+        :class:`InvalidQueryError` for malformed questions before any result."""
+        if self.storage.read_only:
+            self.storage.refresh()
+        topic = getattr(query, "topic", None)
+        if topic is not None:  # unknown topics and partitions fail now, not at the first next()
+            self._logs(topic, getattr(query, "partitions", None) or (getattr(query, "partition", 0),))
+        match query:
+            case OffsetQuery():
+                gen = self._one(self._by_offset(query.topic, query.partition, query.offset))
+            case PositionQuery():
+                gen = self._one(self._by_position(query.position_id))
+            case TimeQuery():
+                gen = self._by_time(query)
+            case RangeQuery():
+                gen = self._by_range(query)
+            case KeyQuery():
+                gen = self._by_hash(query.topic, "key", _key_attr(query.key), query)
+            case HeaderQuery():
+                gen = self._by_hash(query.topic, "header", self._header_attr(query.name, query.value), query)
+            case IdQuery():
+                gen = self._by_id(query)
+            case ContentQuery():
+                gen = self._by_content(query)
+        return QueryResult(gen)
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _logs(self, topic: str, partitions: tuple[int, ...] | None) -> dict[int, PartitionLog]:
+        info = self.storage.topic(topic)
+        wanted = partitions if partitions is not None else tuple(range(info.partitions))
+        return {p: self.storage.log(topic, p) for p in wanted}
+
+    @staticmethod
+    def _check_limit(limit: int | None) -> None:
+        if limit is not None and limit < 1:
+            raise InvalidQueryError(f"limit must be at least 1, got {limit}")
+
+    def _one(self, message: Message) -> Generated:
+        yield message
+        return Completion(Reason.EXHAUSTED, 1, Stats())
+
+    # -- offset, position, time -----------------------------------------------------------
+    def _by_offset(self, topic: str, partition: int, offset: int) -> Message:
+        log = self._logs(topic, (partition,))[partition]
+        start, end = log.log_start_offset, log.log_end_offset
+        if offset >= end or offset < start:
+            where = "past the end" if offset >= end else "before the start"
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is {where} of {topic}-{partition}: valid offsets are [{start}, {end - 1}]"
+                if end > start
+                else f"offset {offset} is {where} of {topic}-{partition}: the partition is empty",
+                log_start_offset=start,
+                log_end_offset=end,
+            )
+        for record in log.records(offset):
+            return Message.of(topic, partition, record)
+        raise MessageNotFoundError(f"no record at or after offset {offset} in {topic}-{partition}")
+
+    def _by_position(self, position_id: str) -> Message:
+        decoded = decode_position_id(position_id)
+        if decoded is None:
+            raise InvalidQueryError(f"{position_id!r} is not a position ID")
+        topic, partition, offset = decoded
+        message = self._by_offset(topic, partition, offset)
+        if message.offset != offset:
+            raise MessageNotFoundError(f"the record at {topic}-{partition}@{offset} was compacted away")
+        return message
+
+    def _exact(self, log: PartitionLog, offset: int) -> Record | None:
+        if not log.log_start_offset <= offset < log.log_end_offset:
+            return None
+        for record in log.records(offset, offset + 1):
+            return record
+        return None
+
+    def _by_time(self, q: TimeQuery) -> Generated:
+        logs = self._logs(q.topic, q.partitions)
+        found = 0
+        for p, log in logs.items():
+            hit = log.offset_for_timestamp(q.timestamp)
+            if hit is not None:
+                record = self._exact(log, hit.offset)
+                if record is not None:
+                    found += 1
+                    yield Message.of(q.topic, p, record)
+        return Completion(Reason.EXHAUSTED, found, Stats())
+
+    # -- time range ---------------------------------------------------------------------------
+    def _by_range(self, q: RangeQuery) -> Generated:
+        if q.end_ms <= q.start_ms:
+            raise InvalidQueryError(f"empty time range: --from {q.start_ms} is not before --to {q.end_ms}")
+        self._check_limit(q.limit)
+        logs = self._logs(q.topic, q.partitions)
+        resume = decode_cursor("range", q.cursor)
+        if resume is not None:
+            logs = {p: log for p, log in logs.items() if p in resume}
+        stats = Stats()
+
+        def stream(p: int, log: PartitionLog) -> Iterator[Record]:
+            start = resume.get(p, 0) if resume else 0
+            for item in scan_forward(log, stats, from_offset=start, start_ms=q.start_ms, end_ms=q.end_ms):
+                if not isinstance(item, int):
+                    yield item
+
+        return (yield from self._merge(q.topic, logs, stream, q.limit, stats, ascending=True, kind="range"))
+
+    # -- hash lookups -----------------------------------------------------------------------------
+    def _header_attr(self, name: str, value: bytes) -> Attribute:
+        def matches(r: Record) -> bool:
+            return any(k == name and v == value for k, v in r.headers)
+
+        return Attribute(header_digest(name, value), matches, lambda kb: kb.indexes_header(name))
+
+    def _by_hash(
+        self,
+        topic: str,
+        kind: str,
+        attr: Attribute,
+        q: KeyQuery | HeaderQuery | IdQuery,
+        *,
+        block_window: tuple[int, int] | None = None,
+        stats: Stats | None = None,
+        limit: int | None = None,
+    ) -> Generated:
+        self._check_limit(q.limit)
+        logs = self._logs(topic, q.partitions)
+        resume = decode_cursor(kind, q.cursor)
+        if resume is not None:
+            logs = {p: log for p, log in logs.items() if p in resume}
+        stats = stats if stats is not None else Stats()
+        start_ms = getattr(q, "start_ms", None)
+        end_ms = getattr(q, "end_ms", None)
+
+        def stream(p: int, log: PartitionLog) -> Iterator[Record]:
+            before = resume.get(p) if resume else None
+            return lookup_newest_first(
+                log, attr, stats, before=before, start_ms=start_ms, end_ms=end_ms, block_window=block_window
+            )
+
+        limit = q.limit if limit is None else limit
+        return (yield from self._merge(topic, logs, stream, limit, stats, ascending=False, kind=kind))
+
+    def _by_id(self, q: IdQuery) -> Generated:
+        self._check_limit(q.limit)
+        info = self.storage.topic(q.topic)
+        id_header = info.config.message_id_header
+        wanted = q.message_id.encode("utf-8")
+
+        def matches(r: Record) -> bool:
+            return any(k == id_header and v == wanted for k, v in r.headers)
+
+        attr = Attribute(id_digest(wanted), matches, lambda kb: kb.indexes_id(id_header))
+        stats = Stats()
+        found = 0
+        position = decode_position_id(q.message_id)
+        if position is not None and position[0] == q.topic and q.cursor is None:
+            _, partition, offset = position
+            if 0 <= partition < info.partitions and (q.partitions is None or partition in q.partitions):
+                record = self._exact(self.storage.log(q.topic, partition), offset)
+                if record is not None:
+                    found += 1
+                    yield Message.of(q.topic, partition, record)
+                    if q.limit is not None and found >= q.limit:
+                        return Completion(Reason.LIMIT, found, stats)
+        hinted = id_time(q.message_id)
+        if hinted is not None and q.cursor is None and not q.exhaustive:
+            window = (hinted - q.hint_window_ms, hinted + q.hint_window_ms)
+            limit = None if q.limit is None else q.limit - found
+            first = yield from self._by_hash(
+                q.topic, "id", attr, q, block_window=window, stats=stats, limit=limit
+            )
+            if first.results:
+                note = "searched the segments around the ID's time; pass exhaustive for all"
+                return Completion(Reason.HINT, found + first.results, stats, None, (note,))
+        rest = yield from self._by_hash(
+            q.topic, "id", attr, q, stats=stats, limit=None if q.limit is None else q.limit - found
+        )
+        return Completion(rest.reason, found + rest.results, stats, rest.cursor, rest.notes)
+
+    # -- merging partitions -------------------------------------------------------------------------
+    def _merge(
+        self,
+        topic: str,
+        logs: dict[int, PartitionLog],
+        stream: Callable[[int, PartitionLog], Iterator[Record]],
+        limit: int | None,
+        stats: Stats,
+        *,
+        ascending: bool,
+        kind: str,
+    ) -> Generated:
+        """Merge per-partition streams by timestamp (then partition), stopping at
+        ``limit``; the cursor holds, per unfinished partition, the offset after (or,
+        newest first, of) its last returned record."""
+        iters = {p: stream(p, log) for p, log in logs.items()}
+        heap: list[tuple[int, int, int, Record]] = []
+        sign = 1 if ascending else -1
+        for p, it in iters.items():
+            record = next(it, None)
+            if record is not None:
+                heap.append((sign * record.timestamp, p, sign * record.offset, record))
+        heapq.heapify(heap)
+        marks: dict[int, int] = {}
+        count = 0
+        while heap:
+            if limit is not None and count >= limit:
+                pending = {p for _, p, _, _ in heap}
+                cursor = {p: marks.get(p, self._fresh_mark(logs[p], ascending)) for p in pending}
+                return Completion(Reason.LIMIT, count, stats, encode_cursor(kind, cursor))
+            _, p, _, record = heapq.heappop(heap)
+            count += 1
+            marks[p] = record.offset + 1 if ascending else record.offset
+            yield Message.of(topic, p, record)
+            following = next(iters[p], None)
+            if following is not None:
+                heapq.heappush(heap, (sign * following.timestamp, p, sign * following.offset, following))
+        return Completion(Reason.EXHAUSTED, count, stats)
+
+    @staticmethod
+    def _fresh_mark(log: PartitionLog, ascending: bool) -> int:
+        return log.log_start_offset if ascending else log.log_end_offset
+
+    # -- content --------------------------------------------------------------------------------
+    def _by_content(self, q: ContentQuery) -> Generated:
+        self._check_limit(q.limit)
+        if q.start_ms is not None and q.end_ms is not None and q.end_ms <= q.start_ms:
+            raise InvalidQueryError(f"empty time range: --from {q.start_ms} is not before --to {q.end_ms}")
+        logs = self._logs(q.topic, q.partitions)
+        resume = decode_cursor("content", q.cursor)
+        if resume is not None:
+            logs = {p: log for p, log in logs.items() if p in resume}
+        stats = Stats()
+        workers = _ContentWorkers(q, stats, resume)
+        progress = {p: (resume.get(p, 0) if resume else (q.start_offset or 0)) for p in logs}
+        finished: dict[int, str] = {}
+        count = 0
+        pool = ThreadPoolExecutor(
+            max_workers=min(self.workers, max(1, len(logs))), thread_name_prefix="query"
+        )
+        try:
+            for p, log in logs.items():
+                pool.submit(workers.work, p, log)
+            while len(finished) < len(logs):
+                if q.limit is not None and count >= q.limit:
+                    break
+                p, item = workers.out.get()
+                if isinstance(item, str):
+                    finished[p] = item
+                elif isinstance(item, int):
+                    progress[p] = max(progress[p], item)
+                else:
+                    count += 1
+                    progress[p] = max(progress[p], item.offset + 1)
+                    yield Message.of(q.topic, p, item)
+        finally:
+            workers.stop.set()  # workers blocked on a full queue notice within 50 ms
+            pool.shutdown(wait=False, cancel_futures=True)
+        errors = [f"partition {p}: {how}" for p, how in finished.items() if how.startswith("error")]
+        if errors:
+            raise QueryError("; ".join(errors))
+        open_parts = {p: progress[p] for p in logs if finished.get(p) != "done"}
+        if q.limit is not None and count >= q.limit and open_parts:
+            return Completion(Reason.LIMIT, count, stats, encode_cursor("content", open_parts))
+        if open_parts:
+            return Completion(Reason.BUDGET, count, stats, encode_cursor("content", open_parts))
+        return Completion(Reason.EXHAUSTED, count, stats)
+
+
+def _key_attr(key: bytes) -> Attribute:
+    def matches(r: Record) -> bool:
+        return r.key == key
+
+    return Attribute(key_digest(key), matches, lambda kb: True)
+
+
+class _ContentWorkers:
+    """Per-partition scans of a content query, feeding one queue: matches, progress
+    offsets, then a final outcome string ("done", "budget", "stopped", "error: …")."""
+
+    def __init__(self, q: ContentQuery, stats: Stats, resume: dict[int, int] | None) -> None:
+        self.q = q
+        self.stats = stats
+        self.resume = resume
+        self.budget = Budget(q.budget_bytes)
+        self.stop = threading.Event()
+        self.out: queue.Queue[tuple[int, Record | int | str]] = queue.Queue(maxsize=4096)
+
+    def work(self, p: int, log: PartitionLog) -> None:
+        q = self.q
+        start = self.resume.get(p, 0) if self.resume else (q.start_offset or 0)
+        outcome = "done"
+        try:
+            for item in scan_forward(
+                log,
+                self.stats,
+                from_offset=start,
+                to_offset=q.end_offset,
+                start_ms=q.start_ms,
+                end_ms=q.end_ms,
+                predicate=q.predicate,
+                budget=self.budget,
+                stop=self.stop,
+            ):
+                if not self.put((p, item)):
+                    outcome = "stopped"
+                    break
+        except BudgetExhaustedError:
+            outcome = "budget"
+        except Exception as exc:  # reported to the caller by the consuming thread
+            outcome = f"error: {exc}"
+        self.put((p, outcome))
+
+    def put(self, entry: tuple[int, Record | int | str]) -> bool:
+        """Queue an item unless the query was stopped (waits while the queue is full)."""
+        while not self.stop.is_set():
+            try:
+                self.out.put(entry, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False

@@ -1,0 +1,324 @@
+"""Searching one partition: hash lookups newest first, and forward scans.
+
+Both walk the partition's segments and, inside each, the blocks of its derived files
+(:func:`logtrove.storage.indexview.index_view`). Whatever no block covers, the
+not-yet-indexed tail or a block written before a header was indexed, is read from the
+log, so answers never depend on how far the indexer got. Every index hit is checked
+against the decoded record.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from logtrove.query.model import Stats
+from logtrove.query.predicates import Predicate
+from logtrove.records import HEADER_SIZE, BatchHeader, Record, RecordsError, iter_records, read_header
+from logtrove.records.batch import MIN_BATCH_LENGTH
+from logtrove.records.record import batch_payload
+from logtrove.storage import PartitionLog, Segment
+from logtrove.storage.indexview import KeyBlock, index_view
+
+_CHUNK = 1024 * 1024
+_CACHED_BATCHES = 64
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """What a hash lookup looks for: the digest, the exact test, and which key-index
+    blocks indexed it."""
+
+    digest: int
+    matches: Callable[[Record], bool]
+    indexed_by: Callable[[KeyBlock], bool]
+
+
+class Budget:
+    """Bytes a search may still read, shared by the partitions searched in parallel."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.left = limit
+        self._lock = threading.Lock()
+
+    def take(self, n: int) -> bool:
+        """Spend ``n`` bytes; False (nothing spent) when the budget cannot cover them."""
+        if self.left is None:
+            return True
+        with self._lock:
+            if self.left <= 0:
+                return False
+            self.left -= n
+            return True
+
+
+class BudgetExhaustedError(Exception):
+    """Raised inside a scan when the byte budget runs out."""
+
+
+def iter_batches(seg: Segment, start: int, end: int) -> Iterator[tuple[int, BatchHeader, bytes, int]]:
+    """(position, header, buffer, position in buffer) of each whole batch in
+    ``[start, end)``, reading the log in large chunks."""
+    pos = start
+    while pos + HEADER_SIZE <= end:
+        chunk = seg.read(pos, min(_CHUNK, end - pos))
+        rel = 0
+        while rel + HEADER_SIZE <= len(chunk):
+            try:
+                header = read_header(chunk, rel)
+            except RecordsError:
+                return
+            size = header.size
+            if header.batch_length < MIN_BATCH_LENGTH or pos + rel + size > end:
+                return
+            if rel + size > len(chunk):
+                if rel:
+                    break
+                chunk = seg.read(pos, size)
+            yield pos + rel, header, chunk, rel
+            rel += size
+        if rel == 0:
+            return
+        pos += rel
+
+
+def scan_records(seg: Segment, start: int, end: int, stats: Stats) -> Iterator[Record]:
+    """Every record of the batches in ``[start, end)``."""
+    for _, header, buf, rel in iter_batches(seg, start, end):
+        stats.bytes_scanned += header.size
+        if header.is_control:
+            continue
+        for record in iter_records(buf, rel, header):
+            stats.records_scanned += 1
+            yield record
+
+
+class RecordCache:
+    """A few decoded batches of one segment, for checking index candidates."""
+
+    def __init__(self, seg: Segment, stats: Stats) -> None:
+        self.seg = seg
+        self.stats = stats
+        self._batches: OrderedDict[int, dict[int, Record]] = OrderedDict()
+
+    def record_at(self, offset: int) -> Record | None:
+        found = self.seg.find(offset)
+        if found is None or found[1].base_offset > offset:
+            return None
+        position, header = found
+        records = self._batches.get(position)
+        if records is None:
+            data = self.seg.read(position, header.size)
+            self.stats.bytes_scanned += header.size
+            records = {r.offset: r for r in iter_records(data, 0, header)}
+            self._batches[position] = records
+            if len(self._batches) > _CACHED_BATCHES:
+                self._batches.popitem(last=False)
+        return records.get(offset)
+
+
+def in_window(ts: int, start_ms: int | None, end_ms: int | None) -> bool:
+    return (start_ms is None or ts >= start_ms) and (end_ms is None or ts < end_ms)
+
+
+def lookup_newest_first(
+    log: PartitionLog,
+    attr: Attribute,
+    stats: Stats,
+    *,
+    before: int | None = None,
+    start_ms: int | None = None,
+    end_ms: int | None = None,
+    block_window: tuple[int, int] | None = None,
+) -> Iterator[Record]:
+    """Records matching ``attr`` with offsets below ``before``, newest (highest offset)
+    first, optionally within ``[start_ms, end_ms)``. ``block_window`` (a hint) limits the
+    search to blocks whose timestamps overlap it, without filtering records by time."""
+    first = log.log_start_offset
+    win_lo, win_hi = block_window if block_window else (start_ms, end_ms)
+
+    def keep(r: Record) -> bool:
+        return (
+            r.offset >= first
+            and (before is None or r.offset < before)
+            and in_window(r.timestamp, start_ms, end_ms)
+            and attr.matches(r)
+        )
+
+    for seg in reversed(log.segments):
+        if before is not None and seg.base_offset >= before:
+            continue
+        if seg.next_offset <= first:
+            break
+        if win_lo is not None and seg.max_timestamp < win_lo:
+            stats.segments_skipped += 1
+            continue
+        view = index_view(seg)
+        stats.segments_scanned += 1
+        if view.end_position < seg.size and (before is None or view.end_offset < before):
+            yield from reversed([r for r in scan_records(seg, view.end_position, seg.size, stats) if keep(r)])
+        cache = RecordCache(seg, stats)
+        for i in reversed(range(len(view.key_blocks))):
+            kb = view.key_blocks[i]
+            if before is not None and kb.start_offset >= before:
+                continue
+            if kb.end_offset <= first:
+                break
+            if i < len(view.skip_blocks) and not view.skip_blocks[i].summary.overlaps(win_lo, win_hi):
+                stats.blocks_skipped += 1
+                continue
+            if not attr.indexed_by(kb):
+                found = scan_records(seg, kb.start_position, kb.end_position, stats)
+                yield from reversed([r for r in found if keep(r)])
+                continue
+            last = None
+            for offset in view.candidates(kb, attr.digest):
+                if offset == last or (before is not None and offset >= before):
+                    continue
+                if offset < first:
+                    break
+                last = offset
+                stats.index_candidates += 1
+                record = cache.record_at(offset)
+                if record is not None and keep(record):
+                    yield record
+                elif record is not None and not attr.matches(record):
+                    stats.index_false_hits += 1
+
+
+Progress = int
+"""An offset yielded by :func:`scan_forward`: every offset below it has been examined."""
+
+
+def scan_forward(
+    log: PartitionLog,
+    stats: Stats,
+    *,
+    from_offset: int = 0,
+    to_offset: int | None = None,
+    start_ms: int | None = None,
+    end_ms: int | None = None,
+    predicate: Predicate | None = None,
+    budget: Budget | None = None,
+    stop: threading.Event | None = None,
+) -> Iterator[Record | Progress]:
+    """Matching records in offset order, interleaved with progress offsets.
+
+    Skips segments and ``.skip`` blocks whose time bounds miss the window or whose token
+    filter lacks a token the predicate requires, and batches whose raw bytes fail the
+    predicate's prefilter. Raises :class:`BudgetExhaustedError` when the budget runs out.
+    """
+    begin = max(from_offset, log.log_start_offset)
+    if start_ms is not None:
+        found = log.offset_for_timestamp(start_ms)
+        if found is None:
+            return
+        begin = max(begin, found.offset)
+    tokens = predicate.required_tokens() if predicate is not None else []
+    for seg in log.segments:
+        if stop is not None and stop.is_set():
+            return
+        if seg.next_offset <= begin:
+            continue
+        if to_offset is not None and seg.base_offset >= to_offset:
+            return
+        if start_ms is not None and seg.max_timestamp < start_ms:
+            stats.segments_skipped += 1
+            continue
+        ranges = _ranges_to_read(seg, begin, to_offset, start_ms, end_ms, tokens, stats)
+        if not ranges:
+            stats.segments_skipped += 1
+            yield seg.next_offset
+            continue
+        stats.segments_scanned += 1
+        for a, b in ranges:
+            for item in _scan_range(seg, a, b, begin, to_offset, start_ms, end_ms, predicate, stats, budget):
+                if isinstance(item, int) and to_offset is not None and item >= to_offset:
+                    return
+                yield item
+        yield seg.next_offset
+
+
+def _ranges_to_read(
+    seg: Segment,
+    begin: int,
+    to_offset: int | None,
+    start_ms: int | None,
+    end_ms: int | None,
+    tokens: list[bytes],
+    stats: Stats,
+) -> list[tuple[int, int]]:
+    """Position ranges of ``seg`` that may hold matches, merged."""
+    start_pos = 0
+    if begin > seg.base_offset:
+        found = seg.find(begin)
+        if found is None:
+            return []
+        start_pos = found[0]
+    view = index_view(seg)
+    ranges: list[tuple[int, int]] = []
+    for sb in view.skip_blocks:
+        if sb.end_position <= start_pos:
+            continue
+        if to_offset is not None and sb.start_offset >= to_offset:
+            return _merge(ranges)
+        summary = sb.summary
+        if not summary.overlaps(start_ms, end_ms) or not all(summary.may_contain(t) for t in tokens):
+            stats.blocks_skipped += 1
+            continue
+        ranges.append((max(sb.start_position, start_pos), sb.end_position))
+    tail = max(view.end_position, start_pos)
+    if tail < seg.size:
+        ranges.append((tail, seg.size))
+    return _merge(ranges)
+
+
+def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in ranges:
+        if out and out[-1][1] == a:
+            out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return out
+
+
+def _scan_range(
+    seg: Segment,
+    a: int,
+    b: int,
+    begin: int,
+    to_offset: int | None,
+    start_ms: int | None,
+    end_ms: int | None,
+    predicate: Predicate | None,
+    stats: Stats,
+    budget: Budget | None,
+) -> Iterator[Record | Progress]:
+    for _, header, buf, rel in iter_batches(seg, a, b):
+        if to_offset is not None and header.base_offset >= to_offset:
+            yield to_offset
+            return
+        if header.last_offset < begin or header.is_control:
+            continue
+        if start_ms is not None and header.max_timestamp < start_ms:
+            yield header.next_offset
+            continue
+        if budget is not None and not budget.take(header.size):
+            raise BudgetExhaustedError
+        stats.bytes_scanned += header.size
+        if predicate is not None and not predicate.may_match_batch(bytes(batch_payload(buf, header, rel))):
+            stats.batches_prefiltered += 1
+            yield header.next_offset
+            continue
+        for r in iter_records(buf, rel, header):
+            stats.records_scanned += 1
+            if r.offset < begin or (to_offset is not None and r.offset >= to_offset):
+                continue
+            if not in_window(r.timestamp, start_ms, end_ms):
+                continue
+            if predicate is None or predicate.matches(r.value):
+                yield r
+        yield header.next_offset
