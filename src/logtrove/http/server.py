@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 import uvicorn
@@ -26,6 +27,15 @@ def parse_listen(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
     return (host.strip("[]") or default_host), int(port)
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, except that after a SIGINT/SIGTERM shutdown it returns instead of
+    re-raising the signal, so the caller still closes its storage and exits with 0."""
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        self._captured_signals.clear()
+
+
 def _config(app: Any, host: str, port: int, log_level: str) -> uvicorn.Config:
     return uvicorn.Config(
         app, host=host, port=port, log_level=log_level, access_log=False, lifespan="off", server_header=False
@@ -35,7 +45,7 @@ def _config(app: Any, host: str, port: int, log_level: str) -> uvicorn.Config:
 def run(storage: Storage, listen: str, *, log_level: str = "info", **app_options: Any) -> None:
     """Serve the API and console on ``listen`` until SIGINT or SIGTERM."""
     host, port = parse_listen(listen)
-    uvicorn.Server(_config(create_app(storage, **app_options), host, port, log_level)).run()
+    _Server(_config(create_app(storage, **app_options), host, port, log_level)).run()
 
 
 @dataclass
@@ -75,7 +85,7 @@ def start_in_thread(
     connections. ``app_options`` go to :func:`create_app` (``appender``, ``group_states``…).
     Raises :class:`OSError` when the address cannot be bound."""
     host, port = parse_listen(listen)
-    server = uvicorn.Server(_config(create_app(storage, **app_options), host, port, log_level))
+    server = _Server(_config(create_app(storage, **app_options), host, port, log_level))
     failure: list[BaseException] = []
 
     def serve() -> None:

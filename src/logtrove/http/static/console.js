@@ -1,0 +1,593 @@
+// logtrove web console: one page, one view per URL, everything from the JSON API.
+// No framework and no build step. Text from the server is only ever set with
+// textContent, never as HTML.
+"use strict";
+
+const API = "/api/v1";
+const $ = (sel, root = document) => root.querySelector(sel);
+const $$ = (sel, root = document) => Array.from(root.querySelectorAll(sel));
+
+// -- small helpers ---------------------------------------------------------------------
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null) continue;
+    if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v);
+  }
+  for (const child of children) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function link(href, text) {
+  return el("a", { href, "data-nav": "", text });
+}
+
+function fmtTime(ms) {
+  if (ms === null || ms === undefined || ms < 0) return "–";
+  return new Date(ms).toISOString().replace(".000Z", "Z");
+}
+
+function fmtBytes(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return (i === 0 ? n : n.toFixed(1)) + " " + units[i];
+}
+
+function fmtDuration(ms) {
+  if (ms === null || ms === undefined) return "–";
+  if (ms < 1000) return ms + " ms";
+  const s = ms / 1000;
+  if (s < 120) return s.toFixed(1) + " s";
+  if (s < 7200) return (s / 60).toFixed(1) + " min";
+  if (s < 172800) return (s / 3600).toFixed(1) + " h";
+  return (s / 86400).toFixed(1) + " d";
+}
+
+function fmtNum(n) {
+  return n === null || n === undefined ? "–" : Number(n).toLocaleString("en");
+}
+
+function shown(bytesText, b64) {
+  if (bytesText !== null && bytesText !== undefined) return bytesText;
+  if (b64 !== null && b64 !== undefined) return "base64:" + b64;
+  return null;
+}
+
+function clip(text, n = 140) {
+  if (text === null) return "null";
+  return text.length > n ? text.slice(0, n) + "…" : text;
+}
+
+class ApiError extends Error {
+  constructor(problem) {
+    super(problem.detail || problem.title || "request failed");
+    this.problem = problem;
+  }
+}
+
+async function api(path, params) {
+  const url = new URL(API + path, location.origin);
+  for (const [k, v] of Object.entries(params || {})) {
+    if (v !== undefined && v !== null && v !== "") url.searchParams.set(k, v);
+  }
+  const response = await fetch(url, { headers: { Accept: "application/json" } });
+  const body = await response.json().catch(() => ({ detail: response.statusText }));
+  if (!response.ok) throw new ApiError(body);
+  return body;
+}
+
+function setStatus(text, kind = "") {
+  const node = $("#status");
+  node.textContent = text;
+  node.className = "status " + kind;
+}
+
+// -- routing -----------------------------------------------------------------------------
+function navigate(url, replace = false) {
+  if (replace) history.replaceState(null, "", url);
+  else history.pushState(null, "", url);
+  route();
+}
+
+document.addEventListener("click", (event) => {
+  const a = event.target.closest("a[data-nav]");
+  if (!a || event.metaKey || event.ctrlKey || event.shiftKey || event.button !== 0) return;
+  event.preventDefault();
+  navigate(a.getAttribute("href"));
+});
+window.addEventListener("popstate", () => route());
+
+function show(view) {
+  for (const section of $$(".view")) section.hidden = section.id !== "view-" + view;
+  const tab = { message: "search", topic: "topics" }[view] || view;
+  for (const a of $$("nav a[data-view]")) a.classList.toggle("active", a.dataset.view === tab);
+}
+
+async function route() {
+  const path = location.pathname.replace(/\/+$/, "");
+  const params = new URLSearchParams(location.search);
+  try {
+    if (path === "/ui" || path === "/ui/search") return await searchView(params);
+    if (path === "/ui/message") return await messageView(params);
+    if (path === "/ui/topics") return await topicsView(params);
+    if (path.startsWith("/ui/topics/")) return await topicView(decodeURIComponent(path.slice(11)));
+    if (path === "/ui/lag") return await lagView(params);
+    show("error");
+    $("#error-text").textContent = "No such page: " + location.pathname;
+  } catch (err) {
+    show("error");
+    $("#error-text").textContent = err.message;
+  }
+}
+
+// -- search ------------------------------------------------------------------------------
+let topicsLoaded = null;
+let currentSearch = null; // {controller, cursor, request}
+
+async function loadTopicChoices() {
+  if (!topicsLoaded) {
+    topicsLoaded = api("/topics", { internal: "true" }).then((topics) => {
+      const select = $("#f-topic");
+      select.replaceChildren(...topics.map((t) => el("option", { value: t.name, text: t.name })));
+      return topics;
+    });
+  }
+  return topicsLoaded;
+}
+
+function syncFields() {
+  const by = $("#f-by").value;
+  for (const row of $$("[data-for]", $("#search-form"))) {
+    row.hidden = !row.dataset.for.split(" ").includes(by);
+  }
+}
+
+function formParams() {
+  const data = new FormData($("#search-form"));
+  const by = data.get("by");
+  const keep = new Set(["topic", "by", "limit"]);
+  for (const row of $$("[data-for]", $("#search-form"))) {
+    if (!row.dataset.for.split(" ").includes(by)) continue;
+    for (const input of $$("input, select", row)) keep.add(input.name);
+  }
+  const params = new URLSearchParams();
+  for (const [k, v] of data.entries()) {
+    if (keep.has(k) && v !== "") params.set(k, v);
+  }
+  return params;
+}
+
+function fillForm(params) {
+  const form = $("#search-form");
+  for (const input of $$("input, select", form)) {
+    if (input.type === "checkbox") input.checked = params.get(input.name) === "1";
+    else if (params.has(input.name)) input.value = params.get(input.name);
+    else if (input.name !== "topic" && input.name !== "by" && input.name !== "match") {
+      input.value = input.name === "limit" ? "50" : "";
+    }
+  }
+  if (!params.has("match")) form.elements.match.value = "contains";
+  syncFields();
+}
+
+// What to call for a search, from the URL's parameters.
+function searchRequest(p) {
+  const topic = encodeURIComponent(p.get("topic"));
+  const base = `/topics/${topic}`;
+  const limit = p.get("limit") || "50";
+  const span = { from: p.get("from"), to: p.get("to") };
+  switch (p.get("by")) {
+    case "key":
+      return { path: `${base}/messages/by-key`, params: { key: p.get("key") ?? "", limit, ...span } };
+    case "id":
+      return { path: `${base}/messages/by-id`, params: { id: p.get("id") ?? "", limit } };
+    case "header":
+      return {
+        path: `${base}/messages/by-header`,
+        params: { name: p.get("header_name") ?? "", value: p.get("header_value") ?? "", limit, ...span },
+      };
+    case "content": {
+      const match = p.get("match") || "contains";
+      return {
+        path: `${base}/messages/search`,
+        params: { [match]: p.get("text") ?? "", limit, ...span },
+        stream: true,
+      };
+    }
+    case "offset": {
+      const partition = p.get("partition") || "0";
+      const offset = p.get("offset") || "0";
+      if (p.get("neighbours") === "1") {
+        return { path: `${base}/partitions/${partition}/offsets/${offset}/neighbours`, params: {}, focus: Number(offset) };
+      }
+      return { path: `${base}/partitions/${partition}/messages`, params: { offset, limit }, browse: true };
+    }
+    case "time":
+      return { path: `${base}/messages/at`, params: { time: p.get("time") ?? "" } };
+    case "range":
+      return { path: `${base}/messages/range`, params: { from: p.get("from") ?? "", to: p.get("to") ?? "", limit } };
+    default:
+      throw new Error("unknown search type " + p.get("by"));
+  }
+}
+
+async function searchView(params) {
+  show("search");
+  await loadTopicChoices();
+  if (!params.has("by")) params.set("by", "key");
+  fillForm(params);
+  if (params.has("topic")) {
+    await runSearch(params);
+  } else {
+    clearResults();
+    setStatus("Pick a topic and what to find.");
+  }
+}
+
+function clearResults() {
+  if (currentSearch && currentSearch.controller) currentSearch.controller.abort();
+  currentSearch = null;
+  $("#results tbody").replaceChildren();
+  $("#results").hidden = true;
+  $("#more").hidden = true;
+  $("#cli").hidden = true;
+}
+
+function resultRow(m, focus) {
+  const value = shown(m.value, m.value_b64);
+  const key = shown(m.key, m.key_b64);
+  const href = `/ui/message?topic=${encodeURIComponent(m.topic)}&partition=${m.partition}&offset=${m.offset}`;
+  const row = el(
+    "tr",
+    { class: m.offset === focus ? "focus" : null, "data-partition": m.partition, "data-offset": m.offset },
+    el("td", { text: m.partition }),
+    el("td", {}, link(href, String(m.offset))),
+    el("td", { text: fmtTime(m.timestamp) }),
+    el("td", { class: "mono", text: clip(key, 60) }),
+    el("td", { class: "mono value", text: clip(value) }),
+    el("td", { text: m.headers.map((h) => h.name + "=" + clip(shown(h.value, h.value_b64), 30)).join(", ") }),
+  );
+  row.addEventListener("click", (event) => {
+    if (!event.target.closest("a")) navigate(href);
+  });
+  return row;
+}
+
+function showCli(command) {
+  if (!command) return;
+  $("#cli-text").textContent = command;
+  $("#cli").hidden = false;
+}
+
+function summary(count, page) {
+  const parts = [`${count} message${count === 1 ? "" : "s"}`];
+  if (page.reason) parts.push(page.reason);
+  const s = page.stats;
+  if (s && (s.bytes_scanned || s.segments_skipped)) {
+    parts.push(`${fmtBytes(s.bytes_scanned)} scanned, ${s.segments_scanned} segment(s) read, ${s.segments_skipped} skipped`);
+  }
+  return parts.join(" · ");
+}
+
+async function runSearch(params, cursor = null) {
+  let request;
+  try {
+    request = searchRequest(params);
+  } catch (err) {
+    setStatus(err.message, "error");
+    return;
+  }
+  if (!cursor) clearResults();
+  const controller = new AbortController();
+  currentSearch = { controller, request, params, count: cursor ? currentSearch.count : 0 };
+  const tbody = $("#results tbody");
+  $("#results").hidden = false;
+  $("#more").hidden = true;
+  setStatus("Searching…", "busy");
+  const reqParams = { ...request.params };
+  if (cursor) {
+    if (request.browse) reqParams.offset = cursor;
+    else reqParams.cursor = cursor;
+  }
+  try {
+    let page;
+    if (request.stream) {
+      page = await streamSearch(request.path, reqParams, controller, (m) => {
+        tbody.append(resultRow(m));
+        currentSearch.count += 1;
+        setStatus(`${currentSearch.count} found so far…`, "busy");
+      });
+    } else {
+      page = await api(request.path, reqParams);
+      if (page.messages === undefined) page = { messages: [page], cli: null };
+      for (const m of page.messages) tbody.append(resultRow(m, request.focus));
+      currentSearch.count += page.messages.length;
+    }
+    showCli(page.cli);
+    setStatus(summary(currentSearch.count, page), currentSearch.count ? "ok" : "empty");
+    if (page.next_cursor) {
+      currentSearch.cursor = page.next_cursor;
+      $("#more").hidden = false;
+    }
+  } catch (err) {
+    if (err.name === "AbortError") return;
+    setStatus(err.message, "error");
+  }
+}
+
+// Content search answers with NDJSON: one message per line, then {"completion": …}.
+async function streamSearch(path, params, controller, onMessage) {
+  const url = new URL(API + path, location.origin);
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== "") url.searchParams.set(k, v);
+  url.searchParams.set("stream", "true");
+  const response = await fetch(url, { signal: controller.signal, headers: { Accept: "application/x-ndjson" } });
+  if (!response.ok) throw new ApiError(await response.json().catch(() => ({ detail: response.statusText })));
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  let completion = null;
+  const handle = (line) => {
+    if (!line.trim()) return;
+    const item = JSON.parse(line);
+    if (item.completion) completion = item.completion;
+    else if (item.error) throw new ApiError(item.error);
+    else onMessage(item);
+  };
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let nl;
+    while ((nl = buffer.indexOf("\n")) >= 0) {
+      handle(buffer.slice(0, nl));
+      buffer = buffer.slice(nl + 1);
+    }
+  }
+  handle(buffer);
+  return completion || { reason: "stream ended" };
+}
+
+$("#search-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  navigate("/ui/search?" + formParams().toString());
+});
+$("#f-by").addEventListener("change", syncFields);
+$("#more").addEventListener("click", () => {
+  if (currentSearch && currentSearch.cursor) runSearch(currentSearch.params, currentSearch.cursor);
+});
+$("#cli-copy").addEventListener("click", async () => {
+  const text = $("#cli-text").textContent;
+  try {
+    await navigator.clipboard.writeText(text);
+    $("#cli-copy").textContent = "Copied";
+  } catch {
+    const range = document.createRange();
+    range.selectNodeContents($("#cli-text"));
+    getSelection().removeAllRanges();
+    getSelection().addRange(range);
+    $("#cli-copy").textContent = "Selected — press Ctrl+C";
+  }
+  setTimeout(() => ($("#cli-copy").textContent = "Copy CLI"), 1500);
+});
+
+// -- one message -----------------------------------------------------------------------
+function pretty(text) {
+  if (text === null) return { kind: "null", text: "null (tombstone)" };
+  try {
+    const parsed = JSON.parse(text);
+    if (typeof parsed === "object" && parsed !== null) return { kind: "json", text: JSON.stringify(parsed, null, 2) };
+  } catch {
+    /* not JSON */
+  }
+  return { kind: "text", text };
+}
+
+async function messageView(params) {
+  show("message");
+  const topic = params.get("topic");
+  const partition = params.get("partition");
+  const offset = params.get("offset");
+  const box = $("#message-detail");
+  box.replaceChildren(el("p", { class: "muted", text: "Loading…" }));
+  const m = await api(`/topics/${encodeURIComponent(topic)}/partitions/${partition}/offsets/${offset}`);
+  const value = pretty(shown(m.value, m.value_b64));
+  const neighbours = `/ui/search?topic=${encodeURIComponent(m.topic)}&by=offset&partition=${m.partition}&offset=${m.offset}&neighbours=1`;
+  const cli = `logtrove query ${m.topic} --partition ${m.partition} --offset ${m.offset}`;
+  const facts = el(
+    "dl",
+    { class: "facts" },
+    el("dt", { text: "topic" }), el("dd", {}, link(`/ui/topics/${encodeURIComponent(m.topic)}`, m.topic)),
+    el("dt", { text: "partition / offset" }), el("dd", { text: `${m.partition} / ${m.offset}` }),
+    el("dt", { text: "timestamp" }), el("dd", { text: `${fmtTime(m.timestamp)} (${m.timestamp})` }),
+    el("dt", { text: "key" }), el("dd", { class: "mono", text: shown(m.key, m.key_b64) ?? "null" }),
+    el("dt", { text: "message ID" }), el("dd", { class: "mono", text: m.client_id ?? "–" }),
+    el("dt", { text: "position ID" }), el("dd", { class: "mono", text: m.id ?? "–" }),
+  );
+  const headers = el(
+    "table",
+    { class: "grid" },
+    el("thead", {}, el("tr", {}, el("th", { text: "header" }), el("th", { text: "value" }))),
+    el("tbody", {}, ...m.headers.map((h) => el("tr", {}, el("td", { text: h.name }), el("td", { class: "mono", text: shown(h.value, h.value_b64) ?? "null" })))),
+  );
+  box.replaceChildren(
+    el("h2", { text: `${m.topic} · partition ${m.partition} · offset ${m.offset}` }),
+    facts,
+    el("p", {}, link(neighbours, "Show neighbours"), " ", el("code", { class: "cli-inline", text: cli })),
+    el("h3", { text: `Value (${value.kind})` }),
+    el("pre", { class: "value-box " + value.kind, id: "message-value", text: value.text }),
+    el("h3", { text: "Headers" }),
+    m.headers.length ? headers : el("p", { class: "muted", text: "none" }),
+  );
+  $("#msg-back").setAttribute("href", `/ui/search?topic=${encodeURIComponent(m.topic)}&by=offset&partition=${m.partition}&offset=${m.offset}&neighbours=1`);
+}
+
+// -- topics ------------------------------------------------------------------------------
+async function topicsView(params) {
+  show("topics");
+  const internal = params.get("internal") === "1";
+  $("#show-internal").checked = internal;
+  const topics = await api("/topics", { internal: internal ? "true" : "false" });
+  $("#topics-table tbody").replaceChildren(
+    ...topics.map((t) =>
+      el(
+        "tr",
+        {},
+        el("td", {}, link(`/ui/topics/${encodeURIComponent(t.name)}`, t.name)),
+        el("td", { text: t.partitions }),
+        el("td", { text: fmtNum(t.messages) }),
+        el("td", { text: fmtBytes(t.size_bytes) }),
+        el("td", { text: t.cleanup_policy }),
+      ),
+    ),
+  );
+}
+$("#show-internal").addEventListener("change", (e) => navigate(e.target.checked ? "/ui/topics?internal=1" : "/ui/topics"));
+
+async function topicView(name) {
+  show("topic");
+  const [t, compaction] = await Promise.all([
+    api(`/topics/${encodeURIComponent(name)}`),
+    api(`/topics/${encodeURIComponent(name)}/compaction`),
+  ]);
+  $("#topic-title").textContent = t.name;
+  const retention = t.retention_ms < 0 ? "forever" : fmtDuration(t.retention_ms);
+  const search = `/ui/search?topic=${encodeURIComponent(t.name)}&by=offset&partition=0&offset=0`;
+  $("#topic-facts").replaceChildren(
+    el("span", { text: `${t.partitions} partition(s)` }),
+    el("span", { text: `${fmtNum(t.messages)} messages` }),
+    el("span", { text: fmtBytes(t.size_bytes) }),
+    el("span", { text: `cleanup.policy=${t.cleanup_policy}` }),
+    el("span", { text: `retention ${retention}${t.retention_bytes >= 0 ? " / " + fmtBytes(t.retention_bytes) : ""}` }),
+    link(search, "Browse messages"),
+  );
+  $("#partitions-table tbody").replaceChildren(
+    ...t.partition_list.map((p) =>
+      el(
+        "tr",
+        {},
+        el("td", {}, link(`/ui/search?topic=${encodeURIComponent(t.name)}&by=offset&partition=${p.partition}&offset=${p.log_start_offset}`, String(p.partition))),
+        el("td", { text: fmtNum(p.log_start_offset) }),
+        el("td", { text: fmtNum(p.log_end_offset) }),
+        el("td", { text: fmtNum(p.messages) }),
+        el("td", { text: fmtBytes(p.size_bytes) }),
+        el("td", { text: p.segments }),
+        el("td", { text: fmtTime(p.max_timestamp) }),
+      ),
+    ),
+  );
+  const box = $("#compaction");
+  if (!compaction.compacted) {
+    box.replaceChildren(el("p", { class: "muted", text: "Not compacted (cleanup.policy=" + compaction.cleanup_policy + ")." }));
+  } else {
+    box.replaceChildren(
+      el(
+        "table",
+        { class: "grid" },
+        el("thead", {}, el("tr", {}, ...["partition", "dirty ratio", "threshold", "first dirty", "log end", "last clean", "uncleanable"].map((h) => el("th", { text: h })))),
+        el(
+          "tbody",
+          {},
+          ...compaction.partitions.map((c) =>
+            el(
+              "tr",
+              {},
+              el("td", { text: c.partition }),
+              el("td", { text: (c.dirty_ratio * 100).toFixed(1) + " %" }),
+              el("td", { text: (c.min_cleanable_dirty_ratio * 100).toFixed(0) + " %" }),
+              el("td", { text: fmtNum(c.first_dirty_offset) }),
+              el("td", { text: fmtNum(c.log_end_offset) }),
+              el("td", { text: c.last_clean_ms ? fmtTime(c.last_clean_ms) : "never" }),
+              el("td", { class: c.uncleanable_reason ? "error" : "", text: c.uncleanable_reason || "–" }),
+            ),
+          ),
+        ),
+      ),
+    );
+  }
+  $("#configs-table tbody").replaceChildren(
+    ...t.configs.map((c) =>
+      el(
+        "tr",
+        { class: c.source === "topic" ? "override" : "" },
+        el("td", { class: "mono", text: c.name }),
+        el("td", { class: "mono", text: c.value }),
+        el("td", { text: c.source }),
+        el("td", { class: "muted", text: c.doc }),
+      ),
+    ),
+  );
+}
+
+// -- lag ---------------------------------------------------------------------------------
+async function lagView(params) {
+  show("lag");
+  const group = params.get("group");
+  const groups = await api("/groups");
+  $("#groups-table tbody").replaceChildren(
+    ...groups.map((g) =>
+      el(
+        "tr",
+        { class: g.group === group ? "focus" : "" },
+        el("td", {}, link(`/ui/lag?group=${encodeURIComponent(g.group)}`, g.group)),
+        el("td", { text: g.state + (g.members !== null ? ` (${g.members} members)` : "") }),
+        el("td", { text: g.topics.join(", ") }),
+        el("td", { text: fmtNum(g.lag) }),
+        el("td", { text: fmtNum(g.tag_lag) }),
+        el("td", { text: fmtDuration(g.time_lag_ms) }),
+      ),
+    ),
+  );
+  if (!groups.length) {
+    $("#groups-table tbody").append(el("tr", {}, el("td", { colspan: 6, class: "muted", text: "No consumer group has committed offsets." })));
+  }
+  const detail = $("#group-detail");
+  if (!group) {
+    detail.hidden = true;
+    return;
+  }
+  const g = await api(`/groups/${encodeURIComponent(group)}`);
+  detail.hidden = false;
+  $("#group-title").textContent = `Group ${g.group}`;
+  $("#group-topics tbody").replaceChildren(
+    ...g.topic_lags.map((t) =>
+      el(
+        "tr",
+        {},
+        el("td", {}, link(`/ui/topics/${encodeURIComponent(t.topic)}`, t.topic)),
+        el("td", { class: "mono", text: t.tags ?? "–" }),
+        el("td", { text: fmtNum(t.lag) }),
+        el("td", { text: fmtNum(t.tag_lag) }),
+        el("td", { text: fmtDuration(t.time_lag_ms) }),
+        el("td", { text: t.uncommitted_partitions }),
+      ),
+    ),
+  );
+  $("#group-partitions tbody").replaceChildren(
+    ...g.partitions.map((p) =>
+      el(
+        "tr",
+        { class: p.committed_offset === null ? "muted" : "" },
+        el("td", { text: p.topic }),
+        el("td", { text: p.partition }),
+        el("td", { text: fmtNum(p.log_end_offset) }),
+        el("td", { text: p.committed_offset === null ? "never committed" : fmtNum(p.committed_offset) }),
+        el("td", { text: fmtNum(p.lag) }),
+        el("td", { text: fmtNum(p.tag_lag) }),
+        el("td", { text: fmtDuration(p.time_lag_ms) }),
+      ),
+    ),
+  );
+}
+
+// -- start -------------------------------------------------------------------------------
+api("/health")
+  .then((h) => ($("#server").textContent = `${h.data_dir}${h.read_only ? " · read-only" : ""} · v${h.version}`))
+  .catch(() => ($("#server").textContent = "server unreachable"));
+route();

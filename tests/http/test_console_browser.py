@@ -1,0 +1,148 @@
+"""The web console in headless Chromium (Debian's ``/usr/bin/chromium`` driven by
+Playwright): searches show the right rows, views are shareable URLs, the lag page works.
+
+Screenshots are kept in ``tests/http/artifacts/`` (or ``$LOGTROVE_ARTIFACTS``), one per
+test, named after it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.http.support import GROUP, Dataset
+
+from logtrove.http import HttpServer
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = Path(os.environ.get("LOGTROVE_ARTIFACTS", Path(__file__).parent / "artifacts"))
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+sync_api = pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(), reason="needs Debian's chromium (scripts/install-system-deps.sh)"
+)
+
+
+@pytest.fixture(scope="module")
+def browser_context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_api.sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(profile),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=FLAGS,
+            viewport={"width": 1300, "height": 900},
+        )
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+@pytest.fixture
+def page(browser_context: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    page = browser_context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        yield page
+    finally:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), full_page=True)
+        page.close()
+    assert not errors, f"JavaScript errors: {errors}"
+
+
+def result_rows(page: Any) -> list[tuple[int, int]]:
+    """(partition, offset) of each row of the results table."""
+    cells = page.locator("#results tbody tr").evaluate_all(
+        "rows => rows.map(r => [Number(r.dataset.partition), Number(r.dataset.offset)])"
+    )
+    return [(int(p), int(o)) for p, o in cells]
+
+
+def test_console_loads_and_lists_topics(page: Any, live: HttpServer) -> None:
+    page.goto(f"{live.url}/")
+    page.wait_for_url("**/ui/")
+    page.get_by_role("link", name="Topics").click()
+    page.wait_for_url("**/ui/topics")
+    page.locator("#topics-table tbody tr", has_text="orders").wait_for()
+    assert page.locator("#topics-table tbody tr").count() >= 3
+    assert "read-only" not in page.locator("#server").inner_text()
+
+
+def test_offset_search_with_neighbours_highlights_the_offset(page: Any, live: HttpServer) -> None:
+    page.goto(f"{live.url}/ui/search")
+    page.select_option("#f-topic", "orders")
+    page.select_option("#f-by", "offset")
+    page.fill("input[name=partition]", "1")
+    page.fill("input[name=offset]", "10")
+    page.check("input[name=neighbours]")
+    page.click("#f-run")
+    page.wait_for_url("**/ui/search?*neighbours=1*")
+    page.locator("#status.ok").wait_for()
+    assert result_rows(page) == [(1, o) for o in range(5, 16)]
+    assert page.locator("#results tr.focus").get_attribute("data-offset") == "10"
+    assert page.locator("#cli-text").inner_text().startswith("logtrove query orders --partition 1 --offset 5")
+
+
+def test_message_detail_pretty_prints_json_and_links_neighbours(
+    page: Any, live: HttpServer, dataset: Dataset
+) -> None:
+    page.goto(f"{live.url}/ui/search?topic=orders&by=offset&partition=0&offset=1&neighbours=1")
+    page.locator("#results tbody tr[data-offset='3']").click()
+    page.wait_for_url("**/ui/message?topic=orders&partition=0&offset=3")
+    value = page.locator("#message-value").inner_text()
+    assert value == '{\n  "order": 3,\n  "user": "user-3",\n  "status": "new"\n}'
+    page.get_by_role("link", name="Show neighbours").click()
+    page.wait_for_url("**/ui/search?topic=orders&by=offset&partition=0&offset=3&neighbours=1")
+    page.locator("#status.ok").wait_for()
+    assert result_rows(page) == [(0, o) for o in range(9)]
+
+
+def test_shared_url_and_back_button_restore_the_view(page: Any, live: HttpServer) -> None:
+    page.goto(f"{live.url}/ui/topics/orders")
+    page.locator("#partitions-table tbody tr").nth(2).wait_for()
+    assert page.locator("#topic-title").inner_text() == "orders"
+    page.goto(f"{live.url}/ui/lag?group={GROUP}")
+    page.locator("#group-detail:not([hidden])").wait_for()
+    page.go_back()
+    page.wait_for_url("**/ui/topics/orders")
+    page.locator("#partitions-table tbody tr").nth(2).wait_for()
+
+
+def test_lag_page_shows_lag_per_partition_and_never_committed(page: Any, live: HttpServer) -> None:
+    page.goto(f"{live.url}/ui/lag")
+    page.get_by_role("link", name=GROUP).click()
+    page.wait_for_url(f"**/ui/lag?group={GROUP}")
+    rows = page.locator("#group-partitions tbody tr")
+    rows.nth(2).wait_for()
+    texts = [rows.nth(i).inner_text().split("\t") for i in range(rows.count())]
+    assert [t[:5] for t in texts] == [
+        ["orders", "0", "300", "250", "50"],
+        ["orders", "1", "300", "300", "0"],
+        ["orders", "2", "300", "never committed", "–"],
+    ]
+    group_row = page.locator("#groups-table tbody tr", has_text=GROUP)
+    assert group_row.locator("td").nth(3).inner_text() == "50"
+
+
+def test_errors_are_shown_not_swallowed(page: Any, live: HttpServer) -> None:
+    page.goto(f"{live.url}/ui/search?topic=orders&by=offset&partition=0&offset=999999&neighbours=1")
+    page.locator("#status.error").wait_for()
+    assert "past the log end" in page.locator("#status").inner_text()
