@@ -74,6 +74,8 @@ def _table(rows: list[dict[str, Any]]) -> list[str]:
 
 def render(name: str, value: Any) -> list[str]:
     """Markdown for one results entry."""
+    if isinstance(value, str) and value.lstrip().startswith("|"):
+        return [value.strip(), ""]  # a table the benchmark rendered itself
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
         return [f"**{name}**", "", *_table(value), ""]
     if isinstance(value, dict):
