@@ -8,15 +8,16 @@ partition; the broker remembers the last :data:`RECENT_BATCHES` batches of each
 * answers a batch it has already appended (same first and last sequence — a retry whose
   first answer was lost) with the original offsets and no error, without appending again;
 * refuses a batch that skips sequence numbers with ``OUT_OF_ORDER_SEQUENCE_NUMBER``;
-* accepts any sequence from a producer it knows nothing of (e.g. after a restart, since
-  producer state is not persisted) or after the producer's epoch changed.
+* accepts any sequence from a producer it knows nothing of (after a restart, since
+  producer state is not persisted, or once it fell out of the :data:`MAX_TRACKED` most
+  recently used) or after the producer's epoch changed.
 
 Producer IDs are ``start time in ms × 1024 + n``, unique across restarts without state.
 """
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 RECENT_BATCHES = 5
 SEQUENCE_WRAP = 2**31
+MAX_TRACKED = 100_000  # (producer, partition) pairs remembered; the least recently used go first
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +53,7 @@ class ProducerStates:
 
     def __init__(self, start_ms: int) -> None:
         self._next_id = start_ms * 1024
-        self._state: dict[tuple[int, str, int], _ProducerPartition] = {}
+        self._state: OrderedDict[tuple[int, str, int], _ProducerPartition] = OrderedDict()
 
     def new_producer_id(self) -> int:
         self._next_id += 1
@@ -78,6 +80,9 @@ class ProducerStates:
         state = self._state.get(key)
         if state is None or state.epoch != epoch:
             state = self._state[key] = _ProducerPartition(epoch, deque(maxlen=RECENT_BATCHES))
+            if len(self._state) > MAX_TRACKED:
+                self._state.popitem(last=False)
+        self._state.move_to_end(key)
         state.recent.append(_Appended(first_seq, (first_seq + count - 1) % SEQUENCE_WRAP, base))
 
 
