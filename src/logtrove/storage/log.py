@@ -467,11 +467,33 @@ class PartitionLog:
         return None
 
     def max_timestamp_offset(self) -> TimestampOffset | None:
-        """The first record carrying the log's largest timestamp (ListOffsets -3)."""
-        best = max(self.segments, key=lambda s: s.max_timestamp, default=None)
-        if best is None or best.max_timestamp < 0:
-            return None
-        return self.offset_for_timestamp(best.max_timestamp)
+        """The first record carrying the largest timestamp of the visible log (ListOffsets
+        -3); records below the log start offset do not count."""
+        start = self.log_start_offset
+        best = -1
+        for seg in self.segments:
+            if seg.next_offset <= start:
+                continue
+            if seg.base_offset >= start or seg.max_timestamp_offset >= start:
+                best = max(best, seg.max_timestamp)  # the batch reaching it is visible
+            else:
+                best = max(best, self._max_timestamp_from(seg, start))
+        return self.offset_for_timestamp(best) if best >= 0 else None
+
+    @staticmethod
+    def _max_timestamp_from(seg: Segment, start: int) -> int:
+        """Largest timestamp of the records of ``seg`` at offsets ≥ ``start`` (a walk of
+        batch headers; only the batch holding ``start`` is decoded)."""
+        found = seg.find(start)
+        best = -1
+        for position, header in seg.batches(found[0]) if found else ():
+            if header.base_offset >= start:
+                best = max(best, header.max_timestamp)
+                continue
+            for record in iter_records(seg.read(position, header.size), 0, header):
+                if record.offset >= start:
+                    best = max(best, record.timestamp)
+        return best
 
     # -- retention ------------------------------------------------------------------
     def truncate_before(self, offset: int) -> int:
