@@ -549,13 +549,18 @@ class PartitionLog:
         self._graveyard.append((self.clock.now_ms() + self.config.file_delete_delay_ms, seg))
 
     def purge_deleted(self, *, force: bool = False) -> int:
-        """Close and unlink deleted segments whose delay has passed. Returns how many."""
+        """Close and unlink deleted segments whose delay has passed. Returns how many.
+        A read-only opening only closes them: the files are the writer's (its graveyard
+        also holds segments it merely reopened, whose files are live)."""
         now = self.clock.now_ms()
         with self._lock:
             due = [(t, s) for t, s in self._graveyard if force or t <= now]
             self._graveyard = [(t, s) for t, s in self._graveyard if not (force or t <= now)]
         for _, seg in due:
-            seg.delete_files()
+            if self.read_only:
+                seg.close()
+            else:
+                seg.delete_files()
         return len(due)
 
     # -- compaction support -----------------------------------------------------------
