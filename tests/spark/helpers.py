@@ -12,7 +12,10 @@ BASE_TS = 1_700_000_000_000
 
 
 def record(i: int, *, keys: int = 10) -> NewRecord:
-    headers: tuple[tuple[str, bytes | None], ...] = ((f"id", f"m-{i}".encode()), ("tag", b"TagA" if i % 3 == 0 else b"TagB"))
+    headers: tuple[tuple[str, bytes | None], ...] = (
+        ("id", f"m-{i}".encode()),
+        ("tag", b"TagA" if i % 3 == 0 else b"TagB"),
+    )
     return NewRecord(
         value=f'{{"n": {i}, "text": "order {i}"}}'.encode(),
         key=f"k{i % keys}".encode(),
@@ -43,7 +46,9 @@ def make_topic(
                 log.append(build_batch(recs[start : start + batch]))
 
 
-def stored(data: Path, topic: str, start: int = 0, end: int | None = None) -> list[tuple[int, int, bytes | None]]:
+def stored(
+    data: Path, topic: str, start: int = 0, end: int | None = None
+) -> list[tuple[int, int, bytes | None]]:
     """(partition, offset, value) of every record, via storage."""
     out = []
     with Storage.open(data, read_only=True) as storage:

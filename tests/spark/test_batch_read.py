@@ -9,7 +9,9 @@ from tests.spark.helpers import BASE_TS, make_topic, record, stored
 
 
 def _rows(df: Any) -> list[tuple[int, int, bytes | None]]:
-    return sorted((r.partition, r.offset, bytes(r.value)) for r in df.select("partition", "offset", "value").collect())
+    return sorted(
+        (r.partition, r.offset, bytes(r.value)) for r in df.select("partition", "offset", "value").collect()
+    )
 
 
 def _read(spark: Any, data: Path, **options: str) -> Any:
@@ -32,7 +34,11 @@ def test_whole_topic_equals_storage(spark: Any, data_dir: Path) -> None:
 def test_offset_range_equals_storage(spark: Any, data_dir: Path) -> None:
     make_topic(data_dir, "orders", (record(i) for i in range(300)))
     df = _read(
-        spark, data_dir, subscribe="orders", startingOffsets='{"orders": {"0": 120}}', endingOffsets='{"orders": {"0": 177}}'
+        spark,
+        data_dir,
+        subscribe="orders",
+        startingOffsets='{"orders": {"0": 120}}',
+        endingOffsets='{"orders": {"0": 177}}',
     )
     assert _rows(df) == stored(data_dir, "orders", 120, 177)
 
@@ -40,7 +46,11 @@ def test_offset_range_equals_storage(spark: Any, data_dir: Path) -> None:
 def test_time_range_uses_first_offsets_at_or_after_each_bound(spark: Any, data_dir: Path) -> None:
     make_topic(data_dir, "orders", (record(i) for i in range(300)))
     df = _read(
-        spark, data_dir, subscribe="orders", startingTimestamp=str(BASE_TS + 50_500), endingTimestamp=str(BASE_TS + 90_000)
+        spark,
+        data_dir,
+        subscribe="orders",
+        startingTimestamp=str(BASE_TS + 50_500),
+        endingTimestamp=str(BASE_TS + 90_000),
     )
     assert _rows(df) == stored(data_dir, "orders", 51, 90)
 
@@ -79,7 +89,9 @@ def test_subscribe_pattern_reads_matching_topics(spark: Any, data_dir: Path) -> 
     assert sorted(df.groupBy("topic").count().collect()) == [("logs.a", 7), ("logs.b", 5)]
 
 
-def test_same_dataframe_with_then_without_a_pushable_filter_returns_all_rows(spark: Any, data_dir: Path) -> None:
+def test_same_dataframe_with_then_without_a_pushable_filter_returns_all_rows(
+    spark: Any, data_dir: Path
+) -> None:
     """PySpark 4.3.0 reuses a pushed-down plan for the next query on the same DataFrame;
     the source must not let a filter of one query prune the next one."""
     make_topic(data_dir, "orders", (record(i) for i in range(2000)), partitions=2, batch=200)
@@ -89,7 +101,12 @@ def test_same_dataframe_with_then_without_a_pushable_filter_returns_all_rows(spa
         df.createOrReplaceTempView("orders_view")
         assert df.where("key = X'6B37' AND partition = 1 AND offset >= 10").count() == 198
         assert df.count() == 2000
-        assert spark.sql("SELECT count(*) FROM orders_view WHERE timestamp < timestamp_millis(1700000010000)").first()[0] == 10
+        assert (
+            spark.sql(
+                "SELECT count(*) FROM orders_view WHERE timestamp < timestamp_millis(1700000010000)"
+            ).first()[0]
+            == 10
+        )
         assert spark.sql("SELECT count(*) FROM orders_view").first()[0] == 2000
     finally:
         spark.conf.unset("spark.sql.python.filterPushdown.enabled")

@@ -7,13 +7,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tests.spark.helpers import BASE_TS, make_topic, record
+
 from logtrove.records import NewRecord
 from logtrove.spark.compaction import build_offset_map
 from logtrove.spark.export import ExportSpec, export_topic
 from logtrove.spark.sql import register_tables, register_topics, run_sql
 from logtrove.storage import Storage
 from logtrove.storage.cleaner import OffsetMapFile
-from tests.spark.helpers import BASE_TS, make_topic, record
 
 GOOGLEBOT = (
     '66.249.65.159 - - [06/Nov/2014:19:10:38 +0600] "GET /news/53f8d72920ba2744fe873ebc.html HTTP/1.1" 404 177 "-" '
@@ -31,16 +32,32 @@ ACCESS_LINES = [
 
 def test_combined_log_lines_parse_into_columns(spark: Any, tmp_path: Path) -> None:
     data, out = tmp_path / "data", tmp_path / "table"
-    make_topic(data, "access-log", [NewRecord(line.encode(), timestamp=BASE_TS + i) for i in range(5) for line in [ACCESS_LINES[i]]])
+    make_topic(
+        data,
+        "access-log",
+        [NewRecord(line.encode(), timestamp=BASE_TS + i) for i in range(5) for line in [ACCESS_LINES[i]]],
+    )
     result = export_topic(spark, ExportSpec("access-log", out, path=str(data), parse="combined-log"))
     assert result.rows_added == 5
     rows = {r.offset: r for r in spark.read.parquet(str(out)).collect()}
     bot = rows[0]
     assert (bot.remote_addr, bot.ident, bot.remote_user) == ("66.249.65.159", None, None)
     assert bot.time_local.isoformat() == "2014-11-06T13:10:38"  # +0600 → UTC (session time zone UTC)
-    assert (bot.method, bot.path, bot.protocol, bot.status, bot.bytes) == ("GET", "/news/53f8d72920ba2744fe873ebc.html", "HTTP/1.1", 404, 177)
+    assert (bot.method, bot.path, bot.protocol, bot.status, bot.bytes) == (
+        "GET",
+        "/news/53f8d72920ba2744fe873ebc.html",
+        "HTTP/1.1",
+        404,
+        177,
+    )
     assert bot.referer is None and "Googlebot/2.1" in bot.user_agent
-    assert (rows[1].remote_user, rows[1].method, rows[1].path, rows[1].status, rows[1].bytes) == ("alice", "POST", "/api/orders?id=4711", 201, 5123)
+    assert (rows[1].remote_user, rows[1].method, rows[1].path, rows[1].status, rows[1].bytes) == (
+        "alice",
+        "POST",
+        "/api/orders?id=4711",
+        201,
+        5123,
+    )
     assert rows[1].referer == "https://shop.example/cart"
     assert (rows[2].status, rows[2].bytes) == (304, None)
     assert (rows[3].method, rows[3].path, rows[3].status) == (None, None, 400)
@@ -71,10 +88,14 @@ def test_sql_over_topic_views_and_exported_tables(spark: Any, tmp_path: Path) ->
     views = register_topics(spark, path=str(data))
     register_tables(spark, {"access_parsed": out})
     assert views == {"access_log": "access-log"}
-    cols, rows = run_sql(spark, "SELECT status, count(*) AS n FROM access_parsed GROUP BY status ORDER BY status")
+    cols, rows = run_sql(
+        spark, "SELECT status, count(*) AS n FROM access_parsed GROUP BY status ORDER BY status"
+    )
     assert cols == ["status", "n"]
     assert rows == [(None, 3), (201, 3), (304, 3), (400, 3), (404, 3)]
-    _, [(n,)] = run_sql(spark, "SELECT count(*) FROM access_log WHERE cast(value AS string) LIKE '%Googlebot%'")
+    _, [(n,)] = run_sql(
+        spark, "SELECT count(*) FROM access_log WHERE cast(value AS string) LIKE '%Googlebot%'"
+    )
     assert n == 3
 
 
@@ -83,7 +104,10 @@ def test_offset_map_job_writes_the_cleaners_map(spark: Any, tmp_path: Path) -> N
     make_topic(
         data,
         "users",
-        (NewRecord(f"v{i}".encode(), key=f"user-{i % 37}".encode(), timestamp=BASE_TS + i) for i in range(1000)),
+        (
+            NewRecord(f"v{i}".encode(), key=f"user-{i % 37}".encode(), timestamp=BASE_TS + i)
+            for i in range(1000)
+        ),
         configs={"cleanup.policy": "compact", "segment.bytes": "4000"},
         batch=20,
     )

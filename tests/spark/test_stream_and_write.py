@@ -28,7 +28,15 @@ def _stream_once(spark: Any, data: Path, checkpoint: Path, out: Path, **options:
 def test_available_now_picks_up_appended_records_exactly_once(spark: Any, tmp_path: Path) -> None:
     data, checkpoint, out = tmp_path / "data", tmp_path / "ckpt", tmp_path / "out"
     make_topic(data, "events", (record(i) for i in range(300)), partitions=2)
-    _stream_once(spark, data, checkpoint, out, subscribe="events", startingOffsets="earliest", maxOffsetsPerTrigger="70")
+    _stream_once(
+        spark,
+        data,
+        checkpoint,
+        out,
+        subscribe="events",
+        startingOffsets="earliest",
+        maxOffsetsPerTrigger="70",
+    )
     assert spark.read.parquet(str(out)).count() == 300
     make_topic(data, "events", (record(i) for i in range(300, 450)), partitions=2)
     _stream_once(spark, data, checkpoint, out, subscribe="events", startingOffsets="earliest")
@@ -41,9 +49,17 @@ def test_writer_round_trip_direct(spark: Any, tmp_path: Path) -> None:
     data = tmp_path / "data"
     make_topic(data, "sink", [], partitions=3)
     df = spark.createDataFrame(
-        [(f"k{i}", f"value {i}", i * 1000 + 1_700_000_000_000) for i in range(500)], "key string, value string, ms long"
-    ).selectExpr("key", "value", "timestamp_millis(ms) AS timestamp", "array(named_struct('key', 'id', 'value', cast(concat('m-', key) as binary))) AS headers")
-    df.repartition(3).write.format("logtrove").option("path", str(data)).option("topic", "sink").mode("append").save()
+        [(f"k{i}", f"value {i}", i * 1000 + 1_700_000_000_000) for i in range(500)],
+        "key string, value string, ms long",
+    ).selectExpr(
+        "key",
+        "value",
+        "timestamp_millis(ms) AS timestamp",
+        "array(named_struct('key', 'id', 'value', cast(concat('m-', key) as binary))) AS headers",
+    )
+    df.repartition(3).write.format("logtrove").option("path", str(data)).option("topic", "sink").mode(
+        "append"
+    ).save()
     back = spark.read.format("logtrove").option("path", str(data)).option("subscribe", "sink").load()
     got = sorted((bytes(r.key).decode(), bytes(r.value).decode(), r.id) for r in back.collect())
     assert got == sorted((f"k{i}", f"value {i}", f"m-k{i}") for i in range(500))

@@ -35,6 +35,7 @@ def _register() -> None:
     # Each module adds its commands to ``app``; one line per command family.
     import logtrove.cli.http  # noqa: F401
     from logtrove.cli import compact, dump, produce, query, serve, topics  # noqa: F401
+    from logtrove.cli import spark as _spark  # noqa: F401
 
 
 _register()

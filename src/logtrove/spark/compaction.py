@@ -44,7 +44,7 @@ def build_offset_map(
     spark: Any, path: str, topic: str, partition: int, out: Path, end_offset: int | None = None
 ) -> OffsetMapResult:
     """Write the key → latest-offset map of ``topic``/``partition`` to ``out``."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as sf
 
     with Storage.open(path, read_only=True) as storage:
         log = storage.log(topic, partition)
@@ -57,13 +57,13 @@ def build_offset_map(
         .option("endingOffsets", json.dumps({topic: {str(partition): end}}))
         .option("minPartitions", str(max(segments, spark.sparkContext.defaultParallelism)))
         .load()
-        .where(F.col("key").isNotNull())
+        .where(sf.col("key").isNotNull())
         .select("key", "offset")
     )
     latest = (
         df.mapInArrow(_digests, "digest binary, offset bigint")
         .groupBy("digest")
-        .agg(F.max("offset").alias("offset"))
+        .agg(sf.max("offset").alias("offset"))
         .orderBy("digest")
     )
     entries = ((bytes(r.digest), int(r.offset)) for r in latest.toLocalIterator())

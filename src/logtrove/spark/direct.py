@@ -26,7 +26,10 @@ from logtrove.storage import Storage, TopicConfig
 def _needles(flt: RecordFilter) -> list[bytes]:
     """Byte strings every matching record's encoding must contain."""
     out = [flt.key, flt.contains]
-    out += [flt.id.encode() if flt.id is not None else None, flt.tag.encode() if flt.tag is not None else None]
+    out += [
+        flt.id.encode() if flt.id is not None else None,
+        flt.tag.encode() if flt.tag is not None else None,
+    ]
     return [n for n in out if n]
 
 

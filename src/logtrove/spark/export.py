@@ -122,7 +122,7 @@ def _save_settings(spec: ExportSpec, schema: Any) -> None:
 
 def export_topic(spark: Any, spec: ExportSpec) -> ExportResult:
     """Run one export (until caught up, or forever with ``stream``)."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as sf
 
     schema = _json_schema(spark, spec) if spec.parse == "json" else None
     _save_settings(spec, schema)
@@ -131,8 +131,10 @@ def export_topic(spark: Any, spec: ExportSpec) -> ExportResult:
         reader = reader.option(k, v)
     df = parse_values(reader.load(), spec.parse, schema)
     if spec.until is not None:
-        df = df.where(F.col("timestamp") < F.timestamp_millis(F.lit(spec.until)))
-    df = df.withColumn("date", F.date_format("timestamp", "yyyy-MM-dd")).withColumn("hour", F.hour("timestamp"))
+        df = df.where(sf.col("timestamp") < sf.timestamp_millis(sf.lit(spec.until)))
+    df = df.withColumn("date", sf.date_format("timestamp", "yyyy-MM-dd")).withColumn(
+        "hour", sf.hour("timestamp")
+    )
     writer = (
         df.writeStream.format("parquet")
         .partitionBy("date", "hour")

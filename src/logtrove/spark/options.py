@@ -87,7 +87,9 @@ class ReadOptions:
         opts = {k.lower(): v for k, v in options.items()}
         path, bootstrap = opts.get("path"), opts.get("bootstrap") or opts.get("kafka.bootstrap.servers")
         if bool(path) == bool(bootstrap):
-            raise OptionError("give exactly one of path (a data directory) or bootstrap (host:port of a broker)")
+            raise OptionError(
+                "give exactly one of path (a data directory) or bootstrap (host:port of a broker)"
+            )
         chosen = [k for k in ("subscribe", "subscribepattern", "assign") if opts.get(k)]
         if len(chosen) != 1:
             raise OptionError("give exactly one of subscribe, subscribePattern or assign")
@@ -98,7 +100,9 @@ class ReadOptions:
             try:
                 re.compile(pattern)
             except re.error as exc:
-                raise OptionError(f"subscribePattern {pattern!r} is not a regular expression: {exc}") from None
+                raise OptionError(
+                    f"subscribePattern {pattern!r} is not a regular expression: {exc}"
+                ) from None
         return cls(
             path=path,
             bootstrap=bootstrap,
@@ -111,8 +115,12 @@ class ReadOptions:
             ending_offsets=_parse_offsets("endingOffsets", opts.get("endingoffsets", "latest")),
             starting_timestamp=_opt_int("startingTimestamp", opts.get("startingtimestamp")),
             ending_timestamp=_opt_int("endingTimestamp", opts.get("endingtimestamp")),
-            starting_by_timestamp=_parse_times("startingOffsetsByTimestamp", opts.get("startingoffsetsbytimestamp")),
-            ending_by_timestamp=_parse_times("endingOffsetsByTimestamp", opts.get("endingoffsetsbytimestamp")),
+            starting_by_timestamp=_parse_times(
+                "startingOffsetsByTimestamp", opts.get("startingoffsetsbytimestamp")
+            ),
+            ending_by_timestamp=_parse_times(
+                "endingOffsetsByTimestamp", opts.get("endingoffsetsbytimestamp")
+            ),
             max_offsets_per_trigger=_opt_int("maxOffsetsPerTrigger", opts.get("maxoffsetspertrigger"), low=1),
             min_partitions=_opt_int("minPartitions", opts.get("minpartitions"), low=1),
             include_headers=_parse_bool("includeHeaders", opts.get("includeheaders", "false")),

@@ -43,34 +43,34 @@ RECORD_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "id", "tag
 
 
 def _dash_null(col: Any) -> Any:
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as sf
 
-    return F.when((col == "-") | (col == ""), F.lit(None)).otherwise(col)
+    return sf.when((col == "-") | (col == ""), sf.lit(None)).otherwise(col)
 
 
 def combined_log_columns(text: Any) -> list[Any]:
     """The combined-log columns extracted from a string column ``text``."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as sf
 
     def group(i: int) -> Any:
-        return F.regexp_extract(text, COMBINED_LOG, i)
+        return sf.regexp_extract(text, COMBINED_LOG, i)
 
     matched = text.rlike(COMBINED_LOG)
 
     def field(i: int) -> Any:
-        return F.when(matched, _dash_null(group(i)))
+        return sf.when(matched, _dash_null(group(i)))
 
     request = group(5)
     return [
         field(1).alias("remote_addr"),
         field(2).alias("ident"),
         field(3).alias("remote_user"),
-        F.when(matched, F.try_to_timestamp(group(4), F.lit("dd/MMM/yyyy:HH:mm:ss Z"))).alias("time_local"),
-        F.when(matched, _dash_null(F.regexp_extract(request, _REQUEST, 1))).alias("method"),
-        F.when(matched, _dash_null(F.regexp_extract(request, _REQUEST, 2))).alias("path"),
-        F.when(matched, _dash_null(F.regexp_extract(request, _REQUEST, 3))).alias("protocol"),
-        F.when(matched, group(6).cast("int")).alias("status"),
-        F.when(matched, _dash_null(group(7)).cast("long")).alias("bytes"),
+        sf.when(matched, sf.try_to_timestamp(group(4), sf.lit("dd/MMM/yyyy:HH:mm:ss Z"))).alias("time_local"),
+        sf.when(matched, _dash_null(sf.regexp_extract(request, _REQUEST, 1))).alias("method"),
+        sf.when(matched, _dash_null(sf.regexp_extract(request, _REQUEST, 2))).alias("path"),
+        sf.when(matched, _dash_null(sf.regexp_extract(request, _REQUEST, 3))).alias("protocol"),
+        sf.when(matched, group(6).cast("int")).alias("status"),
+        sf.when(matched, _dash_null(group(7)).cast("long")).alias("bytes"),
         field(8).alias("referer"),
         field(9).alias("user_agent"),
     ]
@@ -86,7 +86,7 @@ def infer_json_schema(spark: Any, sample: Any) -> Any:
 
 def parse_values(df: Any, how: str, json_schema: Any = None) -> Any:
     """Record columns plus parsed columns, from a DataFrame of the ``logtrove`` source."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as sf
 
     if how not in PARSERS:
         raise ValueError(f"unknown parser {how!r}: use one of {', '.join(PARSERS)}")
@@ -95,20 +95,20 @@ def parse_values(df: Any, how: str, json_schema: Any = None) -> Any:
         "partition",
         "offset",
         "timestamp",
-        F.col("key").cast("string").alias("key"),
+        sf.col("key").cast("string").alias("key"),
         "id",
         "tag",
-        F.col("value").cast("string").alias("value"),
+        sf.col("value").cast("string").alias("value"),
     )
     if how == "raw":
         return base
     if how == "combined-log":
-        return base.select("*", *combined_log_columns(F.col("value")))
+        return base.select("*", *combined_log_columns(sf.col("value")))
     if json_schema is None:
         raise ValueError("json parsing needs a schema (given or inferred)")
-    parsed = base.withColumn("_json", F.from_json("value", json_schema))
+    parsed = base.withColumn("_json", sf.from_json("value", json_schema))
     fields = [
-        F.col("_json").getField(f.name).alias(f"json_{f.name}" if f.name in RECORD_COLUMNS else f.name)
+        sf.col("_json").getField(f.name).alias(f"json_{f.name}" if f.name in RECORD_COLUMNS else f.name)
         for f in json_schema.fields
     ]
     return parsed.select(*RECORD_COLUMNS, *fields)

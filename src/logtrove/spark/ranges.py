@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Protocol
 
 from logtrove.spark.options import EARLIEST, LATEST, OffsetSpec, OptionError, ReadOptions
@@ -97,7 +98,9 @@ def topic_partitions(options: ReadOptions, catalog: Catalog) -> list[tuple[str, 
     return sorted(out)
 
 
-def _offset_from_spec(spec: OffsetSpec, topic: str, partition: int, bounds: tuple[int, int], default: int) -> int:
+def _offset_from_spec(
+    spec: OffsetSpec, topic: str, partition: int, bounds: tuple[int, int], default: int
+) -> int:
     start, end = bounds
     if isinstance(spec, str):
         chosen = EARLIEST if spec == "earliest" else LATEST
@@ -116,7 +119,7 @@ def _offset_from_time(
     partition: int,
     everywhere: int | None,
     per_partition: Mapping[str, Mapping[int, int]] | None,
-) -> int | None | bool:
+) -> int | bool | None:
     """The offset for a timestamp option, ``None`` if no record is that late, or
     ``False`` when no timestamp option applies to this partition."""
     ts = everywhere
@@ -130,7 +133,9 @@ def _offset_from_time(
 def start_offset(options: ReadOptions, catalog: Catalog, topic: str, partition: int) -> int:
     """Where a read of this partition begins."""
     bounds = catalog.bounds(topic, partition)
-    by_time = _offset_from_time(catalog, topic, partition, options.starting_timestamp, options.starting_by_timestamp)
+    by_time = _offset_from_time(
+        catalog, topic, partition, options.starting_timestamp, options.starting_by_timestamp
+    )
     if by_time is not False:
         return bounds[1] if by_time is None else int(by_time)
     return _offset_from_spec(options.starting_offsets, topic, partition, bounds, EARLIEST)
@@ -139,7 +144,9 @@ def start_offset(options: ReadOptions, catalog: Catalog, topic: str, partition: 
 def end_offset(options: ReadOptions, catalog: Catalog, topic: str, partition: int) -> int:
     """Where a batch read of this partition ends (exclusive)."""
     bounds = catalog.bounds(topic, partition)
-    by_time = _offset_from_time(catalog, topic, partition, options.ending_timestamp, options.ending_by_timestamp)
+    by_time = _offset_from_time(
+        catalog, topic, partition, options.ending_timestamp, options.ending_by_timestamp
+    )
     if by_time is not False:
         return bounds[1] if by_time is None else int(by_time)
     return _offset_from_spec(options.ending_offsets, topic, partition, bounds, LATEST)
@@ -149,20 +156,24 @@ def plan_batch(options: ReadOptions, catalog: Catalog) -> list[OffsetRange]:
     """The offset ranges of a batch read, before splitting (empty ranges dropped)."""
     ranges = []
     for topic, p in topic_partitions(options, catalog):
-        rng = OffsetRange(topic, p, start_offset(options, catalog, topic, p), end_offset(options, catalog, topic, p))
+        rng = OffsetRange(
+            topic, p, start_offset(options, catalog, topic, p), end_offset(options, catalog, topic, p)
+        )
         if rng.size:
             ranges.append(rng)
     return ranges
 
 
-def split_ranges(ranges: list[OffsetRange], catalog: Catalog, min_partitions: int | None) -> list[OffsetRange]:
+def split_ranges(
+    ranges: list[OffsetRange], catalog: Catalog, min_partitions: int | None
+) -> list[OffsetRange]:
     """Cut ranges at segment boundaries, then halve the largest piece until there are at
     least ``min_partitions`` pieces (or pieces are single offsets)."""
     pieces: list[OffsetRange] = []
     for rng in ranges:
         cuts = [c for c in catalog.split_points(rng.topic, rng.partition) if rng.start < c < rng.end]
         bounds = [rng.start, *cuts, rng.end]
-        pieces.extend(OffsetRange(rng.topic, rng.partition, a, b) for a, b in zip(bounds, bounds[1:], strict=False))
+        pieces.extend(OffsetRange(rng.topic, rng.partition, a, b) for a, b in pairwise(bounds))
     wanted = min_partitions or 0
     while 0 < len(pieces) < wanted:
         largest = max(pieces, key=lambda r: r.size)

@@ -62,7 +62,9 @@ class RemoteCatalog:
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
         from confluent_kafka import TopicPartition
 
-        [found] = self._consumer.offsets_for_times([TopicPartition(topic, partition, timestamp)], timeout=TIMEOUT_S)
+        [found] = self._consumer.offsets_for_times(
+            [TopicPartition(topic, partition, timestamp)], timeout=TIMEOUT_S
+        )
         return None if found.offset < 0 else int(found.offset)
 
     def split_points(self, topic: str, partition: int) -> list[int]:
@@ -70,7 +72,8 @@ class RemoteCatalog:
 
     def header_names(self, topic: str) -> tuple[str, str]:
         """From DescribeConfigs; the defaults if the broker does not answer it."""
-        from confluent_kafka.admin import AdminClient, ConfigResource
+        from confluent_kafka.admin import AdminClient
+        from confluent_kafka.admin._config import ConfigResource
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
         resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
@@ -115,7 +118,9 @@ def fetch_range(bootstrap: str, rng: OffsetRange) -> Iterator[tuple[Record, bool
         while position < rng.end:
             messages = consumer.consume(num_messages=5000, timeout=TIMEOUT_S)
             if not messages:
-                raise TimeoutError(f"no data from {bootstrap} for {rng} after {TIMEOUT_S:.0f} s at offset {position}")
+                raise TimeoutError(
+                    f"no data from {bootstrap} for {rng} after {TIMEOUT_S:.0f} s at offset {position}"
+                )
             for msg in messages:
                 err = msg.error()
                 if err is not None:

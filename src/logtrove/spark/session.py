@@ -4,6 +4,7 @@ error level. On a cluster, call :func:`logtrove.spark.register` on your own sess
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import tempfile
@@ -35,6 +36,10 @@ def local_session(app_name: str = "logtrove", *, master: str = "local[*]") -> An
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     java_opts = f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Dlog4j2.configurationFile=file:{log4j}"
+    # The driver JVM starts before the builder's config applies: its options go on the command line.
+    os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f'--driver-java-options "{java_opts}" pyspark-shell')
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):  # the CLI prints one line itself
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     spark = (
         SparkSession.builder.master(master)
         .appName(app_name)

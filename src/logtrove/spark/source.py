@@ -51,7 +51,7 @@ from logtrove.storage import Storage
 SOURCE_NAME = "logtrove"
 
 
-class RangePartition(InputPartition):  # type: ignore[misc]
+class RangePartition(InputPartition):
     """One Spark task: an offset range and the header names of its topic."""
 
     def __init__(self, rng: OffsetRange, id_header: str, tag_header: str) -> None:
@@ -86,7 +86,7 @@ def _read(options: ReadOptions, part: RangePartition) -> Iterator[Any]:
     )
 
 
-class LogtroveReader(DataSourceReader):  # type: ignore[misc]
+class LogtroveReader(DataSourceReader):
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
 
@@ -105,7 +105,7 @@ class LogtroveReader(DataSourceReader):  # type: ignore[misc]
 Offsets = dict[str, dict[str, int]]
 
 
-class LogtroveStreamReader(DataSourceStreamReader):  # type: ignore[misc]
+class LogtroveStreamReader(DataSourceStreamReader):
     """Micro-batches over offsets ``{"topic": {"partition": next offset}}`` (Kafka's JSON).
 
     New partitions appear with their log start offset. ``maxOffsetsPerTrigger`` is shared
@@ -126,7 +126,7 @@ class LogtroveStreamReader(DataSourceStreamReader):  # type: ignore[misc]
         finally:
             closer.close()
 
-    def initialOffset(self) -> Offsets:
+    def initialOffset(self) -> Offsets:  # noqa: N802
         catalog, closer = _open_catalog(self.options)
         try:
             out: Offsets = {}
@@ -136,12 +136,12 @@ class LogtroveStreamReader(DataSourceStreamReader):  # type: ignore[misc]
         finally:
             closer.close()
 
-    def getDefaultReadLimit(self) -> ReadLimit:
+    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802
         if self.options.max_offsets_per_trigger is not None:
             return ReadMaxRows(self.options.max_offsets_per_trigger)
         return ReadAllAvailable()
 
-    def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
+    def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:  # noqa: N802
         latest = self._latest()
         if not isinstance(limit, ReadMaxRows):
             return latest
@@ -173,7 +173,9 @@ class LogtroveStreamReader(DataSourceStreamReader):  # type: ignore[misc]
 def cap_offsets(start: Offsets, latest: Offsets, max_rows: int) -> Offsets:
     """End offsets that advance at most ``max_rows`` in total, shared by backlog."""
     backlog = {
-        (t, p): max(stop - start.get(t, {}).get(p, 0), 0) for t, parts in latest.items() for p, stop in parts.items()
+        (t, p): max(stop - start.get(t, {}).get(p, 0), 0)
+        for t, parts in latest.items()
+        for p, stop in parts.items()
     }
     total = sum(backlog.values())
     out: Offsets = {t: dict(parts) for t, parts in latest.items()}
@@ -193,39 +195,39 @@ def cap_offsets(start: Offsets, latest: Offsets, max_rows: int) -> Offsets:
 
 
 @dataclass
-class WriteCount(WriterCommitMessage):  # type: ignore[misc]
+class WriteCount(WriterCommitMessage):
     records: int
 
 
-class LogtroveWriter(DataSourceArrowWriter):  # type: ignore[misc]
+class LogtroveWriter(DataSourceArrowWriter):
     def __init__(self, options: WriteOptions) -> None:
         self.options = options
 
     def write(self, iterator: Iterator[Any]) -> WriteCount:
         return WriteCount(write_rows(self.options, iterator))
 
-    def commit(self, messages: list[WriteCount | None]) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Each task's records are durable when its write returns."""
 
-    def abort(self, messages: list[WriteCount | None]) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Records of tasks that finished stay in the log (Kafka sink semantics: at least once)."""
 
 
-class LogtroveStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
+class LogtroveStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: WriteOptions) -> None:
         self.options = options
 
     def write(self, iterator: Iterator[Any]) -> WriteCount:
         return WriteCount(write_rows(self.options, iterator))
 
-    def commit(self, messages: list[WriteCount | None], batchId: int) -> None:  # noqa: N803
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """Each task's records are durable when its write returns."""
 
-    def abort(self, messages: list[WriteCount | None], batchId: int) -> None:  # noqa: N803
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """At least once, as Spark's Kafka sink."""
 
 
-class LogtroveDataSource(DataSource):  # type: ignore[misc]
+class LogtroveDataSource(DataSource):
     """``spark.read.format("logtrove")``; see :mod:`logtrove.spark.options` for options."""
 
     @classmethod
@@ -239,13 +241,13 @@ class LogtroveDataSource(DataSource):  # type: ignore[misc]
     def reader(self, schema: Any) -> LogtroveReader:
         return LogtroveReader(ReadOptions.parse(dict(self.options)))
 
-    def streamReader(self, schema: Any) -> LogtroveStreamReader:
+    def streamReader(self, schema: Any) -> LogtroveStreamReader:  # noqa: N802
         return LogtroveStreamReader(ReadOptions.parse(dict(self.options), streaming=True))
 
     def writer(self, schema: Any, overwrite: bool) -> LogtroveWriter:
         return LogtroveWriter(WriteOptions.parse(dict(self.options)))
 
-    def streamWriter(self, schema: Any, overwrite: bool) -> LogtroveStreamWriter:
+    def streamWriter(self, schema: Any, overwrite: bool) -> LogtroveStreamWriter:  # noqa: N802
         return LogtroveStreamWriter(WriteOptions.parse(dict(self.options)))
 
 

@@ -45,7 +45,9 @@ class WriteOptions:
         opts = {k.lower(): v for k, v in options.items()}
         path, bootstrap = opts.get("path"), opts.get("bootstrap") or opts.get("kafka.bootstrap.servers")
         if bool(path) == bool(bootstrap):
-            raise OptionError("give exactly one of path (a data directory) or bootstrap (host:port of a broker)")
+            raise OptionError(
+                "give exactly one of path (a data directory) or bootstrap (host:port of a broker)"
+            )
         return cls(path, bootstrap, opts.get("topic"))
 
 
@@ -70,7 +72,11 @@ def rows_from_arrow(batch: Any, default_topic: str | None) -> list[Row]:
         if not topic:
             raise OptionError("row without a topic: add a topic column or the topic option")
         ts = cols["timestamp"][i] if "timestamp" in cols else None
-        headers = tuple((h["key"], _as_bytes(h["value"])) for h in (cols["headers"][i] or ())) if "headers" in cols else ()
+        headers = (
+            tuple((h["key"], _as_bytes(h["value"])) for h in (cols["headers"][i] or ()))
+            if "headers" in cols
+            else ()
+        )
         record = NewRecord(
             value=_as_bytes(cols["value"][i]),
             key=_as_bytes(cols["key"][i]) if "key" in cols else None,
@@ -84,12 +90,14 @@ def rows_from_arrow(batch: Any, default_topic: str | None) -> list[Row]:
 def _grouped(rows: list[Row], partitions: Mapping[str, int]) -> dict[tuple[str, int], list[NewRecord]]:
     round_robin = count()
     groups: dict[tuple[str, int], list[NewRecord]] = defaultdict(list)
-    for topic, partition, record in rows:
+    for topic, explicit, record in rows:
         total = partitions[topic]
-        if partition is None:
-            partition = (
-                partition_for_key(record.key, total) if record.key is not None else next(round_robin) % total
-            )
+        if explicit is not None:
+            partition = explicit
+        elif record.key is not None:
+            partition = partition_for_key(record.key, total)
+        else:
+            partition = next(round_robin) % total
         if not 0 <= partition < total:
             raise OptionError(f"topic {topic} has partitions 0-{total - 1}, not {partition}")
         groups[(topic, partition)].append(record)
@@ -146,7 +154,9 @@ def write_remote(bootstrap: str, rows: list[Row]) -> int:
     """Produce ``rows`` through the broker (acks=all) and wait for every delivery."""
     from confluent_kafka import KafkaException, Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "enable.idempotence": False})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "enable.idempotence": False}
+    )
     errors: list[str] = []
 
     def delivered(err: Any, _msg: Any) -> None:
