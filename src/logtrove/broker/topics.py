@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from logtrove.broker.protocol import ZERO_UUID, error_code
-from logtrove.storage import StorageError, TopicInfo, UnknownTopicError, check_topic_name
+from logtrove.storage import StorageError, TopicConfig, TopicInfo, UnknownTopicError, check_topic_name
 
 if TYPE_CHECKING:
     from logtrove.broker.server import Broker, Reply, Request
@@ -108,6 +108,7 @@ async def handle_create_topics(broker: Broker, request: Request) -> Reply:
                 result["error_message"] = "manual replica assignments are not supported"
             elif body.validate_only:
                 check_topic_name(topic.name)
+                TopicConfig.from_overrides(configs)
                 if broker.storage.has_topic(topic.name):
                     result["error_code"] = ErrorCode.topic_already_exists
             else:
@@ -145,6 +146,7 @@ async def handle_delete_topics(broker: Broker, request: Request) -> Reply:
             else:
                 result["topic_id"] = broker.storage.topic(name).topic_id
                 broker.storage.delete_topic(name)
+                broker.offsets.delete(broker.offsets.for_topic(name))  # tombstones for its commits
         except StorageError as exc:
             result["error_code"] = error_code(exc)
             result["error_message"] = str(exc)

@@ -366,7 +366,7 @@ class GroupCoordinator:
                 return UNKNOWN_MEMBER_ID
             if generation != group.generation:
                 return ILLEGAL_GENERATION
-            if group.state == PREPARING:
+            if group.state in (PREPARING, COMPLETING):
                 return REBALANCE_IN_PROGRESS
             group.members[member_id].last_seen = _now()
         elif group is not None and group.members:
