@@ -42,7 +42,7 @@ def order_record(rng: random.Random, p: int, i: int) -> NewRecord:
     n = p * 1000 + i
     user = f"user-{n % 17}"
     if n % 5 == 0:
-        value = f"plain text order {n} for {user}" + (" needle-4711" if n % 97 == 0 else "")
+        value = f"plain text order {n} for {user}" + (" needle-4711" if n % 23 == 0 else "")
     else:
         value = json.dumps({"order": n, "user": user, "status": ["new", "paid", "sent"][n % 3]})
     headers = [("id", f"msg-{n}".encode()), ("tag", [b"TagA", b"TagB"][n % 2])]

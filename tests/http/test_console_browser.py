@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from tests.http.support import GROUP, Dataset
+from tests.http.test_http_search import brute
 
 from logtrove.http import HttpServer
 
@@ -86,6 +87,52 @@ def test_console_loads_and_lists_topics(page: Any, live: HttpServer) -> None:
     assert "read-only" not in page.locator("#server").inner_text()
 
 
+def test_key_search_shows_every_record_of_the_key(page: Any, live: HttpServer, dataset: Dataset) -> None:
+    page.goto(f"{live.url}/ui/search")
+    page.select_option("#f-topic", "orders")
+    page.select_option("#f-by", "key")
+    page.fill("input[name=key]", "user-3")
+    page.fill("input[name=limit]", "7")
+    page.click("#f-run")
+    page.wait_for_url("**/ui/search?topic=orders&by=key&limit=7&key=user-3")
+    page.locator("#status.ok").wait_for()
+    assert len(result_rows(page)) == 7
+    for _ in range(20):  # "Load more" follows the cursor until the answer is complete
+        if page.locator("#more").is_hidden():
+            break
+        before = len(result_rows(page))
+        page.click("#more")
+        page.wait_for_function(f"document.querySelectorAll('#results tbody tr').length > {before}")
+        page.locator("#status.ok").wait_for()
+    expected = brute(dataset, lambda r: r.key == b"user-3")
+    assert sorted(result_rows(page)) == sorted(expected)
+    assert page.locator("#cli-text").inner_text().startswith("logtrove query orders --key user-3 --limit 7")
+    assert "range exhausted" in page.locator("#status").inner_text()
+
+
+def test_content_search_streams_the_matching_rows(page: Any, live: HttpServer, dataset: Dataset) -> None:
+    page.goto(f"{live.url}/ui/search")
+    page.select_option("#f-topic", "orders")
+    page.select_option("#f-by", "content")
+    page.select_option("select[name=match]", "contains")
+    page.fill("input[name=text]", "needle-4711")
+    page.click("#f-run")
+    page.wait_for_url("**/ui/search?*by=content*text=needle-4711*")
+    page.locator("#status.ok").wait_for()
+    expected = brute(dataset, lambda r: b"needle-4711" in (r.value or b""))
+    assert sorted(result_rows(page)) == sorted(expected)
+    assert all("needle-4711" in t for t in page.locator("#results td.value").all_inner_texts())
+    assert "range exhausted" in page.locator("#status").inner_text()
+    assert page.locator("#cli-text").inner_text().startswith("logtrove query orders --contains needle-4711")
+
+
+def test_json_field_search_from_a_shared_url(page: Any, live: HttpServer, dataset: Dataset) -> None:
+    page.goto(f"{live.url}/ui/search?topic=orders&by=content&match=json_field&text=order%3D1042")
+    page.locator("#status.ok").wait_for()
+    assert result_rows(page) == [(1, 42)]
+    assert page.locator("select[name=match]").input_value() == "json_field"
+
+
 def test_offset_search_with_neighbours_highlights_the_offset(page: Any, live: HttpServer) -> None:
     page.goto(f"{live.url}/ui/search")
     page.select_option("#f-topic", "orders")
@@ -98,7 +145,11 @@ def test_offset_search_with_neighbours_highlights_the_offset(page: Any, live: Ht
     page.locator("#status.ok").wait_for()
     assert result_rows(page) == [(1, o) for o in range(5, 16)]
     assert page.locator("#results tr.focus").get_attribute("data-offset") == "10"
-    assert page.locator("#cli-text").inner_text().startswith("logtrove query orders --partition 1 --offset 5")
+    assert (
+        page.locator("#cli-text")
+        .inner_text()
+        .startswith("logtrove query orders --partition 1 --offset 10 --data ")
+    )
 
 
 def test_message_detail_pretty_prints_json_and_links_neighbours(
@@ -145,4 +196,4 @@ def test_lag_page_shows_lag_per_partition_and_never_committed(page: Any, live: H
 def test_errors_are_shown_not_swallowed(page: Any, live: HttpServer) -> None:
     page.goto(f"{live.url}/ui/search?topic=orders&by=offset&partition=0&offset=999999&neighbours=1")
     page.locator("#status.error").wait_for()
-    assert "past the log end" in page.locator("#status").inner_text()
+    assert "past the end" in page.locator("#status").inner_text()

@@ -25,10 +25,11 @@ from fastapi import FastAPI, Request, Response
 
 from logtrove import __version__
 from logtrove.http import console
-from logtrove.http.api import compaction, groups, health, messages, produce, topics
+from logtrove.http.api import compaction, groups, health, messages, produce, search, topics
 from logtrove.http.context import Appender, HttpContext
 from logtrove.http.groups import GroupsSource, GroupStates
 from logtrove.http.problems import install_handlers
+from logtrove.query import QueryEngine
 from logtrove.storage import Storage
 
 DESCRIPTION = """\
@@ -65,9 +66,10 @@ def create_app(
         storage, appender=appender, refresh_interval_s=refresh_interval_s, allow_writes=allow_writes
     )
     app.state.groups = GroupsSource(storage, states=group_states, reload_interval_s=refresh_interval_s)
-    app.state.features = {"query": False, "groups": True, "lag": True, "tag_lag": False}
+    app.state.engine = QueryEngine(storage)
+    app.state.features = {"query": True, "groups": True, "lag": True, "tag_lag": False}
     install_handlers(app)
-    for module in (health, topics, messages, produce, groups, compaction):
+    for module in (health, topics, messages, search, produce, groups, compaction):
         app.include_router(module.router)
     console.install(app)
     _count_requests(app)

@@ -120,11 +120,19 @@ class Message(_Model):
     client_id: str | None = Field(default=None, description="The client's message ID header, if any.")
 
 
-class ScanStats(_Model):
+class ScanStats(BaseModel):
+    """What a query read (see ``logtrove.query.Stats``)."""
+
+    model_config = ConfigDict(extra="allow")
+
     bytes_scanned: int = 0
+    records_scanned: int = 0
+    batches_prefiltered: int = 0
     segments_scanned: int = 0
     segments_skipped: int = 0
-    records_scanned: int = 0
+    blocks_skipped: int = 0
+    index_candidates: int = 0
+    index_false_hits: int = 0
 
 
 class MessagePage(_Model):
@@ -136,6 +144,7 @@ class MessagePage(_Model):
         default=None, description="Why the page ended: limit reached, range exhausted, budget exhausted."
     )
     stats: ScanStats | None = None
+    notes: list[str] = Field(default_factory=list)
     cli: str = Field(description="The equivalent `logtrove` command.")
 
 

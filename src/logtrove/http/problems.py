@@ -23,6 +23,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from logtrove.query import InvalidQueryError, MessageNotFoundError, QueryError
 from logtrove.records import RecordsError
 from logtrove.storage import (
     DataDirError,
@@ -75,6 +76,9 @@ def bad_request(detail: str, kind: str = "invalid-parameter") -> Problem:
 
 # The first matching class wins, so subclasses come before their bases.
 _STORAGE_PROBLEMS: tuple[tuple[type[Exception], int, str, str], ...] = (
+    (InvalidQueryError, 422, "invalid-query", "Invalid query"),
+    (MessageNotFoundError, 404, "no-message", "No message"),
+    (QueryError, 500, "query-failed", "Query failed"),
     (UnknownTopicError, 404, "unknown-topic", "Unknown topic"),
     (UnknownPartitionError, 404, "unknown-partition", "Unknown partition"),
     (TopicExistsError, 409, "topic-exists", "Topic already exists"),
@@ -153,7 +157,7 @@ def install_handlers(app: FastAPI) -> None:
             _log.error("error serving %s %s", request.method, request.url.path, exc_info=exc)
         return problem_response(problem, request)
 
-    for cls in (Problem, StorageError, RecordsError):
+    for cls in (Problem, StorageError, RecordsError, QueryError):
         app.add_exception_handler(cls, _library)
 
     @app.exception_handler(Exception)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from logtrove.http.models import Header, Message
 from logtrove.http.problems import bad_request
-from logtrove.records import Record
+from logtrove.query import Message as QueryMessage
 
 
 def _text_or_b64(raw: bytes | None) -> tuple[str | None, str | None]:
@@ -21,30 +21,28 @@ def _text_or_b64(raw: bytes | None) -> tuple[str | None, str | None]:
         return None, base64.b64encode(raw).decode("ascii")
 
 
-def render_message(
-    topic: str, partition: int, record: Record, *, position_id: str | None = None, id_header: str = "id"
-) -> Message:
-    """The JSON form of one record (text when UTF-8, base64 otherwise)."""
-    key, key_b64 = _text_or_b64(record.key)
-    value, value_b64 = _text_or_b64(record.value)
+def render_message(message: QueryMessage, *, id_header: str = "id") -> Message:
+    """The JSON form of one found message (text when UTF-8, base64 otherwise), with its
+    position ID and, if it has one, its client message ID (the ``id_header`` header)."""
+    key, key_b64 = _text_or_b64(message.key)
+    value, value_b64 = _text_or_b64(message.value)
     headers = []
-    for name, raw in record.headers:
+    for name, raw in message.headers:
         text, b64 = _text_or_b64(raw)
         headers.append(Header(name=name, value=text, value_b64=b64))
-    client_raw = record.header(id_header)
-    client_id = _text_or_b64(client_raw)[0] if client_raw is not None else None
+    client_raw = message.header(id_header)
     return Message(
-        topic=topic,
-        partition=partition,
-        offset=record.offset,
-        timestamp=record.timestamp,
+        topic=message.topic,
+        partition=message.partition,
+        offset=message.offset,
+        timestamp=message.timestamp,
         key=key,
         key_b64=key_b64,
         value=value,
         value_b64=value_b64,
         headers=headers,
-        id=position_id,
-        client_id=client_id,
+        id=message.id,
+        client_id=_text_or_b64(client_raw)[0] if client_raw is not None else None,
     )
 
 
