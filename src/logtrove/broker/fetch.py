@@ -53,7 +53,9 @@ _PART_V4 = struct.Struct(">ihqq")  # no log start offset before v5
 
 
 @dataclass
-class _PartitionResult:
+class FetchedPartition:
+    """What one partition contributes to a Fetch response."""
+
     index: int
     error: int
     high_watermark: int
@@ -108,7 +110,7 @@ class _Encoder:
 
 
 def encode_fetch_response(
-    version: int, flexible: bool, topics: list[tuple[str, uuid.UUID, list[_PartitionResult]]]
+    version: int, flexible: bool, topics: list[tuple[str, uuid.UUID, list[FetchedPartition]]]
 ) -> list[bytes | memoryview]:
     enc = _Encoder(flexible)
     enc.buf += _TOP.pack(0, 0, 0) if version >= 7 else _I32.pack(0)
@@ -136,7 +138,7 @@ def encode_fetch_response(
 
 def _read_all(
     broker: Broker, request: Request, names: dict[uuid.UUID, str]
-) -> tuple[list[tuple[str, uuid.UUID, list[_PartitionResult]]], int, bool]:
+) -> tuple[list[tuple[str, uuid.UUID, list[FetchedPartition]]], int, bool]:
     """Read every requested partition once: (results, total bytes, any error)."""
     body = request.body
     budget = body.max_bytes if request.version >= 3 else 2**31 - 1
@@ -153,7 +155,7 @@ def _read_all(
             topic_id = storage.topic(name).topic_id if storage.has_topic(name) else uuid.UUID(int=0)
         parts = []
         for p in topic.partitions:
-            result = _PartitionResult(p.partition, 0, -1, -1, None)
+            result = FetchedPartition(p.partition, 0, -1, -1, None)
             try:
                 if not name:
                     result.error = ErrorCode.unknown_topic_id
