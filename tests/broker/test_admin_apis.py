@@ -142,3 +142,18 @@ def test_idempotent_retries_are_not_appended_twice(shared_broker: BrokerProcess)
         assert _produce_batch(client, "idem", pid, 5, b"x")[0] == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
         assert _produce_batch(client, "idem", pid, 2, b"c") == (0, 2)
         assert client.list_offsets("idem", 0, -1).offset == 3
+
+
+def test_idempotent_retry_after_a_restart_is_recognised(broker: BrokerProcess) -> None:
+    with WireClient(broker.port) as client:
+        client.request(3, 12, {"topics": [{"name": "idem2"}], "allow_auto_topic_creation": True})
+        pid = client.request(22, 4, {"transactional_id": None, "transaction_timeout": 60000}).producer_id
+        for seq in range(3):
+            assert _produce_batch(client, "idem2", pid, seq, b"v%d" % seq) == (0, seq)
+    broker.stop()
+    broker.start()
+    with WireClient(broker.port) as client:
+        assert _produce_batch(client, "idem2", pid, 2, b"v2") == (0, 2)  # the retry: not appended again
+        assert _produce_batch(client, "idem2", pid, 3, b"v3") == (0, 3)
+        assert _produce_batch(client, "idem2", pid, 9, b"v9")[0] == 45
+        assert client.list_offsets("idem2", 0, -1).offset == 4

@@ -8,9 +8,13 @@ partition; the broker remembers the last :data:`RECENT_BATCHES` batches of each
 * answers a batch it has already appended (same first and last sequence — a retry whose
   first answer was lost) with the original offsets and no error, without appending again;
 * refuses a batch that skips sequence numbers with ``OUT_OF_ORDER_SEQUENCE_NUMBER``;
-* accepts any sequence from a producer it knows nothing of (after a restart, since
-  producer state is not persisted, or once it fell out of the :data:`MAX_TRACKED` most
-  recently used) or after the producer's epoch changed.
+* accepts any sequence from a producer it knows nothing of, or after its epoch changed.
+
+Producer state is not persisted: after a restart (or once a pair fell out of the
+:data:`MAX_TRACKED` most recently used) a producer's first batch with a sequence above 0
+makes the broker read the headers of the last :data:`RESCAN_OFFSETS` offsets of that
+partition for the producer's recent batches, so a retry of a batch appended just before
+a crash is still recognised.
 
 Producer IDs are ``start time in ms × 1024 + n``, unique across restarts without state.
 """
@@ -25,13 +29,14 @@ from kio.schema.errors import ErrorCode
 
 from logtrove.broker.protocol import error_code
 from logtrove.records import HEADER_SIZE, RecordsError, read_header
-from logtrove.storage import StorageError, UnknownPartitionError, UnknownTopicError
+from logtrove.storage import PartitionLog, StorageError, UnknownPartitionError, UnknownTopicError
 
 if TYPE_CHECKING:
     from logtrove.broker.server import Broker, Reply, Request
 
 RECENT_BATCHES = 5
 SEQUENCE_WRAP = 2**31
+RESCAN_OFFSETS = 10_000  # how far back the log is searched for an unknown producer's batches
 MAX_TRACKED = 100_000  # (producer, partition) pairs remembered; the least recently used go first
 
 
@@ -59,11 +64,12 @@ class ProducerStates:
         self._next_id += 1
         return self._next_id
 
-    def check(
-        self, pid: int, epoch: int, topic: str, partition: int, first_seq: int, count: int
-    ) -> _Appended | int:
+    def check(self, log: PartitionLog, pid: int, epoch: int, first_seq: int, count: int) -> _Appended | int:
         """A remembered batch (a duplicate), or an error code (0 = append it)."""
-        state = self._state.get((pid, topic, partition))
+        key = (pid, log.tp.topic, log.tp.partition)
+        state = self._state.get(key)
+        if state is None and first_seq > 0:
+            state = self._rebuild(log, pid, epoch)
         if state is None or state.epoch != epoch or not state.recent:
             return 0
         last_seq = (first_seq + count - 1) % SEQUENCE_WRAP
@@ -72,6 +78,32 @@ class ProducerStates:
                 return seen
         expected = (state.recent[-1].last_seq + 1) % SEQUENCE_WRAP
         return 0 if first_seq == expected else int(ErrorCode.out_of_order_sequence_number)
+
+    def _rebuild(self, log: PartitionLog, pid: int, epoch: int) -> _ProducerPartition | None:
+        """The producer's last batches among the last :data:`RESCAN_OFFSETS` offsets of the
+        log, by batch headers: after a restart a producer retries its in-flight batches,
+        and those that were appended before the crash must be recognised."""
+        start = max(log.log_start_offset, log.log_end_offset - RESCAN_OFFSETS)
+        first = log.read(start, 1).slice if start < log.log_end_offset else None
+        if first is None:
+            return None
+        state = _ProducerPartition(epoch, deque(maxlen=RECENT_BATCHES))
+        for seg in log.segments:
+            if seg.base_offset < first.segment.base_offset:
+                continue
+            for _pos, header in seg.batches(first.position if seg is first.segment else 0):
+                if header.producer_id == pid and header.producer_epoch == epoch:
+                    state.recent.append(
+                        _Appended(
+                            header.base_sequence,
+                            (header.base_sequence + header.record_count - 1) % SEQUENCE_WRAP,
+                            header.base_offset,
+                        )
+                    )
+        if not state.recent:
+            return None
+        self._state[(pid, log.tp.topic, log.tp.partition)] = state
+        return state
 
     def record(
         self, pid: int, epoch: int, topic: str, partition: int, first_seq: int, count: int, base: int
@@ -124,12 +156,7 @@ def _append(broker: Broker, topic: str, partition: int, records: bytes | None) -
         states = producer_states(broker) if header is not None and header.producer_id >= 0 else None
         if states is not None and header is not None:
             verdict = states.check(
-                header.producer_id,
-                header.producer_epoch,
-                topic,
-                partition,
-                header.base_sequence,
-                header.record_count,
+                log, header.producer_id, header.producer_epoch, header.base_sequence, header.record_count
             )
             if isinstance(verdict, _Appended):
                 result.update(base_offset=verdict.base_offset, log_start_offset=log.log_start_offset)
