@@ -1,4 +1,4 @@
-"""Metadata, CreateTopics and DeleteTopics.
+"""Metadata, CreateTopics, DeleteTopics and CreatePartitions.
 
 logtrove is a single broker: it is the leader and only replica of every partition
 (leader epoch 0), and the controller. Metadata creates unknown topics when the client
@@ -152,3 +152,29 @@ async def handle_delete_topics(broker: Broker, request: Request) -> Reply:
             result["error_message"] = str(exc)
         responses.append(result)
     return {"responses": responses}
+
+
+async def handle_create_partitions(broker: Broker, request: Request) -> Reply:
+    body = request.body
+    results = []
+    for topic in body.topics:
+        result: dict[str, Any] = {"name": topic.name}
+        try:
+            if topic.assignments:
+                result["error_code"] = ErrorCode.invalid_request
+                result["error_message"] = "manual replica assignments are not supported"
+            elif body.validate_only:
+                current = broker.storage.topic(topic.name).partitions
+                if topic.count <= current:
+                    result["error_code"] = ErrorCode.invalid_partitions
+                    result["error_message"] = f"topic has {current} partitions; the new count must be larger"
+            else:
+                broker.storage.create_partitions(topic.name, topic.count)
+        except StorageError as exc:
+            code = error_code(exc)
+            result["error_code"] = (
+                ErrorCode.invalid_partitions if code == ErrorCode.invalid_topic_exception else code
+            )
+            result["error_message"] = str(exc)
+        results.append(result)
+    return {"results": results}

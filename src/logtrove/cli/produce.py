@@ -26,8 +26,10 @@ from typing import Annotated, Any, TextIO
 import typer
 from rich.table import Table
 
+from logtrove.cli import remote
 from logtrove.cli.common import DEFAULT_DATA, DataOption, JsonOption, console, err_console, fail, open_storage
 from logtrove.cli.main import app
+from logtrove.cli.remote import BootstrapOption
 from logtrove.records import Compression, NewRecord, build_batch
 from logtrove.records.partitioner import partition_for_key
 from logtrove.storage import Storage
@@ -166,6 +168,7 @@ def produce(
     batch_records: Annotated[int, typer.Option(min=1, help="Most records per batch.")] = 10_000,
     partitions: Annotated[int, typer.Option(min=1, help="Partitions if the topic is created.")] = 1,
     as_json: JsonOption = False,
+    bootstrap: BootstrapOption = None,
 ) -> None:
     """Write JSON lines to a topic, in batches. All or nothing: the input is checked first.
 
@@ -191,15 +194,18 @@ def produce(
     if not records:
         fail("no input records; nothing was written")
     started = time.perf_counter()
-    with open_storage(data, read_only=False) as storage:
-        if not storage.has_topic(topic):
-            storage.create_topic(topic, partitions)
-            err_console.print(f"created topic {topic} with {partitions} partition(s)")
-        try:
-            groups = assign_partitions(records, storage.topic(topic).partitions)
-        except InputError as exc:
-            fail(f"{exc}; nothing was written")
-        summary = _write(storage, topic, groups, codec, batch_records)
+    if bootstrap:
+        summary = _write_remote(bootstrap, topic, records, partitions, codec, batch_records)
+    else:
+        with open_storage(data, read_only=False) as storage:
+            if not storage.has_topic(topic):
+                storage.create_topic(topic, partitions)
+                err_console.print(f"created topic {topic} with {partitions} partition(s)")
+            try:
+                groups = assign_partitions(records, storage.topic(topic).partitions)
+            except InputError as exc:
+                fail(f"{exc}; nothing was written")
+            summary = _write(storage, topic, groups, codec, batch_records)
     elapsed = time.perf_counter() - started
     total = sum(s["records"] for s in summary)
     if as_json:
@@ -214,6 +220,25 @@ def produce(
         )
     console.print(table)
     console.print(f"Wrote {total:,} records to [bold]{topic}[/] in {elapsed:.2f} s.")
+
+
+def _write_remote(
+    bootstrap: str,
+    topic: str,
+    records: list[InputRecord],
+    partitions: int,
+    codec: Compression,
+    batch_records: int,
+) -> list[dict[str, int]]:
+    """Through a running broker (``--bootstrap``): Produce requests with acks=all."""
+    with remote.connect(bootstrap) as client:
+        count = remote.ensure_topic(client, topic, partitions)
+        try:
+            groups = assign_partitions(records, count)
+        except InputError as exc:
+            fail(f"{exc}; nothing was written")
+        batches = {p: list(chunk_batches(recs, batch_records, MAX_BATCH_BYTES)) for p, recs in groups.items()}
+        return remote.produce_batches(client, topic, batches, codec)
 
 
 def _write(

@@ -8,8 +8,10 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from logtrove.cli import remote
 from logtrove.cli.common import DEFAULT_DATA, DataOption, JsonOption, console, fail, format_time, open_storage
 from logtrove.cli.main import app
+from logtrove.cli.remote import BootstrapOption
 from logtrove.storage import CONFIG_DEFS, Storage, TopicInfo
 from logtrove.storage.cleaner import status_of
 
@@ -40,6 +42,7 @@ def create(
     ] = None,
     data: DataOption = DEFAULT_DATA,
     as_json: JsonOption = False,
+    bootstrap: BootstrapOption = None,
 ) -> None:
     """Create a topic.
 
@@ -50,6 +53,9 @@ def create(
       logtrove topics create users --config cleanup.policy=compact --config segment.bytes=104857600
     """
     configs = parse_config_pairs(config)
+    if bootstrap:
+        remote.create_topic(bootstrap, name, partitions, configs, as_json)
+        return
     with open_storage(data, read_only=False) as storage:
         info = storage.create_topic(name, partitions, configs)
     if as_json:
@@ -63,11 +69,15 @@ def list_topics(
     data: DataOption = DEFAULT_DATA,
     as_json: JsonOption = False,
     internal: Annotated[bool, typer.Option("--internal", help="Include internal topics (__*).")] = False,
+    bootstrap: BootstrapOption = None,
 ) -> None:
     """List topics with their partition counts and sizes.
 
     Example: logtrove topics list --json
     """
+    if bootstrap:
+        remote.list_topics(bootstrap, internal, as_json)
+        return
     with open_storage(data, read_only=True) as storage:
         rows: list[dict[str, Any]] = []
         for info in storage.topics():
@@ -103,11 +113,15 @@ def describe(
     name: Annotated[str, typer.Argument(help="Topic name.")],
     data: DataOption = DEFAULT_DATA,
     as_json: JsonOption = False,
+    bootstrap: BootstrapOption = None,
 ) -> None:
     """Show a topic's partitions (offsets, sizes, segments) and configs.
 
     Example: logtrove topics describe orders
     """
+    if bootstrap:
+        remote.describe_topic(bootstrap, name, as_json)
+        return
     with open_storage(data, read_only=True) as storage:
         info = storage.topic(name)
         out = _topic_json(info)
@@ -159,6 +173,7 @@ def alter(
         int | None, typer.Option("--partitions", "-p", help="Grow to this many partitions.")
     ] = None,
     data: DataOption = DEFAULT_DATA,
+    bootstrap: BootstrapOption = None,
 ) -> None:
     """Change a topic's configs or grow its partition count.
 
@@ -167,6 +182,9 @@ def alter(
     sets = parse_config_pairs(config)
     if not sets and not delete_config and partitions is None:
         fail("nothing to change: give --config, --delete-config or --partitions", 2)
+    if bootstrap:
+        remote.alter_topic(bootstrap, name, sets, list(delete_config or ()), partitions)
+        return
     with open_storage(data, read_only=False) as storage:
         if sets or delete_config:
             storage.alter_topic_configs(name, sets, tuple(delete_config or ()))
@@ -179,11 +197,15 @@ def alter(
 def delete(
     name: Annotated[str, typer.Argument(help="Topic name.")],
     data: DataOption = DEFAULT_DATA,
+    bootstrap: BootstrapOption = None,
 ) -> None:
     """Delete a topic and all of its data.
 
     Example: logtrove topics delete orders
     """
+    if bootstrap:
+        remote.delete_topic(bootstrap, name)
+        return
     with open_storage(data, read_only=False) as storage:
         storage.delete_topic(name)
     console.print(f"Deleted topic [bold]{name}[/].")
