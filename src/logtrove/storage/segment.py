@@ -49,6 +49,7 @@ TIME_INDEX_SUFFIX = ".timeindex"
 _SCAN_CHUNK = 1024 * 1024
 _FIRST_CHUNK = 4096
 _RELATIVE_OFFSET_LIMIT = 2**32 - 1
+_TIME_INDEX_PROBES = 8  # indexed batches whose timestamps the time index is checked against
 
 
 def _swap_suffix(name: str, old: str, new: str) -> str:
@@ -148,9 +149,30 @@ class Segment:
         self.offset_index.load(self.size, strict=strict)
         self._scan_tail()
         self.time_index.load(self.next_offset, strict=strict)
+        if strict:
+            self._check_time_index()
         last = self.time_index.last_entry
         if last is not None and last[0] > self.max_timestamp:
             self.max_timestamp, self.max_timestamp_offset = last
+
+    def _check_time_index(self) -> None:
+        """A time index cut short at an entry boundary still loads, but would make the
+        segment's max timestamp too small (time lookups and retention would then skip the
+        segment). Every offset-index entry was written together with a time-index entry at
+        least as large as its batch's timestamps, and the first entry covers the first
+        batch: checking that for the first batch and the last few indexed batches catches
+        a cut-short file at the cost of a few header reads (a cut that keeps every entry
+        those batches need is harmless to time lookups near the end, but not detected)."""
+        entries = self.time_index.entries()
+        newest = entries[-1][0] if entries else None
+        if self.first_batch_timestamp is not None and entries and entries[0][0] < self.first_batch_timestamp:
+            raise CorruptIndexError(f"{self.time_index.path.name}: first entry is below the first batch")
+        for _offset, position in self.offset_index.entries()[-_TIME_INDEX_PROBES:]:
+            indexed = next(self.batches(position), None)
+            if indexed is not None and (newest is None or newest < indexed[1].max_timestamp):
+                raise CorruptIndexError(
+                    f"{self.time_index.path.name} ends before batch at {position} of {self.log_path.name}"
+                )
 
     def _scan_tail(self) -> None:
         """Set next offset, max timestamp and first batch timestamp from the time index
