@@ -9,6 +9,7 @@ the fetched records.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -19,6 +20,7 @@ from logtrove.spark.options import RecordFilter
 from logtrove.spark.ranges import OffsetRange
 
 TIMEOUT_S = 30.0
+POLL_S = 0.1
 _DEFAULT_ID_HEADER = "id"
 _DEFAULT_TAG_HEADER = "tag"
 
@@ -115,12 +117,17 @@ def fetch_range(bootstrap: str, rng: OffsetRange) -> Iterator[tuple[Record, bool
     try:
         consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
         position = rng.start
+        idle_since = time.monotonic()
         while position < rng.end:
-            messages = consumer.consume(num_messages=5000, timeout=TIMEOUT_S)
+            # consume() waits for its whole timeout unless num_messages arrive: poll in short steps
+            messages = consumer.consume(num_messages=5000, timeout=POLL_S)
             if not messages:
-                raise TimeoutError(
-                    f"no data from {bootstrap} for {rng} after {TIMEOUT_S:.0f} s at offset {position}"
-                )
+                if time.monotonic() - idle_since > TIMEOUT_S:
+                    raise TimeoutError(
+                        f"no data from {bootstrap} for {rng} after {TIMEOUT_S:.0f} s at offset {position}"
+                    )
+                continue
+            idle_since = time.monotonic()
             for msg in messages:
                 err = msg.error()
                 if err is not None:
