@@ -181,7 +181,12 @@ class PartitionLog:
             )
         if not self.read_only:
             self._drop_empty_middle_segments()
-            self.active.created_ms = self.clock.now_ms()
+            # segment.ms counts from the first record: a restart must not make the
+            # active segment young again (it would never roll if the broker restarts
+            # more often than segment.ms, and time retention would never reach it)
+            first = self.active.first_batch_timestamp
+            now = self.clock.now_ms()
+            self.active.created_ms = now if first is None else min(now, first)
             if not clean_shutdown:
                 for seg in self._segments:
                     if seg.base_offset >= self._segment_for(recovery_point).base_offset:
