@@ -28,7 +28,7 @@ from logtrove.http import console
 from logtrove.http.api import compaction, groups, health, messages, produce, search, topics
 from logtrove.http.context import Appender, HttpContext
 from logtrove.http.groups import GroupsSource, GroupStates
-from logtrove.http.problems import install_handlers
+from logtrove.http.problems import document_problems, install_handlers
 from logtrove.query import QueryEngine
 from logtrove.storage import Storage
 
@@ -69,6 +69,7 @@ def create_app(
     app.state.engine = QueryEngine(storage)
     app.state.features = {"query": True, "groups": True, "lag": True, "tag_lag": False}
     install_handlers(app)
+    document_problems(app)
     for module in (health, topics, messages, search, produce, groups, compaction):
         app.include_router(module.router)
     console.install(app)

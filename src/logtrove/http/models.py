@@ -90,7 +90,9 @@ class TopicDetail(_Model):
 
 class CreateTopic(_Model):
     name: TopicName
-    partitions: int = Field(default=1, ge=1, le=10_000)
+    partitions: int = Field(
+        default=1, ge=1, le=1000, description="At most 1000 over HTTP (the CLI allows more)."
+    )
     configs: dict[str, str] = Field(default_factory=dict, description="Topic config overrides.")
 
 

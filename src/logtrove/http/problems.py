@@ -19,6 +19,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -176,3 +177,34 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         status: {"model": ProblemModel, "content": {PROBLEM_JSON: {}}, "description": "Problem (RFC 7807)"}
         for status in statuses
     }
+
+
+def document_problems(app: FastAPI) -> None:
+    """Make the OpenAPI schema say what the API does: every 4xx/5xx answer is
+    problem+json (FastAPI documents its own ``HTTPValidationError`` JSON otherwise)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title, version=app.version, description=app.description, routes=app.routes
+            )
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            components.pop("HTTPValidationError", None)
+            components.pop("ValidationError", None)
+            components["ProblemModel"] = ProblemModel.model_json_schema()
+            problem = {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/ProblemModel"}}}
+            for operations in schema.get("paths", {}).values():
+                for operation in operations.values():
+                    responses = operation.setdefault("responses", {})
+                    if operation.get("parameters") or operation.get("requestBody"):
+                        responses.setdefault("422", {"description": "Invalid request"})
+                    if operation.get("requestBody"):
+                        responses.setdefault("400", {"description": "Body is not readable JSON"})
+                    for status, response in responses.items():
+                        if status[0] in "45":
+                            response["content"] = problem
+                            response.setdefault("description", "Problem (RFC 7807)")
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
