@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from logtrove.broker import Broker, BrokerConfig, run
 from logtrove.cli.common import DEFAULT_DATA, DataOption, cli_errors, fail
+from logtrove.cli.http import check_listen, start_beside
 from logtrove.cli.main import app
 from logtrove.storage import Storage
+
+if TYPE_CHECKING:
+    from logtrove.http import HttpServer
 
 
 def _parse_listen(text: str) -> tuple[str, int]:
@@ -51,8 +55,16 @@ def serve(
         int, typer.Option("--max-frame-bytes", min=1024, help="Largest request accepted.")
     ] = 100 * 1024 * 1024,
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
+    http: Annotated[
+        str, typer.Option("--http", help="Serve the HTTP API and web console on HOST:PORT.")
+    ] = "127.0.0.1:8080",
+    no_http: Annotated[
+        bool, typer.Option("--no-http", help="Do not serve the HTTP API and console.")
+    ] = False,
 ) -> None:
     """Serve the data directory over the Kafka protocol until SIGINT or SIGTERM."""
+    http_listen = None if no_http else check_listen("--http", http)
+    http_servers: list[HttpServer] = []
     logging.basicConfig(
         level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -73,6 +85,12 @@ def serve(
 
     def ready(broker: Broker) -> None:
         print(f"logtrove serving {data} on {broker.config.host}:{broker.bound_port}", flush=True)
+        if http_listen is not None and (server := start_beside(broker, http_listen)) is not None:
+            http_servers.append(server)
 
-    with cli_errors():
-        run(storage, config, ready=ready)
+    try:
+        with cli_errors():
+            run(storage, config, ready=ready)
+    finally:
+        for server in http_servers:
+            server.stop()

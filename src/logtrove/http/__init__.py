@@ -10,7 +10,14 @@ from logtrove.http.app import create_app
 from logtrove.http.context import Appender
 from logtrove.http.groups import GroupState, GroupStates
 from logtrove.http.problems import Problem
-from logtrove.http.server import HttpServer, ListenAddressError, parse_listen, run, start_in_thread
+from logtrove.http.server import (
+    HttpServer,
+    ListenAddressError,
+    next_to_broker,
+    parse_listen,
+    run,
+    start_in_thread,
+)
 
 __all__ = [
     "Appender",
@@ -20,6 +27,7 @@ __all__ = [
     "ListenAddressError",
     "Problem",
     "create_app",
+    "next_to_broker",
     "parse_listen",
     "run",
     "start_in_thread",

@@ -1,18 +1,23 @@
 """Serving the app with uvicorn: in the foreground (``logtrove http``) or in a thread next
-to the broker (``logtrove serve``)."""
+to the broker (``logtrove serve``, see :func:`next_to_broker`)."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 import uvicorn
 
+from logtrove.groups import GroupCoordinator
 from logtrove.http.app import create_app
-from logtrove.storage import Storage
+from logtrove.http.groups import GroupState
+from logtrove.http.problems import Problem
+from logtrove.storage import AppendResult, Storage
 
 
 class ListenAddressError(ValueError):
@@ -106,3 +111,60 @@ def start_in_thread(
             raise OSError(f"the HTTP server could not start on {listen}")
         time.sleep(0.02)
     return HttpServer(server, thread)
+
+
+# -- next to a broker ----------------------------------------------------------------------
+T = TypeVar("T")
+_LOOP_TIMEOUT_S = 30.0
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], T]) -> T:
+    """Run ``fn`` on ``loop``'s thread and wait for it (a 503 problem once the loop is gone)."""
+    if loop.is_closed() or not loop.is_running():
+        raise Problem(503, "shutting-down", "Shutting down", "the broker is shutting down")
+
+    async def call() -> T:
+        return fn()
+
+    try:
+        return asyncio.run_coroutine_threadsafe(call(), loop).result(_LOOP_TIMEOUT_S)
+    except TimeoutError:
+        raise Problem(503, "busy", "Broker busy", "the broker did not answer in time") from None
+
+
+def next_to_broker(
+    loop: asyncio.AbstractEventLoop,
+    append: Callable[[str, int, bytes], AppendResult],
+    coordinator: GroupCoordinator | None = None,
+) -> dict[str, Any]:
+    """:func:`create_app` options for an app that shares a broker's storage.
+
+    The broker's event loop is its single writer, so REST produce runs ``append`` (which
+    should append and wake waiting fetches) on ``loop``; live group states are read there
+    too, since the coordinator is not thread-safe.
+    """
+
+    def appender(topic: str, partition: int, batch: bytes) -> AppendResult:
+        return _on_loop(loop, lambda: append(topic, partition, batch))
+
+    def states() -> dict[str, GroupState]:
+        if coordinator is None:
+            return {}
+        return _on_loop(loop, lambda: _group_states(coordinator))
+
+    options: dict[str, Any] = {"appender": appender}
+    if coordinator is not None:
+        options["group_states"] = states
+    return options
+
+
+def _group_states(coordinator: GroupCoordinator) -> dict[str, GroupState]:
+    out = {}
+    for listed in coordinator.list_groups():
+        described = coordinator.describe(listed["group_id"])
+        members = tuple(
+            {"member_id": m["member_id"], "client_id": m["client_id"], "client_host": m["client_host"]}
+            for m in described.get("members", [])
+        )
+        out[listed["group_id"]] = GroupState(str(described["group_state"]), len(members), members)
+    return out

@@ -75,7 +75,7 @@ def _partition_of(item: ProduceRecord, record: NewRecord, partitions: int, index
     "/messages",
     status_code=201,
     summary="Produce records",
-    responses=problem_responses(403, 404, 413, 422),
+    responses=problem_responses(403, 404, 413, 422, 503),
 )
 def produce(
     topic: TopicPath, body: ProduceRequest, ctx: Annotated[HttpContext, Depends(get_context)]

@@ -1,0 +1,128 @@
+"""``logtrove serve`` serves the HTTP API next to the broker: REST produce goes through
+the broker (a Kafka consumer reads it), Kafka-produced records are found over HTTP, a
+live consumer group shows up with its members and lag; ``--no-http`` turns it off and a
+busy HTTP port does not stop the broker."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.broker.conftest import BrokerProcess
+from tests.http.support import free_port
+
+kafka = pytest.importorskip("confluent_kafka")
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[BrokerProcess, str]]:
+    http_port = free_port()
+    proc = BrokerProcess(tmp_path / "data", free_port(), "--http", f"127.0.0.1:{http_port}")
+    proc.start()
+    url = f"http://127.0.0.1:{http_port}"
+    try:
+        wait_http(url)
+        yield proc, url
+    finally:
+        proc.stop()
+
+
+def wait_http(url: str) -> None:
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            httpx.get(f"{url}/api/v1/health", timeout=1).raise_for_status()
+            return
+        except httpx.TransportError:
+            assert time.monotonic() < deadline, "the HTTP API did not come up"
+            time.sleep(0.1)
+
+
+def consume(bootstrap: str, topic: str, count: int, group: str) -> list[tuple[bytes | None, bytes | None]]:
+    consumer = kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    out: list[tuple[bytes | None, bytes | None]] = []
+    try:
+        deadline = time.monotonic() + 30
+        while len(out) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                out.append((msg.key(), msg.value()))
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return out
+
+
+def test_rest_produce_goes_through_the_broker_and_kafka_reads_it(served: tuple[BrokerProcess, str]) -> None:
+    broker, url = served
+    with httpx.Client(base_url=url, timeout=30) as client:
+        assert client.get("/api/v1/health").json()["read_only"] is False
+        assert client.post("/api/v1/topics", json={"name": "web", "partitions": 1}).status_code == 201
+        records = [{"key": f"k{i}", "value": {"i": i}, "headers": {"id": f"m{i}"}} for i in range(5)]
+        produced = client.post("/api/v1/topics/web/messages", json={"records": records})
+        assert produced.status_code == 201, produced.text
+        got = consume(broker.bootstrap, "web", 5, "web-readers")
+        assert got == [(f"k{i}".encode(), f'{{"i":{i}}}'.encode()) for i in range(5)]
+        deadline = time.monotonic() + 10
+        while True:
+            group = client.get("/api/v1/groups/web-readers")
+            if group.status_code == 200 and group.json()["lag"] == 0:
+                break
+            assert time.monotonic() < deadline, group.text
+            time.sleep(0.2)
+        assert group.json()["partitions"][0]["committed_offset"] == 5
+
+
+def test_kafka_produced_records_are_found_over_http(served: tuple[BrokerProcess, str]) -> None:
+    broker, url = served
+    producer = kafka.Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(20):
+        producer.produce("orders", key=f"user-{i % 3}", value=f"order {i}", headers=[("id", f"o-{i}")])
+    assert producer.flush(30) == 0
+    with httpx.Client(base_url=url, timeout=30) as client:
+        page = client.get(
+            "/api/v1/topics/orders/messages/by-key", params={"key": "user-1", "limit": 100}
+        ).json()
+        assert sorted(m["value"] for m in page["messages"]) == sorted(f"order {i}" for i in range(1, 20, 3))
+        found = client.get("/api/v1/topics/orders/messages/by-id", params={"id": "o-7"}).json()
+        assert [m["value"] for m in found["messages"]] == ["order 7"]
+        metrics = client.get("/metrics").text
+        assert 'logtrove_log_end_offset{topic="orders",partition="0"} 20' in metrics
+
+
+def test_no_http_serves_only_kafka(tmp_path: Path) -> None:
+    http_port = free_port()
+    proc = BrokerProcess(tmp_path / "data", free_port(), "--http", f"127.0.0.1:{http_port}", "--no-http")
+    proc.start()
+    try:
+        with pytest.raises(OSError), socket.create_connection(("127.0.0.1", http_port), timeout=1):
+            pass
+    finally:
+        assert proc.stop() == 0
+
+
+def test_a_busy_http_port_is_a_warning_not_a_failure(tmp_path: Path) -> None:
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        busy = blocker.getsockname()[1]
+        proc = BrokerProcess(tmp_path / "data", free_port(), "--http", f"127.0.0.1:{busy}")
+        proc.start()
+        try:
+            assert proc.alive()
+        finally:
+            assert proc.stop() == 0
+    assert "no HTTP API" in proc.log.read_text()
