@@ -12,7 +12,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from tests.broker.conftest import BrokerProcess
 from tests.http.support import free_port
 
