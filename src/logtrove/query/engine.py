@@ -180,14 +180,18 @@ class QueryEngine:
                 if not isinstance(item, int):
                     yield item
 
-        return (yield from self._merge(q.topic, logs, stream, q.limit, stats, ascending=True, kind="range"))
+        return (
+            yield from self._merge(
+                q.topic, logs, stream, q.limit, stats, ascending=True, kind="range", resume=resume
+            )
+        )
 
     # -- hash lookups -----------------------------------------------------------------------------
     def _header_attr(self, name: str, value: bytes) -> Attribute:
         def matches(r: Record) -> bool:
             return any(k == name and v == value for k, v in r.headers)
 
-        return Attribute(header_digest(name, value), matches, lambda kb: kb.indexes_header(name))
+        return Attribute(header_digest(name, value), matches, lambda kb: kb.indexes_header(name), value)
 
     def _by_hash(
         self,
@@ -216,7 +220,11 @@ class QueryEngine:
             )
 
         limit = q.limit if limit is None else limit
-        return (yield from self._merge(topic, logs, stream, limit, stats, ascending=False, kind=kind))
+        return (
+            yield from self._merge(
+                topic, logs, stream, limit, stats, ascending=False, kind=kind, resume=resume
+            )
+        )
 
     def _by_id(self, q: IdQuery) -> Generated:
         self._check_limit(q.limit)
@@ -227,7 +235,7 @@ class QueryEngine:
         def matches(r: Record) -> bool:
             return any(k == id_header and v == wanted for k, v in r.headers)
 
-        attr = Attribute(id_digest(wanted), matches, lambda kb: kb.indexes_id(id_header))
+        attr = Attribute(id_digest(wanted), matches, lambda kb: kb.indexes_id(id_header), wanted)
         stats = Stats()
         found = 0
         position = decode_position_id(q.message_id)
@@ -266,6 +274,7 @@ class QueryEngine:
         *,
         ascending: bool,
         kind: str,
+        resume: dict[int, int] | None,
     ) -> Generated:
         """Merge per-partition streams by timestamp (then partition), stopping at
         ``limit``; the cursor holds, per unfinished partition, the offset after (or,
@@ -283,7 +292,7 @@ class QueryEngine:
         while heap:
             if limit is not None and count >= limit:
                 pending = {p for _, p, _, _ in heap}
-                cursor = {p: marks.get(p, self._fresh_mark(logs[p], ascending)) for p in pending}
+                cursor = {p: marks.get(p, self._start_mark(logs[p], ascending, resume)) for p in pending}
                 return Completion(Reason.LIMIT, count, stats, encode_cursor(kind, cursor))
             _, p, _, record = heapq.heappop(heap)
             count += 1
@@ -295,7 +304,11 @@ class QueryEngine:
         return Completion(Reason.EXHAUSTED, count, stats)
 
     @staticmethod
-    def _fresh_mark(log: PartitionLog, ascending: bool) -> int:
+    def _start_mark(log: PartitionLog, ascending: bool, resume: dict[int, int] | None) -> int:
+        """Where a partition's search started: the cursor's mark, or its beginning."""
+        p = log.tp.partition
+        if resume is not None and p in resume:
+            return resume[p]
         return log.log_start_offset if ascending else log.log_end_offset
 
     # -- content --------------------------------------------------------------------------------
@@ -348,7 +361,7 @@ def _key_attr(key: bytes) -> Attribute:
     def matches(r: Record) -> bool:
         return r.key == key
 
-    return Attribute(key_digest(key), matches, lambda kb: True)
+    return Attribute(key_digest(key), matches, lambda kb: True, key)
 
 
 class _ContentWorkers:

@@ -16,9 +16,18 @@ from dataclasses import dataclass
 
 from logtrove.query.model import Stats
 from logtrove.query.predicates import Predicate
-from logtrove.records import HEADER_SIZE, BatchHeader, Record, RecordsError, iter_records, read_header
+from logtrove.records import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    Record,
+    RecordsError,
+    iter_records,
+    read_header,
+)
 from logtrove.records.batch import MIN_BATCH_LENGTH
 from logtrove.records.record import batch_payload
+from logtrove.records.varint import decode_varint
 from logtrove.storage import PartitionLog, Segment
 from logtrove.storage.indexview import KeyBlock, index_view
 
@@ -34,6 +43,7 @@ class Attribute:
     digest: int
     matches: Callable[[Record], bool]
     indexed_by: Callable[[KeyBlock], bool]
+    needle: bytes  # bytes every matching record holds verbatim (key, ID or header value)
 
 
 class Budget:
@@ -84,11 +94,15 @@ def iter_batches(seg: Segment, start: int, end: int) -> Iterator[tuple[int, Batc
         pos += rel
 
 
-def scan_records(seg: Segment, start: int, end: int, stats: Stats) -> Iterator[Record]:
-    """Every record of the batches in ``[start, end)``."""
+def scan_records(seg: Segment, start: int, end: int, stats: Stats, needle: bytes = b"") -> Iterator[Record]:
+    """Every record of the batches in ``[start, end)`` whose decompressed bytes contain
+    ``needle``."""
     for _, header, buf, rel in iter_batches(seg, start, end):
         stats.bytes_scanned += header.size
         if header.is_control:
+            continue
+        if needle and needle not in bytes(batch_payload(buf, header, rel)):
+            stats.batches_prefiltered += 1
             continue
         for record in iter_records(buf, rel, header):
             stats.records_scanned += 1
@@ -96,27 +110,57 @@ def scan_records(seg: Segment, start: int, end: int, stats: Stats) -> Iterator[R
 
 
 class RecordCache:
-    """A few decoded batches of one segment, for checking index candidates."""
+    """Decompressed payloads of a few batches of one segment, for checking index
+    candidates: a candidate's record is found by skipping records by their length
+    prefixes and only it is decoded."""
 
     def __init__(self, seg: Segment, stats: Stats) -> None:
         self.seg = seg
         self.stats = stats
-        self._batches: OrderedDict[int, dict[int, Record]] = OrderedDict()
+        self._batches: OrderedDict[int, tuple[BatchHeader, bytes]] = OrderedDict()
 
     def record_at(self, offset: int) -> Record | None:
         found = self.seg.find(offset)
         if found is None or found[1].base_offset > offset:
             return None
         position, header = found
-        records = self._batches.get(position)
-        if records is None:
+        cached = self._batches.get(position)
+        if cached is None:
             data = self.seg.read(position, header.size)
             self.stats.bytes_scanned += header.size
-            records = {r.offset: r for r in iter_records(data, 0, header)}
-            self._batches[position] = records
+            cached = (header, bytes(batch_payload(data, header)))
+            self._batches[position] = cached
             if len(self._batches) > _CACHED_BATCHES:
                 self._batches.popitem(last=False)
-        return records.get(offset)
+        return decode_record_at(cached[1], cached[0], offset)
+
+
+def decode_record_at(payload: bytes, header: BatchHeader, offset: int) -> Record | None:
+    """The record at ``offset`` in a batch's decompressed payload, or ``None``."""
+    want = offset - header.base_offset
+    end = len(payload)
+    p = 0
+    while p < end:
+        length, start = decode_varint(payload, p)
+        _, q = decode_varint(payload, start + 1)  # timestamp delta
+        delta, _ = decode_varint(payload, q)
+        if delta == want:
+            return _decode_one(payload[p : start + length], header)
+        if delta > want:
+            return None
+        p = start + length
+    return None
+
+
+def _decode_one(raw: bytes, header: BatchHeader) -> Record:
+    """Decode one record (length prefix included) as :func:`iter_records` would: wrap it
+    in a minimal uncompressed batch of one record."""
+    one = header._replace(
+        record_count=1,
+        attributes=header.attributes & ~0x07,
+        batch_length=HEADER_SIZE - LOG_OVERHEAD + len(raw),
+    )
+    return next(iter_records(bytes(HEADER_SIZE) + raw, 0, one))
 
 
 def in_window(ts: int, start_ms: int | None, end_ms: int | None) -> bool:
@@ -158,7 +202,8 @@ def lookup_newest_first(
         view = index_view(seg)
         stats.segments_scanned += 1
         if view.end_position < seg.size and (before is None or view.end_offset < before):
-            yield from reversed([r for r in scan_records(seg, view.end_position, seg.size, stats) if keep(r)])
+            tail = scan_records(seg, view.end_position, seg.size, stats, attr.needle)
+            yield from reversed([r for r in tail if keep(r)])
         cache = RecordCache(seg, stats)
         for i in reversed(range(len(view.key_blocks))):
             kb = view.key_blocks[i]
@@ -170,7 +215,7 @@ def lookup_newest_first(
                 stats.blocks_skipped += 1
                 continue
             if not attr.indexed_by(kb):
-                found = scan_records(seg, kb.start_position, kb.end_position, stats)
+                found = scan_records(seg, kb.start_position, kb.end_position, stats, attr.needle)
                 yield from reversed([r for r in found if keep(r)])
                 continue
             last = None
