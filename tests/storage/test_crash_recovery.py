@@ -7,6 +7,7 @@ import os
 import random
 import select
 import signal
+import struct
 import subprocess
 import sys
 import textwrap
@@ -253,6 +254,13 @@ def damage(path: Path, how: str, rng: random.Random) -> None:
         path.write_bytes(bytes(len(data) or 24))
     elif how == "entry-past-the-log":
         path.write_bytes(data + bytes.fromhex("7fffff00" * 3)[: 8 if path.suffix == ".index" else 12])
+    elif how == "last-entry-shifted":
+        if path.suffix == ".index" and len(data) >= 16:
+            rel, position = struct.unpack(">II", data[-8:])
+            path.write_bytes(data[:-8] + struct.pack(">II", rel, position + 1))
+        elif len(data) >= 24:
+            ts, rel = struct.unpack(">qI", data[-12:])
+            path.write_bytes(data[:-12] + struct.pack(">qI", ts, rel + 1))
     elif how == "first-entry-repeated":
         path.write_bytes(data + data[: 8 if path.suffix == ".index" else 12])
     else:
@@ -268,6 +276,7 @@ DAMAGES = [
     "zeroed",
     "entry-past-the-log",
     "first-entry-repeated",
+    "last-entry-shifted",
 ]
 
 

@@ -49,7 +49,7 @@ TIME_INDEX_SUFFIX = ".timeindex"
 _SCAN_CHUNK = 1024 * 1024
 _FIRST_CHUNK = 4096
 _RELATIVE_OFFSET_LIMIT = 2**32 - 1
-_TIME_INDEX_PROBES = 8  # indexed batches whose timestamps the time index is checked against
+_INDEX_PROBES = 8  # indexed batches checked when a segment is opened
 
 
 def _swap_suffix(name: str, old: str, new: str) -> str:
@@ -150,28 +150,41 @@ class Segment:
         self._scan_tail()
         self.time_index.load(self.next_offset, strict=strict)
         if strict:
-            self._check_time_index()
+            self._check_indexes()
         last = self.time_index.last_entry
         if last is not None and last[0] > self.max_timestamp:
             self.max_timestamp, self.max_timestamp_offset = last
 
-    def _check_time_index(self) -> None:
-        """A time index cut short at an entry boundary still loads, but would make the
-        segment's max timestamp too small (time lookups and retention would then skip the
-        segment). Every offset-index entry was written together with a time-index entry at
-        least as large as its batch's timestamps, and the first entry covers the first
-        batch: checking that for the first batch and the last few indexed batches catches
-        a cut-short file at the cost of a few header reads (a cut that keeps every entry
-        those batches need is harmless to time lookups near the end, but not detected)."""
+    def _check_indexes(self) -> None:
+        """Checks beyond the per-file ones of :meth:`IndexFile.load`, at the cost of a few
+        header reads: the last few offset-index entries point at batches with their offsets,
+        the last few time-index entries name batches with their timestamps, and the time
+        index covers the probed batches and the first one. Every offset-index entry
+        was written together with a time-index entry at least as large as its batch's
+        timestamps, so a time index cut short at an entry boundary (which would make the
+        segment's max timestamp too small, and time lookups and retention skip the
+        segment) fails this unless the cut kept what those batches need. Entries further
+        back are not probed: checking them all would read the whole segment."""
         entries = self.time_index.entries()
         newest = entries[-1][0] if entries else None
         if self.first_batch_timestamp is not None and entries and entries[0][0] < self.first_batch_timestamp:
             raise CorruptIndexError(f"{self.time_index.path.name}: first entry is below the first batch")
-        for _offset, position in self.offset_index.entries()[-_TIME_INDEX_PROBES:]:
+        for offset, position in self.offset_index.entries()[-_INDEX_PROBES:]:
             indexed = next(self.batches(position), None)
-            if indexed is not None and (newest is None or newest < indexed[1].max_timestamp):
+            if indexed is None or indexed[1].base_offset != offset:
+                raise CorruptIndexError(
+                    f"{self.offset_index.path.name}: entry ({offset}, {position}) is not a batch of the log"
+                )
+            if newest is None or newest < indexed[1].max_timestamp:
                 raise CorruptIndexError(
                     f"{self.time_index.path.name} ends before batch at {position} of {self.log_path.name}"
+                )
+        for timestamp, offset in entries[-_INDEX_PROBES:]:
+            found = self.find(offset)
+            if found is None or (found[1].base_offset, found[1].max_timestamp) != (offset, timestamp):
+                raise CorruptIndexError(
+                    f"{self.time_index.path.name}: entry ({timestamp}, {offset}) is not where the log "
+                    "first reaches that timestamp"
                 )
 
     def _scan_tail(self) -> None:
