@@ -1,0 +1,153 @@
+"""The indexer: resumes where it stopped, rebuilds what is missing or damaged, keeps up
+with appends in a thread, and writes tag entries that agree with the log."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+
+from logtrove.query import HeaderQuery, KeyQuery, QueryEngine
+from logtrove.records import NewRecord, build_batch
+from logtrove.storage import Storage, keyindex, skipindex, tagindex
+from logtrove.storage.blockfile import read_blocks
+from logtrove.storage.checkpoint import INDEX_OFFSET, CheckpointFile
+from logtrove.storage.indexer import Indexer, PartitionIndexer, build_segment_indexes, derived_path
+from logtrove.storage.indexview import index_view
+
+from .conftest import TOPIC, Dataset
+
+
+def copy(dataset: Dataset, tmp_path: Path) -> Path:
+    dst = tmp_path / "data"
+    shutil.copytree(dataset.path, dst)
+    return dst
+
+
+def test_indexer_resumes_from_its_blocks_after_a_restart(dataset: Dataset, tmp_path: Path) -> None:
+    path = copy(dataset, tmp_path)
+    with Storage.open(path) as storage:
+        log = storage.log(TOPIC, 0)
+        first = PartitionIndexer(log, block_records=500)
+        first.step(3_000)
+        first.flush_tail()
+        seg = log.segments[0]
+        before = derived_path(seg, ".keyidx").read_bytes()
+        covered = first.indexed_offset
+    with Storage.open(path) as storage:
+        log = storage.log(TOPIC, 0)
+        second = PartitionIndexer(log, block_records=500)
+        assert second.indexed_offset == log.segments[0].base_offset  # nothing visited yet
+        second.step(10**9, flush_tail=True)
+        assert second.indexed_offset == log.log_end_offset > covered
+        after = derived_path(log.segments[0], ".keyidx").read_bytes()
+        assert after.startswith(before)  # earlier blocks are kept, not rewritten
+
+
+def test_torn_tail_and_missing_files_are_rebuilt(dataset: Dataset, tmp_path: Path) -> None:
+    path = copy(dataset, tmp_path)
+    with Storage.open(path) as storage:
+        Indexer(storage).catch_up()
+        log = storage.log(TOPIC, 1)
+        a, b = log.segments[0], log.segments[1]
+        with derived_path(a, ".keyidx").open("ab") as f:
+            f.write(b"LTB1 half a block")
+        derived_path(b, ".skip").unlink()
+    with Storage.open(path) as storage:
+        log = storage.log(TOPIC, 1)
+        a, b = log.segments[0], log.segments[1]
+        assert index_view(b).end_position == 0  # the three files no longer agree
+        PartitionIndexer(log).step(10**9, flush_tail=True)
+        for seg in (a, b):
+            view = index_view(seg)
+            assert (view.end_position, view.end_offset) == (seg.size, seg.next_offset)
+            blocks = read_blocks(derived_path(seg, ".keyidx"), keyindex.KIND, seg.base_offset)
+            assert derived_path(seg, ".keyidx").stat().st_size == blocks[-1].file_end
+
+
+def test_checkpoint_records_how_far_each_partition_is_indexed(dataset: Dataset, tmp_path: Path) -> None:
+    path = copy(dataset, tmp_path)
+    with Storage.open(path) as storage:
+        Indexer(storage).catch_up()
+        expected = {(TOPIC, p): storage.log(TOPIC, p).log_end_offset for p in range(dataset.partitions)}
+    assert CheckpointFile(path / INDEX_OFFSET).read() == expected
+
+
+def test_tag_index_holds_one_entry_per_tagged_record(dataset: Dataset, tmp_path: Path) -> None:
+    path = copy(dataset, tmp_path)
+    with Storage.open(path) as storage:
+        Indexer(storage, block_records=777).catch_up()
+        log = storage.log(TOPIC, 2)
+        for seg in log.segments:
+            tags = tagindex.read_tag_index(derived_path(seg, ".tagidx"), seg.base_offset, "tag")
+            assert tags.end_offset == seg.next_offset
+            expected = [
+                (r.offset, tagindex.tag_hash(v))
+                for r in log.records(seg.base_offset, seg.next_offset)
+                for k, v in r.headers
+                if k == "tag" and v is not None
+            ]
+            assert tags.entries == expected
+
+
+def test_skip_blocks_bound_timestamps_and_hold_every_token(dataset: Dataset, tmp_path: Path) -> None:
+    path = copy(dataset, tmp_path)
+    with Storage.open(path) as storage:
+        Indexer(storage, block_records=1000).catch_up()
+        log = storage.log(TOPIC, 0)
+        for seg in log.segments[:3]:
+            for sb in index_view(seg).skip_blocks:
+                records = list(log.records(sb.start_offset, sb.end_offset))
+                assert sb.summary.record_count == len(records)
+                assert sb.summary.min_timestamp == min(r.timestamp for r in records)
+                assert sb.summary.max_timestamp == max(r.timestamp for r in records)
+                tokens = skipindex.tokens_of(r.value for r in records if r.value)
+                assert all(sb.summary.may_contain(t) for t in tokens)
+
+
+def test_cleaner_can_build_a_segments_files_in_one_call(dataset: Dataset, tmp_path: Path) -> None:
+    path = copy(dataset, tmp_path)
+    with Storage.open(path) as storage:
+        seg = storage.log(TOPIC, 0).segments[0]
+        build_segment_indexes(seg, storage.topic(TOPIC).config)
+        view = index_view(seg)
+        assert (view.end_offset, view.end_position) == (seg.next_offset, seg.size)
+
+
+def test_header_indexed_only_later_is_still_found_in_older_blocks(tmp_path: Path) -> None:
+    with Storage.open(tmp_path) as storage:
+        storage.create_topic("t", 1)
+        log = storage.log("t", 0)
+        for i in range(50):
+            log.append(build_batch([NewRecord(b"v", b"k", (("shop", b"s%d" % (i % 3)),))]))
+        Indexer(storage).catch_up()
+        storage.alter_topic_configs("t", {"index.headers": "shop"})
+        for i in range(50):
+            log.append(build_batch([NewRecord(b"v", b"k", (("shop", b"s%d" % (i % 3)),))]))
+        Indexer(storage).catch_up()
+        names = [kb.names for kb in index_view(log.segments[0]).key_blocks]
+        assert names == [("id",), ("id", "shop")]
+        found = QueryEngine(storage).run(HeaderQuery("t", "shop", b"s1")).all()[0]
+        assert [m.offset for m in found] == [o for o in range(99, -1, -1) if (o % 50) % 3 == 1]
+
+
+def test_indexer_thread_follows_appends_and_queries_stay_complete(tmp_path: Path) -> None:
+    with Storage.open(tmp_path, read_only=False) as storage:
+        storage.create_topic("t", 2, {"segment.bytes": "50000"})
+        indexer = Indexer(storage, block_records=100, idle_s=0.01, tail_flush_s=0.05)
+        indexer.start()
+        reader = Storage.open(tmp_path, read_only=True)
+        engine = QueryEngine(reader)
+        stop = threading.Event()
+        try:
+            for i in range(3_000):
+                p = i % 2
+                storage.log("t", p).append(build_batch([NewRecord(b"x%d" % i, b"k%d" % (i % 10))]))
+                if i % 500 == 499:
+                    found = engine.run(KeyQuery("t", b"k3")).all()[0]
+                    assert len(found) == sum(1 for j in range(i + 1) if j % 10 == 3)
+        finally:
+            stop.set()
+            indexer.stop()
+            reader.close()
+        assert all(v == storage.log("t", p).log_end_offset for (_, p), v in indexer.indexed_offsets().items())
