@@ -193,3 +193,30 @@ def test_reader_drops_segments_the_writer_deleted(tmp_path: Path) -> None:
     assert held.data()[:8] == bytes(8)  # the open file still serves the old fetch
     reader.close()
     storage.close()
+
+
+def test_offset_jump_into_an_empty_log_replaces_its_empty_segment(tmp_path: Path) -> None:
+    storage, log = open_topic(tmp_path)
+    far = 2**40
+    raw = bytearray(stamped(1, 2))
+    struct.pack_into(">q", raw, 0, far)
+    log.append(bytes(raw), assign_offsets=False)  # too far for a segment based at 0
+    assert [s.base_offset for s in log.segments] == [far]
+    assert (log.log_start_offset, log.log_end_offset) == (far, far + 2)
+    storage.close()
+    storage, log = open_topic(tmp_path)
+    assert [s.base_offset for s in log.segments] == [far]
+    assert (log.log_start_offset, log.log_end_offset) == (far, far + 2)
+    assert [r.offset for r in log.records()] == [far, far + 1]
+    storage.close()
+
+
+def test_offset_jump_past_a_segment_span_rolls(tmp_path: Path) -> None:
+    storage, log = open_topic(tmp_path)
+    log.append(stamped(1))
+    raw = bytearray(stamped(1, 2))
+    struct.pack_into(">q", raw, 0, 2**33)
+    log.append(bytes(raw), assign_offsets=False)
+    assert [s.base_offset for s in log.segments] == [0, 2**33]
+    assert log.read(1, 100).first_offset == 2**33
+    storage.close()

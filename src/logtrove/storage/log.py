@@ -361,10 +361,15 @@ class PartitionLog:
             old = self.active
             if old.size == 0 and old.base_offset == base:
                 return old
-            old.seal()
+            if old.size == 0:  # an empty segment left in the middle would be dropped on reopen
+                self._remove_from_list(old)
+                old.delete_files()
+            else:
+                old.seal()
             seg = Segment.create(self.directory, base, index_interval_bytes=self.config.index_interval_bytes)
             seg.created_ms = self.clock.now_ms()
             self._add_segment(seg)
+            self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
             return seg
 
     # -- durability -----------------------------------------------------------------
