@@ -96,13 +96,13 @@ def test_time_range_and_time_lookup_accept_iso_8601(data: str) -> None:
 
 
 def test_id_header_and_content_flags(data: str) -> None:
-    code, out, _ = run("query", "orders", "-p", "0", "--offset", "10", "--json", "--data", data)
+    _, out, _ = run("query", "orders", "-p", "0", "--offset", "10", "--json", "--data", data)
     client_id = lines(out)[0]["headers"][0]["value"]  # type: ignore[index]
-    code, out, _ = run("query", "orders", "--id", str(client_id), "--json", "--data", data)
+    _, out, _ = run("query", "orders", "--id", str(client_id), "--json", "--data", data)
     assert [m["offset"] for m in lines(out)] == [10]
-    code, out, _ = run("query", "orders", "--header", "shop=s2", "--limit", "0", "--json", "--data", data)
+    _, out, _ = run("query", "orders", "--header", "shop=s2", "--limit", "0", "--json", "--data", data)
     assert len(lines(out)) == 50
-    code, out, _ = run(
+    _, out, _ = run(
         "query", "orders", "--json-field", "order.status=failed", "--limit", "0", "--json", "--data", data
     )
     assert sorted(json.loads(str(m["value"]))["order"]["id"] for m in lines(out)) == [
