@@ -7,6 +7,8 @@ from typing import Any
 
 from tests.spark.helpers import BASE_TS, make_topic, record, stored
 
+from logtrove.storage import Storage
+
 
 def _rows(df: Any) -> list[tuple[int, int, bytes | None]]:
     return sorted(
@@ -26,6 +28,24 @@ def test_whole_topic_equals_storage(spark: Any, data_dir: Path) -> None:
     df = _read(spark, data_dir, subscribe="orders", minPartitions="5")
     assert df.rdd.getNumPartitions() >= 5
     assert _rows(df) == stored(data_dir, "orders")
+    with Storage.open(data_dir, read_only=True) as storage:
+        expected = sorted(
+            (
+                p,
+                r.offset,
+                r.key,
+                r.timestamp,
+                (r.header("id") or b"").decode(),
+                (r.header("tag") or b"").decode(),
+            )
+            for p in range(2)
+            for r in storage.log("orders", p).records()
+        )
+    got = sorted(
+        (r.partition, r.offset, bytes(r.key), round(r.timestamp.timestamp() * 1000), r.id, r.tag)
+        for r in df.select("partition", "offset", "key", "timestamp", "id", "tag").collect()
+    )
+    assert got == expected
     first = df.where("offset = 0 AND partition = 0").collect()[0]
     assert first.id == "m-0" and first.tag == "TagA" and first.key == b"k0"
     assert first.timestamp.timestamp() * 1000 == BASE_TS and first.timestampType == 0
@@ -53,6 +73,13 @@ def test_time_range_uses_first_offsets_at_or_after_each_bound(spark: Any, data_d
         endingTimestamp=str(BASE_TS + 90_000),
     )
     assert _rows(df) == stored(data_dir, "orders", 51, 90)
+
+
+def test_empty_range_and_empty_topic_read_no_rows(spark: Any, data_dir: Path) -> None:
+    make_topic(data_dir, "orders", (record(i) for i in range(10)))
+    make_topic(data_dir, "empty", [])
+    assert _read(spark, data_dir, subscribe="orders", endingOffsets="earliest").count() == 0
+    assert _read(spark, data_dir, subscribe="empty").count() == 0
 
 
 def test_assign_reads_only_the_given_partitions(spark: Any, data_dir: Path) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 from logtrove.records import BatchHeader, Record, iter_records
 from logtrove.records.batch import ATTR_TIMESTAMP_TYPE
 from logtrove.records.record import batch_payload
-from logtrove.spark.columns import BATCH_ROWS, ColumnBuffer
+from logtrove.spark.columns import BATCH_ROWS, ColumnBuffer, decode_batch_into
 from logtrove.spark.options import RecordFilter
 from logtrove.spark.ranges import OffsetRange
 from logtrove.storage import Storage, TopicConfig
@@ -75,10 +75,17 @@ def read_range(path: str, rng: OffsetRange, flt: RecordFilter, include_headers: 
         buf = ColumnBuffer(
             rng.topic, rng.partition, config.message_id_header, config.message_tag_header, include_headers
         )
-        for header, record in iter_range_records(storage, rng, flt):
-            buf.add(record, bool(header.attributes & ATTR_TIMESTAMP_TYPE))
-            if len(buf) >= BATCH_ROWS:
-                yield buf.take_batch()
+        if flt.empty:
+            for header, data in storage.log(rng.topic, rng.partition).batches(rng.start, rng.end):
+                if not header.is_control:
+                    decode_batch_into(buf, data, header, rng.start, rng.end)
+                if len(buf) >= BATCH_ROWS:
+                    yield buf.take_batch()
+        else:
+            for header, record in iter_range_records(storage, rng, flt):
+                buf.add(record, bool(header.attributes & ATTR_TIMESTAMP_TYPE))
+                if len(buf) >= BATCH_ROWS:
+                    yield buf.take_batch()
         if len(buf):
             yield buf.take_batch()
     finally:

@@ -98,8 +98,8 @@ class LogtroveReader(DataSourceReader):
             closer.close()
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, RangePartition)
-        return _read(self.options, partition)
+        # an empty plan reaches here as Spark's placeholder InputPartition(None)
+        return _read(self.options, partition) if isinstance(partition, RangePartition) else iter(())
 
 
 Offsets = dict[str, dict[str, int]]
@@ -163,8 +163,8 @@ class LogtroveStreamReader(DataSourceStreamReader):
             closer.close()
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, RangePartition)
-        return _read(self.options, partition)
+        # an empty plan reaches here as Spark's placeholder InputPartition(None)
+        return _read(self.options, partition) if isinstance(partition, RangePartition) else iter(())
 
     def commit(self, end: Offsets) -> None:
         """Nothing to release: offsets live in Spark's checkpoint, the log keeps the data."""

@@ -1,0 +1,163 @@
+"""Spark benchmark: the ``logtrove`` data source next to the same data in Parquet, and a
+key lookup through the source's ``key`` option next to a full scan with a filter.
+
+Workload: N records (100-byte values, keys over K distinct values, headers id and tag)
+in 2 partitions of 64 MiB segments; local[2] Spark on this 2-core machine. Full:
+10 M records over 100 k keys; ``BENCH_QUICK=1``: 200 k over 2 k.
+
+* ``scan_source``: ``groupBy(partition).agg(count, sum(length(value)))`` over the topic
+  through the data source (every record decoded in Python on the executors).
+* ``export``: the same rows written once to Parquet (plain batch write).
+* ``scan_parquet``: the same aggregate over that Parquet copy; ``ratio`` is how many times
+  faster Parquet is.
+* ``key_option`` vs ``key_full_scan``: all records of one key, through the ``key`` option
+  (batches that cannot contain the key are skipped before decoding) and through
+  ``WHERE key = …`` over the whole topic.
+
+Each figure is the best of ``REPEAT`` runs after one warm-up query (Python workers
+started). Prints and saves ``bench/results/spark.json``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from _common import QUICK, pick, save
+from logtrove.records import NewRecord, build_batch
+from logtrove.spark.session import local_session
+from logtrove.storage import Storage
+
+RECORDS = pick(10_000_000, 200_000)
+KEYS = pick(100_000, 2_000)
+PARTITIONS = 2
+PER_BATCH = 500
+REPEAT = 1 if not QUICK else 2
+BASE_TS = 1_700_000_000_000
+
+
+def build(data: Path) -> float:
+    """Write the topic; returns the seconds it took."""
+    started = time.perf_counter()
+    value = b"x" * 100
+    with Storage.open(data) as storage:
+        storage.create_topic("bench", PARTITIONS, {"segment.bytes": str(64 * 1024 * 1024)})
+        logs = [storage.log("bench", p) for p in range(PARTITIONS)]
+        for start in range(0, RECORDS, PER_BATCH):
+            batch = [
+                NewRecord(
+                    value,
+                    b"key-%06d" % ((i * 7919) % KEYS),
+                    (("id", b"m-%d" % i), ("tag", b"TagA" if i % 3 == 0 else b"TagB")),
+                    BASE_TS + i,
+                )
+                for i in range(start, min(start + PER_BATCH, RECORDS))
+            ]
+            logs[(start // PER_BATCH) % PARTITIONS].append(build_batch(batch))
+    return time.perf_counter() - started
+
+
+def best(fn: Callable[[], Any]) -> tuple[float, Any]:
+    times, result = [], None
+    for _ in range(REPEAT):
+        started = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - started)
+    return min(times), result
+
+
+def aggregate(df: Any) -> list[tuple[int, int, int]]:
+    from pyspark.sql import functions as sf
+
+    rows = (
+        df.groupBy("partition").agg(sf.count("*").alias("n"), sf.sum(sf.length("value")).alias("b")).collect()
+    )
+    return sorted((r.partition, r.n, r.b) for r in rows)
+
+
+def main() -> None:
+    scratch = Path(tempfile.mkdtemp(prefix="logtrove-spark-bench-", dir=os.environ.get("BENCH_DIR")))
+    data, parquet = scratch / "data", scratch / "parquet"
+    spark = None
+    try:
+        build_s = build(data)
+        print(f"built {RECORDS:,} records in {build_s:.1f} s", flush=True)
+        spark = local_session("logtrove-bench", master="local[2]")
+        source = spark.read.format("logtrove").options(path=str(data), subscribe="bench").load()
+        spark.read.format("logtrove").options(
+            path=str(data), subscribe="bench", endingOffsets="earliest"
+        ).load().count()
+
+        scan_s, agg = best(lambda: aggregate(source))
+        assert sum(n for _, n, _ in agg) == RECORDS, agg
+        print(f"source scan {scan_s:.1f} s", flush=True)
+        started = time.perf_counter()
+        source.select("key", "value", "topic", "partition", "offset", "timestamp", "id", "tag").write.parquet(
+            str(parquet)
+        )
+        export_s = time.perf_counter() - started
+        table = spark.read.parquet(str(parquet))
+        aggregate(table)
+        parquet_s, agg_p = best(lambda: aggregate(table))
+        assert agg_p == agg
+        print(f"parquet scan {parquet_s:.1f} s", flush=True)
+
+        key = f"key-{KEYS // 2:06d}"
+        expected = RECORDS // KEYS
+        by_option = spark.read.format("logtrove").options(path=str(data), subscribe="bench", key=key).load()
+        option_s, n_option = best(by_option.count)
+        full_s, n_full = best(lambda: source.where(source.key == key.encode()).count())
+        assert n_option == n_full and abs(n_option - expected) <= 1, (n_option, n_full, expected)
+        print(f"key lookup option {option_s:.2f} s, full scan {full_s:.2f} s", flush=True)
+
+        results = {
+            "workload": {
+                "records": RECORDS,
+                "keys": KEYS,
+                "partitions": PARTITIONS,
+                "value_bytes": 100,
+                "spark": "local[2]",
+                "build_s": round(build_s, 1),
+            },
+            "full_scan_aggregate": [
+                {
+                    "via": "logtrove data source",
+                    "seconds": round(scan_s, 2),
+                    "rows_per_s": round(RECORDS / scan_s),
+                },
+                {
+                    "via": "Parquet copy",
+                    "seconds": round(parquet_s, 2),
+                    "rows_per_s": round(RECORDS / parquet_s),
+                },
+            ],
+            "parquet_over_source_ratio": round(scan_s / parquet_s, 1),
+            "export_to_parquet_s": round(export_s, 2),
+            "key_lookup": [
+                {"via": "key option (payload pre-test)", "seconds": round(option_s, 2), "rows": n_option},
+                {"via": "WHERE key = … (full scan)", "seconds": round(full_s, 2), "rows": n_full},
+            ],
+            "key_lookup_speedup": round(full_s / option_s, 1),
+            "plots": [
+                {
+                    "title": f"Full-scan aggregate over {RECORDS:,} records",
+                    "ylabel": "rows/s",
+                    "bars": {"data source": RECORDS / scan_s, "Parquet": RECORDS / parquet_s},
+                }
+            ],
+        }
+        save("spark", results)
+    finally:
+        if spark is not None:
+            spark.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
