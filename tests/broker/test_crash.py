@@ -64,3 +64,42 @@ def test_acknowledged_messages_survive_kill_9(broker: BrokerProcess) -> None:
     duplicated = [v for v, n in counts.items() if n > 1]
     assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {missing[:3]}"
     assert not duplicated, f"duplicates: {duplicated[:3]}"
+
+
+def test_idempotent_producer_retries_across_a_crash_land_exactly_once(broker: BrokerProcess) -> None:
+    """kafka-python (idempotent by default) keeps sending while the broker is killed and
+    restarted; its retries of batches appended just before the crash are recognised."""
+    from kafka import KafkaProducer
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("exactly", 1, 1, config={"flush.messages": "1"})])["exactly"].result(10)
+    producer = KafkaProducer(
+        bootstrap_servers=broker.bootstrap,
+        acks="all",
+        linger_ms=2,
+        enable_idempotence=True,
+        reconnect_backoff_ms=50,
+    )
+    futures = []
+    total = 6000
+    for i in range(total):
+        futures.append(producer.send("exactly", value=f"e-{i}".encode(), partition=0))
+        if i == total // 2:
+            broker.stop(signal.SIGKILL)
+            broker.start()
+        if i % 200 == 0:
+            time.sleep(0.005)
+    producer.flush(60)
+    failed = []
+    for i, f in enumerate(futures):
+        try:
+            f.get(60)
+        except Exception as exc:
+            failed.append((i, repr(exc)))
+    producer.close(10)
+    assert not failed, f"{len(failed)} sends failed, e.g. {failed[:3]}"
+    got = [value for _, value, _ in clients.consume_confluent(broker.bootstrap, "exactly", total)]
+    counts = collections.Counter(got)
+    duplicated = sorted(v for v, n in counts.items() if n > 1)
+    assert not duplicated, f"{len(duplicated)} duplicated, e.g. {duplicated[:5]}"
+    assert len(counts) == total, f"{total - len(counts)} messages missing"

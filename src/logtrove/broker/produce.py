@@ -118,13 +118,6 @@ class ProducerStates:
         state.recent.append(_Appended(first_seq, (first_seq + count - 1) % SEQUENCE_WRAP, base))
 
 
-def producer_states(broker: Broker) -> ProducerStates:
-    if broker.producers is None:
-        broker.producers = ProducerStates(broker.storage.clock.now_ms())
-    states: ProducerStates = broker.producers
-    return states
-
-
 async def handle_init_producer_id(broker: Broker, request: Request) -> Reply:
     body = request.body
     if body.transactional_id is not None:
@@ -133,7 +126,7 @@ async def handle_init_producer_id(broker: Broker, request: Request) -> Reply:
             "producer_id": -1,
             "producer_epoch": -1,
         }
-    states = producer_states(broker)
+    states = broker.producers
     pid = getattr(body, "producer_id", -1)
     epoch = getattr(body, "producer_epoch", -1)
     if pid >= 0 and 0 <= epoch < 32766:
@@ -153,7 +146,7 @@ def _append(broker: Broker, topic: str, partition: int, records: bytes | None) -
             raise RecordsError("no records in the produce request")
         log = broker.storage.log(topic, partition)
         header = read_header(records, 0) if len(records) >= HEADER_SIZE else None
-        states = producer_states(broker) if header is not None and header.producer_id >= 0 else None
+        states = broker.producers if header is not None and header.producer_id >= 0 else None
         if states is not None and header is not None:
             verdict = states.check(
                 log, header.producer_id, header.producer_epoch, header.base_sequence, header.record_count

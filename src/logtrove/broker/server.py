@@ -30,6 +30,7 @@ from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_re
 from kio.serial import entity_reader
 from kio.serial.errors import SerialError
 
+from logtrove.broker.produce import ProducerStates
 from logtrove.broker.protocol import (
     API_VERSIONS_KEY,
     REQUEST_PREFIX,
@@ -128,7 +129,7 @@ class Broker:
         self._connections: set[asyncio.Task[None]] = set()
         self._stop_maintenance = threading.Event()
         self._maintenance: threading.Thread | None = None
-        self.producers: Any = None  # set by the produce module on first use
+        self.producers = ProducerStates(storage.clock.now_ms())
 
     @property
     def host(self) -> str:
