@@ -34,7 +34,8 @@ import crc32c
 
 BLOCK_HEADER = struct.Struct(">4sBBHqqqII")
 MAGIC = b"LTB1"
-VERSION = 1
+VERSION = 2  # 2: a ``.tagidx`` payload also lists the block's tags (framing unchanged)
+MIN_VERSION = 1  # blocks of every version from here on are read; payload readers branch on it
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,7 @@ class Block:
     end_position: int
     payload_position: int
     payload_length: int
+    version: int = VERSION
 
     @property
     def file_end(self) -> int:
@@ -83,7 +85,12 @@ def read_blocks(
             raw = os.pread(fd, BLOCK_HEADER.size, pos)
             magic, k, version, _, start, end, end_pos, length, crc = BLOCK_HEADER.unpack(raw)
             payload_pos = pos + BLOCK_HEADER.size
-            if magic != MAGIC or k != kind or version != VERSION or payload_pos + length > size:
+            if (
+                magic != MAGIC
+                or k != kind
+                or not MIN_VERSION <= version <= VERSION
+                or payload_pos + length > size
+            ):
                 break
             if start != expect_offset or end <= start or end_pos <= last_position:
                 break
@@ -91,7 +98,7 @@ def read_blocks(
                 break
             if verify and crc32c.crc32c(os.pread(fd, length, payload_pos)) != crc:
                 break
-            blocks.append(Block(k, start, end, end_pos, payload_pos, length))
+            blocks.append(Block(k, start, end, end_pos, payload_pos, length, version))
             expect_offset, last_position = end, end_pos
             pos = payload_pos + length
         return blocks

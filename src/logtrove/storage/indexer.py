@@ -113,6 +113,7 @@ class SegmentIndexBuilder:
         self._key_rel: array[int] = array("I")
         self._tag_rel: array[int] = array("I")
         self._tag_hashes: array[int] = array("I")
+        self._tags: set[bytes] = set()
         self._tokens: set[bytes] = set()
         self._min_ts = 2**63 - 1
         self._max_ts = -(2**63)
@@ -226,7 +227,10 @@ class SegmentIndexBuilder:
         return count
 
     def _index_headers(self, payload: bytes, p: int, rel: int) -> None:
+        """Index the ID and indexed headers; the record's tag is its last tag header
+        (as :meth:`~logtrove.records.Record.header` reads it): one entry per record."""
         n, p = decode_varint(payload, p)
+        tag: bytes | None = None
         for _ in range(n):
             b = payload[p]
             if b < 0x80:
@@ -240,6 +244,8 @@ class SegmentIndexBuilder:
                 vlen, p = (b >> 1) ^ -(b & 1), p + 1
             else:
                 vlen, p = decode_varint(payload, p)
+            if name == self.tag_name:
+                tag = None if vlen < 0 else payload[p : p + vlen]
             if vlen < 0:
                 continue
             value = payload[p : p + vlen]
@@ -247,13 +253,14 @@ class SegmentIndexBuilder:
             if name == self.id_name:
                 self._key_digests.append(xxhash.xxh3_64_intdigest(b"i:" + value))
                 self._key_rel.append(rel)
-            if name == self.tag_name:
-                self._tag_rel.append(rel)
-                self._tag_hashes.append(tagindex.tag_hash(value))
             prefix = self._indexed.get(name)
             if prefix is not None:
                 self._key_digests.append(xxhash.xxh3_64_intdigest(prefix + value))
                 self._key_rel.append(rel)
+        if tag is not None:
+            self._tag_rel.append(rel)
+            self._tag_hashes.append(tagindex.tag_hash(tag))
+            self._tags.add(tag)
 
     # -- writing ----------------------------------------------------------------------
     def flush(self) -> bool:
@@ -266,7 +273,9 @@ class SegmentIndexBuilder:
         count = self.pending_records
         min_ts, max_ts = (self._min_ts, self._max_ts) if count else (-1, -1)
         payloads = {
-            tagindex.KIND: tagindex.encode_payload(self.tag_name.decode(), self._tag_rel, self._tag_hashes),
+            tagindex.KIND: tagindex.encode_payload(
+                self.tag_name.decode(), self._tag_rel, self._tag_hashes, self._tags
+            ),
             skipindex.KIND: skipindex.encode_payload(count, min_ts, max_ts, self._tokens),
             keyindex.KIND: keyindex.encode_payload(self.names, self._key_digests, self._key_rel),
         }

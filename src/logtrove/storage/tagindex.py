@@ -5,16 +5,20 @@ file per segment, made of blocks (:mod:`.blockfile`, kind ``T``) whose payload i
 
     ┌──────────────────────────┬──────────────────────────────────────┐
     │ tag header name len  u16 │ tag header name (UTF-8) at indexing  │
-    ├──────────────────────────┼──────────────────────┬───────────────┘
+    ├──────────────────────────┼──────────────────────────────────────┤  block version ≥ 2:
+    │ tag count           u16  │ (tag len u16, tag bytes) × count     │  the block's distinct tags,
+    ├──────────────────────────┼──────────────────────┬───────────────┘  0xFFFF = not listed
     │ relative offset     u32  │ tag hash        u32  │  × one per tagged record, offset order
     └──────────────────────────┴──────────────────────┘
 
 ``tag hash`` is the low 32 bits of xxh3-64 of ``t:`` + tag value (:func:`tag_hash`).
 Counting the records of ``TagA || TagB`` in ``[a, b)`` reads 8-byte entries instead of
-the log; as with every hash, a reader that must be exact re-checks the records whose hash
-matches (two tags may share a hash). Records without the header have no entry. The
-blocks say how far the file covers (``end offset``): records after it are not indexed yet
-and must be read from the log.
+the log. Two tags may share a hash: the list of the block's distinct tags says whether
+any tag of the block collides with a wanted one, so a reader is exact without reading
+records unless a collision is present or the tags are not listed (version-1 blocks, or
+more than :data:`MAX_LISTED_TAGS` distinct tags in the block), in which case it re-checks
+the records. Records without the header have no entry. The blocks say how far the file
+covers (``end offset``): records after it are not indexed yet and must be read from the log.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import os
 import struct
 from array import array
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,8 +36,12 @@ from logtrove.storage.blockfile import Block, read_blocks
 
 KIND = ord("T")
 SUFFIX = ".tagidx"
+MAX_LISTED_TAGS = 4096  # more distinct tags than this in a block: the list is left out
+MAX_LISTED_BYTES = 256 * 1024
+NOT_LISTED = 0xFFFF
 _U32 = 0xFFFFFFFF
 _U16 = struct.Struct(">H")
+_LITTLE_ENDIAN = array("I", [1]).tobytes()[0] == 1
 
 
 def tag_hash(tag: bytes) -> int:
@@ -40,26 +49,74 @@ def tag_hash(tag: bytes) -> int:
     return xxhash.xxh3_64_intdigest(b"t:" + tag) & _U32
 
 
-def encode_payload(tag_header: str, rel_offsets: array[int], hashes: array[int]) -> bytes:
-    """The tag header name, then interleaved (relative offset, tag hash) pairs."""
+def _tag_list(tags: Collection[bytes] | None) -> bytes:
+    if (
+        tags is None
+        or len(tags) > MAX_LISTED_TAGS
+        or sum(len(t) + 2 for t in tags) > MAX_LISTED_BYTES
+        or any(len(t) > 0xFFFF for t in tags)
+    ):
+        return _U16.pack(NOT_LISTED)
+    return _U16.pack(len(tags)) + b"".join(_U16.pack(len(t)) + t for t in sorted(tags))
+
+
+def encode_payload(
+    tag_header: str, rel_offsets: array[int], hashes: array[int], tags: Collection[bytes] | None = None
+) -> bytes:
+    """The tag header name, the block's distinct tags (``None``: not listed), then
+    interleaved (relative offset, tag hash) pairs. For blocks of version ≥ 2."""
     out = array("I", bytes(8 * len(rel_offsets)))
     out[0::2] = rel_offsets
     out[1::2] = hashes
-    if array("I", [1]).tobytes()[0] == 1:
+    if _LITTLE_ENDIAN:
         out.byteswap()
     name = tag_header.encode("utf-8")
-    return _U16.pack(len(name)) + name + out.tobytes()
+    return _U16.pack(len(name)) + name + _tag_list(tags) + out.tobytes()
+
+
+@dataclass(frozen=True, slots=True)
+class TagEntries:
+    """The decoded payload of one block: for which header, which tags (``None`` when
+    not listed), and the entries as two parallel arrays of relative offsets and hashes."""
+
+    tag_header: str
+    tags: frozenset[bytes] | None
+    rel_offsets: array[int]
+    hashes: array[int]
+
+
+def decode_payload(payload: bytes, version: int) -> TagEntries:
+    """Decode a block payload written by :func:`encode_payload` (or its version 1)."""
+    (length,) = _U16.unpack_from(payload)
+    pos = 2 + length
+    name = payload[2:pos].decode("utf-8")
+    tags: frozenset[bytes] | None = None
+    if version >= 2:
+        (count,) = _U16.unpack_from(payload, pos)
+        pos += 2
+        if count != NOT_LISTED:
+            listed = []
+            for _ in range(count):
+                (size,) = _U16.unpack_from(payload, pos)
+                listed.append(payload[pos + 2 : pos + 2 + size])
+                pos += 2 + size
+            tags = frozenset(listed)
+    raw = array("I", payload[pos : pos + (len(payload) - pos) // 8 * 8])
+    if _LITTLE_ENDIAN:
+        raw.byteswap()
+    return TagEntries(name, tags, raw[0::2], raw[1::2])
+
+
+def read_block(fd: int, block: Block) -> TagEntries:
+    """The decoded payload of one block of an open ``.tagidx`` file."""
+    return decode_payload(os.pread(fd, block.payload_length, block.payload_position), block.version)
 
 
 def read_entries(fd: int, block: Block, base_offset: int) -> tuple[str, list[tuple[int, int]]]:
     """The tag header name and the (absolute offset, tag hash) entries of one block."""
-    payload = os.pread(fd, block.payload_length, block.payload_position)
-    (length,) = _U16.unpack_from(payload)
-    name = payload[2 : 2 + length].decode("utf-8")
-    raw = array("I", payload[2 + length :])
-    if array("I", [1]).tobytes()[0] == 1:
-        raw.byteswap()
-    return name, [(base_offset + raw[i], raw[i + 1]) for i in range(0, len(raw) - 1, 2)]
+    entries = read_block(fd, block)
+    pairs = zip(entries.rel_offsets, entries.hashes, strict=True)
+    return entries.tag_header, [(base_offset + rel, h) for rel, h in pairs]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,391 @@
+"""Tag expressions, and exact tag-aware counting and reading over ``.tagidx`` (seed 003).
+
+A record's tag is the value of its topic's ``message.tag.header`` (its last such header,
+as :meth:`~logtrove.records.Record.header` reads it). A group subscribed to
+``TagA || TagB`` on a topic wants only the records tagged ``TagA`` or ``TagB``; ``*``
+wants every record. RocketMQ filters by tag hash in its consume queue, re-checks on the
+client, and counts lag per queue ignoring tags, so a consumer of one tag sees the
+backlog of all the others. Here both questions — how many unconsumed records match, and
+which ones they are — are answered from each segment's ``.tagidx`` entries::
+
+    offsets:  start                                   indexed up to        end
+                │ ◀──── .tagidx entries, 8 B each ───▶ │ ◀─── log scan ───▶ │
+
+* Indexed part: the entries of ``[start, end)`` are found by bisection on their relative
+  offsets and counted per wanted hash with ``array.count`` (a C loop, no record decoded).
+  Each block lists its distinct tags, so a hash that a wanted tag shares with another
+  tag of the block is detected; only such a block (or one whose tags are not listed) is
+  re-checked against its records. Counting is therefore exact, never an estimate.
+* The rest — the not-yet-indexed tail of a segment, blocks indexed for another tag
+  header name — is read from the log.
+
+Reading (:func:`fetch_matching`) uses the same entries to find matching offsets, reads
+only the batches that hold them, and re-checks every record it returns.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from logtrove.records import Record, RecordsError, iter_records
+from logtrove.storage import PartitionLog, Segment
+from logtrove.storage import tagindex as tagidx
+from logtrove.storage.blockfile import Block, read_blocks
+from logtrove.storage.indexer import derived_path
+
+log = logging.getLogger(__name__)
+
+ALL = "*"
+SEPARATOR = "||"
+MAX_EXPRESSION = 1000
+_CACHE_ENTRIES = 16_000_000  # cached .tagidx entries (8 B each) across blocks
+_WINDOW = 8192  # entries examined at a time when collecting matching offsets
+
+
+class InvalidTagExpressionError(ValueError):
+    """A tag expression that is not ``*`` or ``Tag || Tag || …``."""
+
+
+@dataclass(frozen=True, slots=True)
+class TagFilter:
+    """A tag expression: the wanted tags, or every record when ``tags`` is empty (``*``)."""
+
+    tags: tuple[bytes, ...] = ()
+    hashes: frozenset[int] = field(init=False, repr=False, compare=False)
+    _tag_set: frozenset[bytes] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_tag_set", frozenset(self.tags))
+        object.__setattr__(self, "hashes", frozenset(tagidx.tag_hash(t) for t in self.tags))
+
+    @classmethod
+    def parse(cls, expression: str) -> TagFilter:
+        """``*`` (or nothing) → every record; ``TagA || TagB`` → those two tags.
+
+        Tags are compared exactly (case-sensitive, UTF-8); spaces around ``||`` are
+        ignored. Raises :class:`InvalidTagExpressionError` for an empty alternative.
+        """
+        text = expression.strip()
+        if len(text) > MAX_EXPRESSION:
+            raise InvalidTagExpressionError(f"tag expression longer than {MAX_EXPRESSION} characters")
+        if text in ("", ALL):
+            return cls(())
+        parts = [p.strip() for p in text.split(SEPARATOR)]
+        if any(not p for p in parts) or any(p == ALL for p in parts):
+            raise InvalidTagExpressionError(
+                f"invalid tag expression {expression!r}: use '*' or tags separated by '||', e.g. 'TagA || TagB'"
+            )
+        return cls(tuple(dict.fromkeys(p.encode("utf-8") for p in parts)))
+
+    @property
+    def match_all(self) -> bool:
+        return not self.tags
+
+    def matches(self, tag: bytes | None) -> bool:
+        """Whether a record with this tag (``None``: untagged) is wanted."""
+        return not self.tags or (tag is not None and tag in self._tag_set)
+
+    def matches_record(self, record: Record, tag_header: str) -> bool:
+        return not self.tags or self.matches(record.header(tag_header))
+
+    def ambiguous_in(self, block_tags: frozenset[bytes] | None) -> bool:
+        """Whether a block with these distinct tags (``None``: not listed) has a tag that
+        is not wanted but shares a wanted hash, so its entries must be re-checked."""
+        if block_tags is None:
+            return True
+        return any(t not in self._tag_set and tagidx.tag_hash(t) in self.hashes for t in block_tags)
+
+    def __str__(self) -> str:
+        if not self.tags:
+            return ALL
+        return f" {SEPARATOR} ".join(t.decode("utf-8", "replace") for t in self.tags)
+
+
+# -- the indexed blocks of a segment --------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class IndexedBlock:
+    """One ``.tagidx`` block of a segment: offsets ``[start_offset, end_offset)``."""
+
+    base_offset: int
+    start_offset: int
+    end_offset: int
+    entries: tagidx.TagEntries
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        """Entry indexes ``[i, j)`` of the records with offsets in ``[start, end)``."""
+        rel = self.entries.rel_offsets
+        i = 0 if start <= self.start_offset else bisect.bisect_left(rel, start - self.base_offset)
+        j = len(rel) if end >= self.end_offset else bisect.bisect_left(rel, end - self.base_offset)
+        return i, j
+
+    def count(self, wanted: frozenset[int], i: int, j: int) -> int:
+        hashes = self.entries.hashes
+        if i > 0 or j < len(hashes):
+            hashes = hashes[i:j]
+        return sum(hashes.count(h) for h in wanted)
+
+    def positions(self, wanted: frozenset[int], i: int, j: int) -> list[int]:
+        """Entry indexes in ``[i, j)`` whose hash is wanted, in offset order."""
+        hashes = self.entries.hashes
+        out: list[int] = []
+        for h in wanted:
+            k = i
+            while True:
+                try:
+                    k = hashes.index(h, k, j)
+                except ValueError:
+                    break
+                out.append(k)
+                k += 1
+        out.sort()
+        return out
+
+
+_cache: OrderedDict[tuple[object, ...], tagidx.TagEntries] = OrderedDict()
+_cache_entries = 0
+_cache_lock = threading.Lock()
+
+
+def _cached(key: tuple[object, ...], fd: int, block: Block) -> tagidx.TagEntries:
+    global _cache_entries  # noqa: PLW0603 (a process-wide cache of immutable blocks)
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
+    entries = tagidx.read_block(fd, block)
+    with _cache_lock:
+        _cache[key] = entries
+        _cache_entries += len(entries.hashes)
+        while _cache_entries > _CACHE_ENTRIES and len(_cache) > 1:
+            _, old = _cache.popitem(last=False)
+            _cache_entries -= len(old.hashes)
+    return entries
+
+
+def indexed_blocks(segment: Segment, tag_header: str) -> list[IndexedBlock]:
+    """The valid ``.tagidx`` blocks of ``segment`` written for ``tag_header``, from its
+    base offset on (coverage stops at a block for another header name). Blocks are
+    written once and never changed, so they are cached per file and position."""
+    path: Path = derived_path(segment, tagidx.SUFFIX)
+    blocks = read_blocks(path, tagidx.KIND, segment.base_offset, max_position=segment.size)
+    if not blocks:
+        return []
+    out: list[IndexedBlock] = []
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return []
+    try:
+        ino = os.fstat(fd).st_ino
+        for b in blocks:
+            key = (str(path), ino, b.payload_position, b.payload_length, b.start_offset, b.end_offset)
+            entries = _cached(key, fd, b)
+            if entries.tag_header != tag_header:
+                break
+            out.append(IndexedBlock(segment.base_offset, b.start_offset, b.end_offset, entries))
+    finally:
+        os.close(fd)
+    return out
+
+
+# -- scanning the log ------------------------------------------------------------------------
+def scan_records(segment: Segment, start: int, end: int) -> Iterator[Record]:
+    """Records of ``segment`` with offsets in ``[start, end)``, decoded from the log
+    (control batches and undecodable batches skipped, as the indexer skips them)."""
+    found = segment.find(start)
+    if found is None:
+        return
+    for pos, header in segment.batches(found[0]):
+        if header.base_offset >= end:
+            return
+        if header.is_control or header.record_count == 0:
+            continue
+        try:
+            records = list(iter_records(segment.read(pos, header.size), 0, header))
+        except RecordsError as exc:
+            log.warning("%s: batch at offset %d skipped: %s", segment.log_path.name, header.base_offset, exc)
+            continue
+        for record in records:
+            if start <= record.offset < end:
+                yield record
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """A part of ``[start, end)`` inside one segment: indexed (one block) or not."""
+
+    segment: Segment
+    start: int
+    end: int
+    block: IndexedBlock | None
+
+
+def pieces(log: PartitionLog, start: int, end: int) -> Iterator[Piece]:
+    """``[max(start, log start), end)`` cut into indexed blocks and stretches to scan, in
+    offset order."""
+    start = max(start, log.log_start_offset)
+    tag_header = log.config.message_tag_header
+    for seg in log.segments:
+        lo, hi = max(start, seg.base_offset), min(end, seg.next_offset)
+        if lo >= hi:
+            continue
+        covered = seg.base_offset
+        for block in indexed_blocks(seg, tag_header):
+            covered = block.end_offset
+            a, b = max(lo, block.start_offset), min(hi, block.end_offset)
+            if a < b:
+                yield Piece(seg, a, b, block)
+        if max(lo, covered) < hi:
+            yield Piece(seg, max(lo, covered), hi, None)
+
+
+# -- counting ----------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class TagCount:
+    """How many records of a range match, and what it took to know."""
+
+    matching: int
+    entries_read: int  # .tagidx entries looked at
+    records_scanned: int  # records decoded from the log (un-indexed tail, re-checks)
+
+
+def count_matching(log: PartitionLog, tags: TagFilter, start: int, end: int | None = None) -> TagCount:
+    """The exact number of records with offsets in ``[start, end)`` (``end``: the log end
+    offset) whose tag ``tags`` wants. For ``*`` every record counts (the log is scanned
+    for the un-indexed part, and ``.skip``-free: prefer the raw lag for ``*``)."""
+    end = log.log_end_offset if end is None else end
+    matching = entries = scanned = 0
+    tag_header = log.config.message_tag_header
+    for piece in pieces(log, start, end):
+        block = piece.block
+        if block is not None and not tags.match_all and not tags.ambiguous_in(block.entries.tags):
+            i, j = block.span(piece.start, piece.end)
+            matching += block.count(tags.hashes, i, j)
+            entries += j - i
+            continue
+        for record in scan_records(piece.segment, piece.start, piece.end):
+            scanned += 1
+            matching += tags.matches_record(record, tag_header)
+    return TagCount(matching, entries, scanned)
+
+
+# -- reading ----------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class TagFetch:
+    """Matching records from a start offset, and where the next read continues.
+
+    Every offset in ``[start, next_offset)`` has been examined: ``records`` are all of its
+    matches. A consumer commits ``next_offset``, which moves past the skipped records.
+    """
+
+    records: list[Record]
+    next_offset: int
+    log_end_offset: int
+
+
+def fetch_matching(
+    log: PartitionLog,
+    tags: TagFilter,
+    start: int,
+    max_records: int = 500,
+    *,
+    max_scan_records: int = 50_000,
+) -> TagFetch:
+    """Up to ``max_records`` records at offsets ≥ ``start`` that ``tags`` wants, found
+    through ``.tagidx`` (only the batches holding them are read); un-indexed parts are
+    scanned, at most about ``max_scan_records`` records per call."""
+    end = log.log_end_offset
+    begin = max(start, log.log_start_offset)
+    tag_header = log.config.message_tag_header
+    out: list[Record] = []
+    scanned = 0
+    for piece in pieces(log, begin, end):
+        block = piece.block
+        if block is not None and not tags.match_all:
+            stop = _fetch_block(piece, block, tags, out, max_records, tag_header)
+        else:
+            stop, scanned = _fetch_scan(piece, tags, out, max_records, tag_header, scanned, max_scan_records)
+        if stop is not None:
+            return TagFetch(out, stop, end)
+    return TagFetch(out, max(begin, end), end)
+
+
+def _fetch_block(
+    piece: Piece, block: IndexedBlock, tags: TagFilter, out: list[Record], limit: int, tag_header: str
+) -> int | None:
+    """Append the matches of one indexed piece; the next offset if ``limit`` was reached."""
+    i, j = block.span(piece.start, piece.end)
+    rel = block.entries.rel_offsets
+    for w in range(i, j, _WINDOW):
+        offsets = [block.base_offset + rel[k] for k in block.positions(tags.hashes, w, min(w + _WINDOW, j))]
+        stop = _read_offsets(piece.segment, offsets, tags, out, limit, tag_header)
+        if stop is not None:
+            return stop
+    return None
+
+
+def _read_offsets(
+    seg: Segment, offsets: list[int], tags: TagFilter, out: list[Record], limit: int, tag_header: str
+) -> int | None:
+    """Read the batches holding ``offsets`` (candidates, re-checked); the next offset to
+    examine if ``limit`` records were reached."""
+    n = 0
+    while n < len(offsets):
+        found = seg.find(offsets[n])
+        if found is None:
+            return None
+        pos, header = found
+        wanted = set()
+        while n < len(offsets) and offsets[n] <= header.last_offset:
+            wanted.add(offsets[n])
+            n += 1
+        try:
+            records = list(iter_records(seg.read(pos, header.size), 0, header))
+        except RecordsError:
+            continue
+        for record in records:
+            if record.offset in wanted and tags.matches_record(record, tag_header):
+                out.append(record)
+                if len(out) >= limit:
+                    return record.offset + 1
+    return None
+
+
+def _fetch_scan(
+    piece: Piece,
+    tags: TagFilter,
+    out: list[Record],
+    limit: int,
+    tag_header: str,
+    scanned: int,
+    max_scan: int,
+) -> tuple[int | None, int]:
+    for record in scan_records(piece.segment, piece.start, piece.end):
+        scanned += 1
+        if tags.matches_record(record, tag_header):
+            out.append(record)
+            if len(out) >= limit:
+                return record.offset + 1, scanned
+        if scanned >= max_scan:
+            return record.offset + 1, scanned
+    return None, scanned
+
+
+def first_matching(log: PartitionLog, tags: TagFilter, start: int) -> Record | None:
+    """The first record at an offset ≥ ``start`` that ``tags`` wants, or ``None``."""
+    position = start
+    while True:
+        fetched = fetch_matching(log, tags, position, 1)
+        if fetched.records:
+            return fetched.records[0]
+        if fetched.next_offset >= fetched.log_end_offset or fetched.next_offset <= position:
+            return None
+        position = fetched.next_offset
