@@ -7,7 +7,9 @@ from typing import Any
 
 from tests.spark.helpers import BASE_TS, make_topic, record, stored
 
+from logtrove.query import Contains, ContentQuery, HeaderQuery, IdQuery, KeyQuery, QueryEngine
 from logtrove.storage import Storage
+from logtrove.storage.indexer import Indexer
 
 
 def _rows(df: Any) -> list[tuple[int, int, bytes | None]]:
@@ -100,6 +102,27 @@ def test_key_id_tag_and_contains_options_equal_a_filtered_scan(spark: Any, data_
         filtered = _read(spark, data_dir, subscribe="orders", **option)
         assert _rows(filtered) == _rows(everything.where(where)), option
         assert filtered.count() > 0
+
+
+def test_key_id_and_tag_reads_equal_the_query_engine_on_indexed_and_unindexed_data(
+    spark: Any, data_dir: Path
+) -> None:
+    make_topic(data_dir, "orders", (record(i) for i in range(300)), partitions=2)
+    with Storage.open(data_dir) as storage:
+        Indexer(storage).catch_up()  # the first 300 records are indexed, the next 100 are not
+    make_topic(data_dir, "orders", (record(i) for i in range(300, 400)), partitions=2)
+    questions = [
+        ({"key": "k7"}, KeyQuery("orders", b"k7")),
+        ({"id": "m-333"}, IdQuery("orders", "m-333", exhaustive=True)),
+        ({"tag": "TagA"}, HeaderQuery("orders", "tag", b"TagA")),
+        ({"contains": "order 12"}, ContentQuery("orders", Contains("order 12"), budget_bytes=None)),
+    ]
+    with Storage.open(data_dir, read_only=True) as storage:
+        engine = QueryEngine(storage)
+        for option, question in questions:
+            expected = sorted((m.partition, m.offset, m.value) for m in engine.run(question))
+            assert expected, option
+            assert _rows(_read(spark, data_dir, subscribe="orders", **option)) == expected, option
 
 
 def test_headers_column_with_include_headers(spark: Any, data_dir: Path) -> None:

@@ -3,10 +3,13 @@
 The data directory is opened read-only, so this is safe while a broker appends and the
 cleaner swaps segments (storage tolerates both). Records come back in offset order.
 
-Filters (``key``, ``id``, ``tag``, ``contains``) are tested first against a batch's
-decompressed payload — a record can only match if the wanted bytes occur in it — and only
-batches that pass are parsed; every hit is then verified on the parsed record, so there
-are no false hits.
+Full scans decode batches column-wise (:func:`~logtrove.spark.columns.decode_batch_into`).
+The filter options are answered by the query engine (:mod:`logtrove.query`): ``key``,
+``id`` and ``tag`` through the ``.keyidx`` hash chains (candidates verified against the
+record, the unindexed tail scanned), ``contains`` by its content scan with the ``.skip``
+token filters and raw-batch prefilter, bounded to the task's offset range. Every result
+is checked again here with the column semantics (the last header of a name is the
+record's id / tag), so the rows equal a ``WHERE`` over a full scan.
 """
 
 from __future__ import annotations
@@ -14,23 +17,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from logtrove.records import BatchHeader, Record, iter_records
-from logtrove.records.batch import ATTR_TIMESTAMP_TYPE
-from logtrove.records.record import batch_payload
+from logtrove.query import Contains, ContentQuery, HeaderQuery, IdQuery, KeyQuery, Query, QueryEngine
+from logtrove.records import Record
 from logtrove.spark.columns import BATCH_ROWS, ColumnBuffer, decode_batch_into
 from logtrove.spark.options import RecordFilter
 from logtrove.spark.ranges import OffsetRange
 from logtrove.storage import Storage, TopicConfig
-
-
-def _needles(flt: RecordFilter) -> list[bytes]:
-    """Byte strings every matching record's encoding must contain."""
-    out = [flt.key, flt.contains]
-    out += [
-        flt.id.encode() if flt.id is not None else None,
-        flt.tag.encode() if flt.tag is not None else None,
-    ]
-    return [n for n in out if n]
 
 
 def record_matches(record: Record, flt: RecordFilter, config: TopicConfig) -> bool:
@@ -44,27 +36,37 @@ def record_matches(record: Record, flt: RecordFilter, config: TopicConfig) -> bo
     return flt.contains is None or (record.value is not None and flt.contains in record.value)
 
 
-def iter_range_records(
-    storage: Storage, rng: OffsetRange, flt: RecordFilter
-) -> Iterator[tuple[BatchHeader, Record]]:
-    """(batch header, record) for each record of ``rng`` that passes ``flt``."""
-    log = storage.log(rng.topic, rng.partition)
+def _engine_query(rng: OffsetRange, flt: RecordFilter, config: TopicConfig) -> Query:
+    """The most selective engine question for ``flt``: key, then id, tag, content."""
+    only = (rng.partition,)
+    if flt.key is not None:
+        return KeyQuery(rng.topic, flt.key, partitions=only)
+    if flt.id is not None:
+        return IdQuery(rng.topic, flt.id, partitions=only, exhaustive=True)
+    if flt.tag is not None:
+        return HeaderQuery(rng.topic, config.message_tag_header, flt.tag.encode(), partitions=only)
+    assert flt.contains is not None
+    return ContentQuery(
+        rng.topic,
+        Contains(flt.contains),
+        partitions=only,
+        start_offset=rng.start,
+        end_offset=rng.end,
+        budget_bytes=None,
+    )
+
+
+def query_range(storage: Storage, rng: OffsetRange, flt: RecordFilter) -> list[Record]:
+    """Records of ``rng`` passing ``flt``, found through the query engine, in offset order."""
     config = storage.topic(rng.topic).config
-    needles = _needles(flt)
-    for header, data in log.batches(rng.start, rng.end):
-        if header.is_control:
-            continue
-        if needles:
-            payload = bytes(batch_payload(data, header))
-            if not all(n in payload for n in needles):
-                continue
-        for record in iter_records(data, 0, header):
-            if record.offset < rng.start:
-                continue
-            if record.offset >= rng.end:
-                return
-            if flt.empty or record_matches(record, flt, config):
-                yield header, record
+    found: list[Record] = []
+    for msg in QueryEngine(storage, workers=1).run(_engine_query(rng, flt, config)):
+        if rng.start <= msg.offset < rng.end:
+            record = Record(msg.offset, msg.timestamp, msg.key, msg.value, msg.headers)
+            if record_matches(record, flt, config):
+                found.append(record)
+    found.sort(key=lambda r: r.offset)
+    return found
 
 
 def read_range(path: str, rng: OffsetRange, flt: RecordFilter, include_headers: bool) -> Iterator[Any]:
@@ -82,8 +84,9 @@ def read_range(path: str, rng: OffsetRange, flt: RecordFilter, include_headers: 
                 if len(buf) >= BATCH_ROWS:
                     yield buf.take_batch()
         else:
-            for header, record in iter_range_records(storage, rng, flt):
-                buf.add(record, bool(header.attributes & ATTR_TIMESTAMP_TYPE))
+            append_time = config.message_timestamp_type == "LogAppendTime"
+            for record in query_range(storage, rng, flt):
+                buf.add(record, append_time)
                 if len(buf) >= BATCH_ROWS:
                     yield buf.take_batch()
         if len(buf):

@@ -73,7 +73,10 @@ def _open_catalog(options: ReadOptions) -> tuple[Catalog, Any]:
 
 def _partitions(options: ReadOptions, catalog: Catalog, ranges: list[OffsetRange]) -> list[RangePartition]:
     names = {t: catalog.header_names(t) for t in {r.topic for r in ranges}}
-    pieces = split_ranges(ranges, catalog, options.min_partitions)
+    flt = options.filter
+    indexed = options.path is not None and (flt.key is not None or flt.id is not None or flt.tag is not None)
+    # an index lookup covers a whole partition at once: one task per partition
+    pieces = ranges if indexed else split_ranges(ranges, catalog, options.min_partitions)
     return [RangePartition(r, *names[r.topic]) for r in pieces]
 
 
