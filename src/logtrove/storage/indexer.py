@@ -170,97 +170,126 @@ class SegmentIndexBuilder:
             return 0
 
     def _index_records(self, payload: bytes, header: BatchHeader) -> int:  # noqa: PLR0915
-        """The hot loop: fields needed by the indexes, values skipped by length."""
+        """The hot loop: fields needed by the indexes, values skipped by their length.
+
+        Written out inline (no helper calls for one- and two-byte varints) because it
+        runs once per record: about 2-4 µs a record in CPython.
+        """
         rel_base = header.base_offset - self.segment.base_offset
         base_ts = header.base_timestamp
-        append_time = bool(header.attributes & ATTR_TIMESTAMP_TYPE)
         key_digests, key_rel = self._key_digests, self._key_rel
+        key_append, rel_append = key_digests.append, key_rel.append
         digest = xxhash.xxh3_64_intdigest
-        values = []
+        id_name, tag_name, indexed = self.id_name, self.tag_name, self._indexed
+        values: list[bytes] = []
+        values_append = values.append
+        tags: list[tuple[int, bytes]] = []
         min_ts, max_ts = self._min_ts, self._max_ts
         end = len(payload)
         p = 0
         count = 0
         while p < end:
-            length, p = decode_varint(payload, p)
-            record_end = p + length
-            b = payload[p + 1]  # skip attributes
-            if b < 0x80:
-                ts_delta, p = (b >> 1) ^ -(b & 1), p + 2
-            else:
-                ts_delta, p = decode_varint(payload, p + 1)
             b = payload[p]
             if b < 0x80:
-                off_delta, p = (b >> 1) ^ -(b & 1), p + 1
+                record_end = p + 1 + (b >> 1)
+                p += 2  # length, attributes
+            else:
+                length, p = decode_varint(payload, p)
+                record_end = p + length
+                p += 1
+            b = payload[p]
+            if b < 0x80:
+                ts = base_ts + ((b >> 1) ^ -(b & 1))
+                p += 1
+            else:
+                ts_delta, p = decode_varint(payload, p)
+                ts = base_ts + ts_delta
+            b = payload[p]
+            if b < 0x80:
+                rel = rel_base + (b >> 1)
+                p += 1
             else:
                 off_delta, p = decode_varint(payload, p)
-            rel = rel_base + off_delta
+                rel = rel_base + off_delta
             b = payload[p]
             if b < 0x80:
-                klen, p = (b >> 1) ^ -(b & 1), p + 1
+                klen = (b >> 1) ^ -(b & 1)
+                p += 1
             else:
                 klen, p = decode_varint(payload, p)
             if klen >= 0:
-                key_digests.append(digest(b"k:" + payload[p : p + klen]))
-                key_rel.append(rel)
+                key_append(digest(b"k:" + payload[p : p + klen]))
+                rel_append(rel)
                 p += klen
-            vlen, p = decode_varint(payload, p)
+            b = payload[p]
+            if b < 0x80:
+                vlen = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                vlen, p = decode_varint(payload, p)
             if vlen > 0:
-                values.append(payload[p : p + vlen])
+                values_append(payload[p : p + vlen])
                 p += vlen
-            if p < record_end and payload[p] != 0:
-                self._index_headers(payload, p, rel)
+            n = 0
+            if p < record_end:
+                b = payload[p]
+                if b < 0x80:
+                    n = b >> 1
+                    p += 1
+                else:
+                    n, p = decode_varint(payload, p)
+            if n > 0:
+                tag: bytes | None = None
+                for _ in range(n):
+                    b = payload[p]
+                    if b < 0x80:
+                        nlen = b >> 1
+                        p += 1
+                    else:
+                        nlen, p = decode_varint(payload, p)
+                    name = payload[p : p + nlen]
+                    p += nlen
+                    b = payload[p]
+                    if b < 0x80:
+                        hlen = (b >> 1) ^ -(b & 1)
+                        p += 1
+                    else:
+                        hlen, p = decode_varint(payload, p)
+                    if hlen < 0:
+                        if name == tag_name:
+                            tag = None
+                        continue
+                    value = payload[p : p + hlen]
+                    p += hlen
+                    if name == id_name:
+                        key_append(digest(b"i:" + value))
+                        rel_append(rel)
+                    if name == tag_name:
+                        tag = value
+                    prefix = indexed.get(name)
+                    if prefix is not None:
+                        key_append(digest(prefix + value))
+                        rel_append(rel)
+                if tag is not None:
+                    tags.append((rel, tag))
             p = record_end
-            ts = base_ts + ts_delta
             if ts < min_ts:  # noqa: PLR1730 (a branch is cheaper than a call here)
                 min_ts = ts
             if ts > max_ts:  # noqa: PLR1730
                 max_ts = ts
             count += 1
-        if append_time:
+        if header.attributes & ATTR_TIMESTAMP_TYPE:  # LogAppendTime: every record has it
             min_ts = min(self._min_ts, header.max_timestamp)
             max_ts = max(self._max_ts, header.max_timestamp)
         self._min_ts, self._max_ts = min_ts, max_ts
         if values:
             self._tokens.update(skipindex.TOKEN.findall(b"\n".join(values)))
-        self.pending_records += count
-        return count
-
-    def _index_headers(self, payload: bytes, p: int, rel: int) -> None:
-        """Index the ID and indexed headers; the record's tag is its last tag header
-        (as :meth:`~logtrove.records.Record.header` reads it): one entry per record."""
-        n, p = decode_varint(payload, p)
-        tag: bytes | None = None
-        for _ in range(n):
-            b = payload[p]
-            if b < 0x80:
-                nlen, p = b >> 1, p + 1  # a name length is never negative
-            else:
-                nlen, p = decode_varint(payload, p)
-            name = payload[p : p + nlen]
-            p += nlen
-            b = payload[p]
-            if b < 0x80:
-                vlen, p = (b >> 1) ^ -(b & 1), p + 1
-            else:
-                vlen, p = decode_varint(payload, p)
-            if name == self.tag_name:
-                tag = None if vlen < 0 else payload[p : p + vlen]
-            if vlen < 0:
-                continue
-            value = payload[p : p + vlen]
-            p += vlen
-            if name == self.id_name:
-                self._key_digests.append(xxhash.xxh3_64_intdigest(b"i:" + value))
-                self._key_rel.append(rel)
-            prefix = self._indexed.get(name)
-            if prefix is not None:
-                self._key_digests.append(xxhash.xxh3_64_intdigest(prefix + value))
-                self._key_rel.append(rel)
-        if tag is not None:
+        for rel, tag in tags:
             self._tag_rel.append(rel)
             self._tag_hashes.append(tagindex.tag_hash(tag))
             self._tags.add(tag)
+        self.pending_records += count
+        return count
 
     # -- writing ----------------------------------------------------------------------
     def flush(self) -> bool:

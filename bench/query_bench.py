@@ -1,0 +1,224 @@
+"""Query benchmark: latency of each query type against consume-and-filter, content-search
+throughput and skipping, and indexer throughput against append throughput.
+
+Workload: N records over 4 partitions (64 MiB segments), 100 k distinct keys, a client
+message ID (snowflake) and an indexed ``user`` header on every record, ~110-byte JSON or
+text values, timestamps 1 ms apart with ±2 s client jitter; one record in 50 000 carries
+a rare token. Full: 10 M records; ``BENCH_QUICK=1``: 200 k.
+
+* append: prebuilt batches (200 records) appended through ``PartitionLog.append``
+  (validation + CRC + write, opaque batches), records/s;
+* indexer: ``Indexer.catch_up`` over everything, one thread, records/s and its share of
+  the append rate;
+* queries (indexes caught up, engine warm): p50 / p99 over repeated random arguments;
+* baseline: the same question answered the way UI tools do, consuming every record from
+  the start and filtering (a few runs; it is slow), and the speed-up ratio;
+* content: MB/s for a search that must read everything (no token to skip on, the raw
+  prefilter rejects every batch), MB/s with record parsing (a regex that matches often),
+  and the share of blocks skipped for a rare token.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from _common import QUICK, pick, save, summary_us
+from logtrove.query import (
+    Contains,
+    ContentQuery,
+    HeaderQuery,
+    IdQuery,
+    KeyQuery,
+    MessageIdGenerator,
+    OffsetQuery,
+    Query,
+    QueryEngine,
+    RangeQuery,
+    Regex,
+    TimeQuery,
+)
+from logtrove.records import NewRecord, build_batch
+from logtrove.storage import Storage
+from logtrove.storage.indexer import Indexer
+from logtrove.testing import FakeClock
+
+N = pick(10_000_000, 200_000)
+PARTITIONS = 4
+KEYS = 100_000
+PER_BATCH = 200
+T0 = 1_763_800_000_000
+RARE = "zqxjrare"
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "order", "failed", "paid", "shipped", "refund"]
+
+
+def build_batches(rng: random.Random) -> tuple[list[tuple[int, bytes]], list[str]]:
+    """Prebuilt (partition, batch) pairs and the client IDs written."""
+    clock = FakeClock(T0)
+    gen = MessageIdGenerator(1, clock=clock)
+    batches = []
+    ids = []
+    for start in range(0, N, PER_BATCH):
+        records = []
+        for i in range(start, min(start + PER_BATCH, N)):
+            clock.advance(1)
+            mid = gen.next_id()
+            if i % 1000 == 0:
+                ids.append(mid)
+            if i % 2:
+                value = json.dumps(
+                    {"order": {"id": i, "status": rng.choice(WORDS)}, "amount": i % 997}
+                ).encode()
+            else:
+                value = (" ".join(rng.choice(WORDS) for _ in range(8)) + f" {i}").encode()
+            if i % 50_000 == 25_000:
+                value += f" {RARE} ".encode()
+            headers = (("id", mid.encode()), ("user", b"user-%d" % (i % 5000)))
+            ts = clock.now_ms() + rng.randrange(-2000, 2000)
+            records.append(NewRecord(value, b"key-%d" % rng.randrange(KEYS), headers, ts))
+        batches.append((rng.randrange(PARTITIONS), build_batch(records)))
+    return batches, ids
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t, out
+
+
+def latencies(engine: QueryEngine, make: Callable[[random.Random], Query], runs: int) -> dict[str, float]:
+    rng = random.Random(3)
+    samples = []
+    for _ in range(runs):
+        q = make(rng)
+        took, _ = timed(lambda q=q: engine.run(q).all())
+        samples.append(took)
+    return summary_us(samples)
+
+
+def consume_and_filter(storage: Storage, keep: Callable[[Any], bool], limit: int | None) -> float:
+    """What kafka-ui / AKHQ / Kafdrop do: read every record from the start, filter."""
+    t = time.perf_counter()
+    found = 0
+    for p in range(PARTITIONS):
+        for record in storage.log("q", p).records():
+            if keep(record):
+                found += 1
+                if limit is not None and found >= limit:
+                    return time.perf_counter() - t
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    work = Path(tempfile.mkdtemp(prefix="query-bench-"))
+    results: dict[str, Any] = {"records": N, "partitions": PARTITIONS}
+    try:
+        rng = random.Random(1)
+        build_s, (batches, ids) = timed(lambda: build_batches(rng))
+        print(f"built {N} records in {build_s:.1f} s", flush=True)
+        storage = Storage.open(work / "data")
+        storage.create_topic("q", PARTITIONS, {"segment.bytes": str(64 << 20), "index.headers": "user"})
+        logs = [storage.log("q", p) for p in range(PARTITIONS)]
+        append_s, _ = timed(lambda: [logs[p].append(b) for p, b in batches])
+        size = sum(log.size_bytes for log in logs)
+        del batches
+        results["append"] = {
+            "records_per_s": round(N / append_s),
+            "mb_per_s": round(size / append_s / 1e6, 1),
+        }
+        results["log_mb"] = round(size / 1e6, 1)
+        index_s, indexed = timed(lambda: Indexer(storage).catch_up())
+        assert indexed == N, indexed
+        results["indexer"] = {
+            "records_per_s": round(N / index_s),
+            "mb_per_s": round(size / index_s / 1e6, 1),
+            "share_of_append_rate": round((N / index_s) / (N / append_s), 3),
+        }
+        print(f"append {N / append_s:,.0f} rec/s, indexer {N / index_s:,.0f} rec/s", flush=True)
+        storage.close()
+
+        reader = Storage.open(work / "data", read_only=True)
+        engine = QueryEngine(reader)
+        t_end = T0 + N
+        runs = pick(50, 30)
+        queries: dict[str, Callable[[random.Random], Query]] = {
+            "offset": lambda r: OffsetQuery("q", r.randrange(PARTITIONS), r.randrange(N // PARTITIONS // 2)),
+            "time": lambda r: TimeQuery("q", r.randrange(T0, t_end)),
+            "time_range_1s_limit_100": lambda r: RangeQuery(
+                "q", (a := r.randrange(T0, t_end)), a + 1000, limit=100
+            ),
+            "key_all_matches": lambda r: KeyQuery("q", b"key-%d" % r.randrange(KEYS)),
+            "client_id": lambda r: IdQuery("q", r.choice(ids)),
+            "header_limit_100": lambda r: HeaderQuery("q", "user", b"user-%d" % r.randrange(5000), limit=100),
+            "content_rare_token": lambda r: ContentQuery("q", Contains(f" {RARE} "), budget_bytes=None),
+            "content_common_limit_100": lambda r: ContentQuery("q", Contains("refund"), limit=100),
+        }
+        results["latency_us"] = {}
+        for name, make in queries.items():
+            rounds = runs if not name.startswith("content_rare") else max(5, runs // 5)
+            results["latency_us"][name] = latencies(engine, make, rounds)
+            print(name, results["latency_us"][name], flush=True)
+
+        baseline_runs = pick(2, 3)
+        key = b"key-4242"
+        mid = ids[len(ids) // 2].encode()
+        compare: dict[str, tuple[Callable[[Any], bool], Query, int | None]] = {
+            "key_all_matches": (lambda r: r.key == key, KeyQuery("q", key), None),
+            "client_id": (
+                lambda r: ("id", mid) in r.headers,
+                IdQuery("q", mid.decode(), exhaustive=True),
+                None,
+            ),
+            "content_rare_token": (
+                lambda r: r.value is not None and f" {RARE} ".encode() in r.value,
+                ContentQuery("q", Contains(f" {RARE} "), budget_bytes=None),
+                None,
+            ),
+        }
+        results["vs_consume_and_filter"] = {}
+        for name, (keep, q, limit) in compare.items():
+            base = min(consume_and_filter(reader, keep, limit) for _ in range(baseline_runs))
+            ours = min(timed(lambda q=q: engine.run(q).all())[0] for _ in range(3))
+            results["vs_consume_and_filter"][name] = {
+                "baseline_s": round(base, 3),
+                "logtrove_s": round(ours, 5),
+                "speedup": round(base / ours, 1),
+            }
+            print(name, results["vs_consume_and_filter"][name], flush=True)
+
+        scan = {}
+        took, (_, c) = timed(
+            lambda: engine.run(ContentQuery("q", Contains("no-such-text"), budget_bytes=None)).all()
+        )
+        scan["prefilter_only_mb_per_s"] = round(c.stats.bytes_scanned / took / 1e6, 1)
+        took, (_, c) = timed(
+            lambda: engine.run(ContentQuery("q", Regex(r"refund \d+"), limit=None, budget_bytes=None)).all()
+        )
+        scan["parsing_regex_mb_per_s"] = round(c.stats.bytes_scanned / took / 1e6, 1)
+        _, c = engine.run(ContentQuery("q", Contains(f" {RARE} "), budget_bytes=None)).all()
+        view_blocks = c.stats.blocks_skipped
+        scanned_blocks = sum(1 for _ in reader.path.glob("q-*/*.skip"))
+        scan["rare_token"] = {
+            "results": c.results,
+            "blocks_skipped": view_blocks,
+            "bytes_read_mb": round(c.stats.bytes_scanned / 1e6, 2),
+            "share_of_log_read": round(c.stats.bytes_scanned / size, 4),
+            "segments": scanned_blocks,
+        }
+        results["content"] = scan
+        print(scan, flush=True)
+        reader.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    results["quick"] = QUICK
+    save("query", results)
+
+
+if __name__ == "__main__":
+    main()
