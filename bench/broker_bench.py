@@ -93,7 +93,7 @@ def start_logtrove(data: Path) -> Broker:
     port = free_port()
     code = "from logtrove.cli.main import main; main()"
     args = [sys.executable, "-c", code, "serve", "--data", str(data), "--listen", f"127.0.0.1:{port}"]
-    return Broker("logtrove", [*args, "--log-level", "warning"], port)
+    return Broker("logtrove", [*args, "--log-level", "warning", "--no-http"], port)
 
 
 def tansu_binary() -> Path | None:

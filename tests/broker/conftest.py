@@ -38,7 +38,7 @@ class BrokerProcess:
 
     def start(self) -> None:
         args = [sys.executable, "-c", SERVE, "serve", "--data", str(self.data), "--listen", self.bootstrap]
-        args += ["--initial-rebalance-delay-ms", "200", *self.extra]
+        args += ["--initial-rebalance-delay-ms", "200", "--no-http", *self.extra]
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
