@@ -55,12 +55,13 @@ WRITER = textwrap.dedent(
     from logtrove.storage import Storage
     from tests.storage.test_crash_recovery import sequence_batch
 
-    path, n = sys.argv[1], int(sys.argv[2])
+    path, n, retention = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "retention"
     storage = Storage.open(path)
     if not storage.has_topic("t"):
-        storage.create_topic(
-            "t", 1, {"flush.messages": "1", "segment.bytes": "16384", "index.interval.bytes": "256"}
-        )
+        configs = {"flush.messages": "1", "segment.bytes": "16384", "index.interval.bytes": "256"}
+        if retention:
+            configs.update({"retention.bytes": "40000", "file.delete.delay.ms": "0"})
+        storage.create_topic("t", 1, configs)
     log = storage.log("t", 0)
     out = sys.stdout.buffer
     while True:
@@ -69,15 +70,17 @@ WRITER = textwrap.dedent(
         out.write(b"%d %d %d\\n" % (n, result.base_offset, result.last_offset))
         out.flush()
         n += 1
+        if retention and n % 15 == 0:
+            storage.run_maintenance()  # deletes segments, purges files, writes checkpoints
     """
 )
 
 
-def run_and_kill(path: Path, first: int, rng: random.Random) -> list[tuple[int, int, int]]:
+def run_and_kill(path: Path, first: int, rng: random.Random, mode: str) -> list[tuple[int, int, int]]:
     """Start a writer at sequence ``first``, SIGKILL it at a random moment, and return the
     (n, base offset, last offset) of every batch it acknowledged."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(path), str(first)],
+        [sys.executable, "-c", WRITER, str(path), str(first), mode],
         stdout=subprocess.PIPE,
         cwd=Path(__file__).parents[2],
     )
@@ -119,43 +122,55 @@ def check_log_files(directory: Path) -> None:
             pos += size
 
 
-def test_sigkilled_writer_loses_no_acknowledged_batch(tmp_path: Path) -> None:
-    rng = random.Random(20261122)
+@pytest.mark.parametrize(("mode", "kills"), [("plain", 22), ("retention", 12)])
+def test_sigkilled_writer_loses_no_acknowledged_batch(tmp_path: Path, mode: str, kills: int) -> None:
+    """With ``retention`` the writer also deletes old segments as it goes, so kills land in
+    deletions and checkpoint writes too; acknowledged batches may then be gone, but only
+    below the log start offset."""
+    rng = random.Random(f"20261122{mode}")
     path = tmp_path / "data"
     acked: dict[int, tuple[int, int]] = {}
     next_n = 0
-    kills = torn = 0
+    done = highest_start = 0
+    found: dict[int, tuple[int, int]] = {}
     started = time.monotonic()
-    while kills < 24 and time.monotonic() - started < 240:
-        for n, base, last in run_and_kill(path, next_n, rng):
+    while done < kills and time.monotonic() - started < 240:
+        acks = run_and_kill(path, next_n, rng, mode)
+        for n, base, last in acks:
             acked[n] = (base, last)
-        kills += 1
+        done += 1
         if not (path / "topics" / f"{TOPIC}.json").exists():
             continue  # killed before the topic existed
-        size_before = sum(p.stat().st_size for p in path.glob(f"{TOPIC}-0/*.log"))
         storage = Storage.open(path)
-        assert not storage.clean_shutdown
-        torn += size_before > sum(p.stat().st_size for p in path.glob(f"{TOPIC}-0/*.log"))
+        assert not (storage.clean_shutdown and acks), "a killed writer leaves no clean-shutdown marker"
         log = storage.log(TOPIC, 0)
         check_log_files(log.directory)
+        assert not list(log.directory.glob("*.deleted"))
         # every batch in the log is the next of the sequence, whole, at the next offset
-        expected_base = 0
-        found: dict[int, tuple[int, int]] = {}
+        expected_base = log.log_start_offset
+        found = {}
+        first_n = None
         for header, data in log.batches():
             validate_batch(data)
             assert header.base_offset == expected_base, "no gap, no duplicate"
             records = list(iter_records(data, 0, header))
             n = int(records[0].value.split(b":")[0])  # type: ignore[union-attr]
-            assert n == len(found), "batches follow the writer's sequence"
+            first_n = n if first_n is None else first_n
+            assert n == first_n + len(found), "batches follow the writer's sequence"
             want, _ = sequence_batch(n)
             assert [as_tuple(r) for r in records] == expected_tuples(want, header.base_offset)
             found[n] = (header.base_offset, header.last_offset)
             expected_base = header.next_offset
         assert log.log_end_offset == expected_base
+        assert mode == "retention" or log.log_start_offset == 0
+        highest_start = max(highest_start, log.log_start_offset)
         for n, where in acked.items():
-            assert found.get(n) == where, f"acknowledged batch {n} at {where} is missing"
+            if where[1] < log.log_start_offset:
+                assert mode == "retention"
+            else:
+                assert found.get(n) == where, f"acknowledged batch {n} at {where} is missing"
         # the log continues right after the last batch
-        next_n = len(found)
+        next_n = (first_n or 0) + len(found)
         records, codec = sequence_batch(next_n)
         result = log.append(build_batch(records, compression=codec))
         assert result.base_offset == expected_base
@@ -165,10 +180,11 @@ def test_sigkilled_writer_loses_no_acknowledged_batch(tmp_path: Path) -> None:
             storage.close()
         else:
             storage.abandon()  # the next writer recovers again
-    assert kills >= 20
-    unacked = len(found) - len([n for n in found if n in acked])
-    print(f"{kills} kills, {len(acked)} acknowledged, {unacked} written but unacknowledged, {torn} tails cut")
-    assert len(acked) > 50
+    assert done >= kills
+    assert len(acked) > 2 * kills
+    assert (highest_start > 0) == (mode == "retention")
+    unacked = len([n for n in found if n not in acked])
+    print(f"{done} kills, {len(acked)} acknowledged, {unacked} written but not acknowledged")
 
 
 # -- damaged index files ---------------------------------------------------------------------
