@@ -33,7 +33,10 @@ def _root(
 
 def _register() -> None:
     # Each module adds its commands to ``app``; one line per command family.
-    import logtrove.cli.http  # noqa: F401
+    import logtrove.cli.consume
+    import logtrove.cli.groups
+    import logtrove.cli.http
+    import logtrove.cli.lag  # noqa: F401
     from logtrove.cli import compact, dump, produce, query, serve, topics  # noqa: F401
     from logtrove.cli import spark as _spark  # noqa: F401
 

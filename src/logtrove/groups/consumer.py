@@ -134,6 +134,7 @@ class TagConsumer:
             c = committed.get(p)
             self.positions[p] = c if c is not None else start.resolve(storage.log(topic, p))
         self._committed = {p: c for p, c in committed.items() if c is not None}
+        self._started = dict(self.positions)
         self._next = 0
 
     def _logs(self) -> Iterator[tuple[int, PartitionLog]]:
@@ -173,10 +174,11 @@ class TagConsumer:
         return all(self.positions[p] >= plog.log_end_offset for p, plog in self._logs())
 
     def commit(self) -> dict[int, int]:
-        """Commit the positions that moved since the last commit; returns them."""
+        """Commit the positions that moved since the last commit (a partition this
+        consumer has not moved on stays uncommitted); returns them."""
         if self.group is None or self.committer is None:
             raise ValueError("commit needs a group")
-        moved = {p: o for p, o in self.positions.items() if self._committed.get(p) != o}
+        moved = {p: o for p, o in self.positions.items() if self._committed.get(p, self._started[p]) != o}
         if moved:
             self.committer.commit(self.group, self.topic, moved)
             self._committed.update(moved)

@@ -1,0 +1,183 @@
+"""``logtrove consume TOPIC``: print records, kcat-style, optionally as a group and by tag.
+
+Records are read from the data directory itself (read-only, so while the broker runs,
+on the broker's machine) by :class:`~logtrove.groups.consumer.TagConsumer`: with
+``--tags`` only the records of those tags are read, found through ``.tagidx``, and
+the rest never leave the disk. With ``--group`` the positions are committed — through
+the broker given ``--bootstrap``, else into the data directory (which this command then
+holds for writing) — and a commit moves past skipped records, so the group's lag
+reaches 0 once every matching record is consumed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from logtrove.cli import remote_groups
+from logtrove.cli.common import DEFAULT_DATA, DataOption, JsonOption, cli_errors, fail, parse_time
+from logtrove.cli.main import app
+from logtrove.cli.query import message_json
+from logtrove.cli.remote import BootstrapOption, connect
+from logtrove.groups.consumer import (
+    EARLIEST,
+    LATEST,
+    ConsumedRecord,
+    OffsetCommitter,
+    StartAt,
+    StoreCommitter,
+    TagConsumer,
+)
+from logtrove.groups.tags import InvalidTagExpressionError, TagFilter
+from logtrove.query import Message
+from logtrove.storage import Storage
+
+
+def parse_offset(text: str) -> StartAt:
+    """``beginning`` | ``end`` | ``N`` | ``-N`` (N before the end) | ``s@TIME`` (kcat's forms)."""
+    raw = text.strip()
+    if raw in ("beginning", "earliest"):
+        return StartAt(EARLIEST)
+    if raw in ("end", "latest"):
+        return StartAt(LATEST)
+    if raw.startswith("s@"):
+        return StartAt(timestamp=parse_time(raw[2:]))
+    if raw.lstrip("-").isdigit():
+        n = int(raw)
+        return StartAt(offset=n) if n >= 0 else StartAt(LATEST, from_end=-n)
+    raise ValueError(
+        f"cannot read offset {text!r}: use beginning, end, N, -N or s@TIME (e.g. s@2026-01-05T10:00:00Z)"
+    )
+
+
+def _text(data: bytes | None) -> str:
+    if data is None:
+        return "NULL"
+    return data.decode("utf-8", "backslashreplace")
+
+
+def _line(c: ConsumedRecord, show_headers: bool) -> str:
+    r = c.record
+    parts = [f"{c.partition}:{r.offset}", _text(r.key), _text(r.value)]
+    if show_headers and r.headers:
+        parts.append(",".join(f"{k}={_text(v)}" for k, v in r.headers))
+    return "\t".join(parts)
+
+
+@contextlib.contextmanager
+def _opened(
+    data: Path, group: str | None, bootstrap: str | None
+) -> Iterator[tuple[Storage, OffsetCommitter | None]]:
+    """The storage to read, and where commits go."""
+    if group is not None and bootstrap is None:
+        with cli_errors():
+            storage = Storage.open(data, read_only=False, holder="logtrove consume --group")
+        try:
+            with cli_errors():
+                yield storage, StoreCommitter(storage)
+        finally:
+            storage.close()
+        return
+    with cli_errors():
+        storage = Storage.open(data, read_only=True)
+    try:
+        if bootstrap is None:
+            yield storage, None
+            return
+        with connect(bootstrap) as client, cli_errors():
+            if remote_groups.cluster_id(client) != storage.data_dir.cluster_id:
+                fail(f"{data} is not the data directory of the broker at {bootstrap} (cluster IDs differ)")
+            yield storage, remote_groups.BrokerCommitter(client)
+    finally:
+        storage.close()
+
+
+@app.command()
+def consume(
+    topic: Annotated[str, typer.Argument(help="Topic to read.")],
+    group: Annotated[
+        str | None,
+        typer.Option("--group", "-G", help="Consume as this group: start from its commits, commit progress."),
+    ] = None,
+    tags: Annotated[
+        str, typer.Option("--tags", help="Only records with these tags: 'TagA || TagB' ('*': all).")
+    ] = "*",
+    offset: Annotated[
+        str,
+        typer.Option(
+            "--offset", "-o", help="Where to start without a commit: beginning, end, N, -N, s@TIME."
+        ),
+    ] = "beginning",
+    partition: Annotated[
+        list[int] | None, typer.Option("--partition", "-p", help="Only this partition (repeatable).")
+    ] = None,
+    count: Annotated[int | None, typer.Option("--count", "-c", min=1, help="Stop after N records.")] = None,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep waiting for new records (Ctrl-C stops).")
+    ] = False,
+    ignore_committed: Annotated[
+        bool, typer.Option("--ignore-committed", help="With --group: start from --offset anyway.")
+    ] = False,
+    headers: Annotated[
+        bool, typer.Option("--headers/--no-headers", help="Print headers (text output).")
+    ] = True,
+    data: DataOption = DEFAULT_DATA,
+    bootstrap: BootstrapOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print the records of TOPIC: one line each (partition:offset, key, value, headers),
+    or JSON lines with --json. Reads the data directory (read-only); with --group, commits
+    go through --bootstrap when a broker runs.
+
+    Examples:
+
+      logtrove consume orders -o beginning --count 10
+
+      logtrove consume orders --json -o s@2026-01-05T10:00:00Z
+
+      logtrove consume orders --group billing --tags 'TagA || TagB' --follow --bootstrap 127.0.0.1:9092
+    """
+    try:
+        wanted = TagFilter.parse(tags)
+        start = parse_offset(offset)
+    except (InvalidTagExpressionError, ValueError) as exc:
+        fail(str(exc), 2)
+    with _opened(data, group, bootstrap) as (storage, committer):
+        with cli_errors():
+            consumer = TagConsumer(
+                storage,
+                topic,
+                wanted,
+                group=group,
+                committer=committer,
+                start=start,
+                partitions=partition,
+                ignore_committed=ignore_committed,
+            )
+        printed = 0
+        try:
+            while count is None or printed < count:
+                batch = consumer.poll(500 if count is None else min(500, count - printed))
+                for c in batch:
+                    if as_json:
+                        typer.echo(json.dumps(message_json(Message.of(c.topic, c.partition, c.record))))
+                    else:
+                        typer.echo(_line(c, headers))
+                printed += len(batch)
+                if group is not None:
+                    consumer.commit()
+                if not batch:
+                    if not follow:
+                        break
+                    time.sleep(0.2)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            if group is not None:
+                consumer.commit()

@@ -1,0 +1,211 @@
+"""``logtrove lag [GROUP]``: consumer lag per group × topic × partition.
+
+On a data directory (read-only, so it works while the broker runs) lag is computed by
+:class:`~logtrove.groups.lag.LagMonitor`; with ``--bootstrap`` it is asked of the broker
+over the Kafka protocol (:mod:`.remote_groups`), and tag-aware lag is then counted from
+the data directory when it is on this machine and belongs to that broker.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Group as RichGroup
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from logtrove.broker.client import KafkaClient
+from logtrove.cli import remote_groups
+from logtrove.cli.common import DEFAULT_DATA, DataOption, JsonOption, cli_errors, console, fail
+from logtrove.cli.main import app
+from logtrove.cli.remote import BootstrapOption, connect
+from logtrove.groups.lag import GroupLag, LagMonitor, PartitionLag, TopicLag
+from logtrove.storage import Storage
+
+
+def _ms(value: int | None) -> str:
+    if value is None:
+        return "-"
+    if value < 1000:
+        return f"{value} ms"
+    seconds = value / 1000
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 172_800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def _n(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def _partition_cells(row: PartitionLag) -> list[str | Text]:
+    if row.never_committed:
+        return [str(row.partition), _n(row.log_end_offset), Text("never committed", style="yellow"), "-", "-"]
+    return [
+        str(row.partition),
+        _n(row.log_end_offset),
+        _n(row.committed_offset),
+        Text(_n(row.lag), style="bold red" if row.lag else "green"),
+        _ms(row.time_lag_ms),
+    ]
+
+
+def render(groups: list[GroupLag]) -> RichGroup | Text:
+    """Per group a summary line, then per topic a table: a row per partition and a total."""
+    if not groups:
+        return Text("no consumer groups", style="dim")
+    parts: list[Table | Text] = []
+    for g in groups:
+        line = f"[bold]{g.group}[/]  lag {g.lag:,}  time lag {_ms(g.time_lag_ms)}"
+        if g.tag_lag is not None:
+            line += f"  tag lag {g.tag_lag:,}"
+        if g.never_committed:
+            line += f"  [yellow]{g.never_committed} partition(s) never committed[/]"
+        parts.append(Text.from_markup(line))
+        if not g.topics:
+            parts.append(Text("  no commits", style="dim"))
+        for t in g.topics:
+            parts.append(_topic_table(t))
+    return RichGroup(*parts)
+
+
+def _topic_table(t: TopicLag) -> Table:
+    tagged = t.tags is not None
+    title = f"{t.topic}" + (f"  tags: {t.tags}" if tagged else "")
+    table = Table(title=title, title_justify="left", title_style="bold")
+    for column in ("partition", "log end", "committed", "lag", "time lag"):
+        table.add_column(column, justify="right", no_wrap=True)
+    if tagged:
+        for column in ("tag lag", "tag age"):
+            table.add_column(column, justify="right", no_wrap=True)
+    for row in t.partitions:
+        cells = _partition_cells(row)
+        if tagged:
+            cells += [_n(row.tag_lag), _ms(row.tag_time_lag_ms)]
+        table.add_row(*cells)
+    total: list[str | Text] = ["total", "", "", Text(_n(t.lag), style="bold"), _ms(t.time_lag_ms)]
+    if tagged:
+        total += [Text(_n(t.tag_lag), style="bold"), _ms(t.tag_time_lag_ms)]
+    table.add_row(*total, style="bold", end_section=True)
+    return table
+
+
+class _Source:
+    """Where the lag comes from: the data directory, or a broker (plus, optionally, its
+    data directory for tag counts)."""
+
+    def __init__(self, data: Path, bootstrap: str | None) -> None:
+        self.bootstrap = bootstrap
+        self.client: KafkaClient | None = None
+        self.storage: Storage | None = None
+        self.monitor: LagMonitor | None = None
+        if bootstrap is None:
+            with cli_errors():
+                self.storage = Storage.open(data, read_only=True)
+            self.monitor = LagMonitor(self.storage)
+        elif (data / "meta.json").is_file():
+            with cli_errors():
+                self.storage = Storage.open(data, read_only=True)
+
+    def lag(self, client: KafkaClient | None, group: str | None, topic: str | None) -> list[GroupLag]:
+        if self.monitor is not None:
+            self.monitor.refresh()
+            with cli_errors():
+                return self.monitor.lag(group, topic)
+        assert client is not None
+        local = self.storage
+        if local is not None:
+            if local.data_dir.cluster_id != remote_groups.cluster_id(client):
+                local = None  # another broker's data: no tag counts from it
+            else:
+                local.refresh()
+        return remote_groups.remote_lag(client, group, topic, local=local)
+
+    def close(self) -> None:
+        if self.storage is not None:
+            self.storage.close()
+
+
+@app.command()
+def lag(
+    group: Annotated[str | None, typer.Argument(help="Only this group (default: every group).")] = None,
+    topic: Annotated[str | None, typer.Option("--topic", "-t", help="Only this topic.")] = None,
+    data: DataOption = DEFAULT_DATA,
+    bootstrap: BootstrapOption = None,
+    as_json: JsonOption = False,
+    watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh until Ctrl-C.")] = False,
+    interval: Annotated[
+        float, typer.Option("--interval", min=0.1, help="Seconds between refreshes with --watch.")
+    ] = 2.0,
+) -> None:
+    """Consumer lag per group, topic and partition: log end, committed offset, lag in
+    messages and in time, and for groups with a tag subscription the exact number of
+    unconsumed records that match it. Partitions a group never committed on are shown
+    as such, not as 0.
+
+    Examples:
+
+      logtrove lag                       every group, from ./data (read-only)
+
+      logtrove lag billing --json
+
+      logtrove lag billing --watch --bootstrap 127.0.0.1:9092
+    """
+    source = _Source(data, bootstrap)
+    try:
+        if bootstrap is None:
+            _run(source, None, group, topic, as_json, watch, interval)
+        else:
+            with connect(bootstrap) as client:
+                _run(source, client, group, topic, as_json, watch, interval)
+    finally:
+        source.close()
+
+
+def _run(
+    source: _Source,
+    client: KafkaClient | None,
+    group: str | None,
+    topic: str | None,
+    as_json: bool,
+    watch: bool,
+    interval: float,
+) -> None:
+    groups = source.lag(client, group, topic)
+    if group is not None and not groups[0].topics and not watch:
+        fail(
+            f"group {group!r} has no committed offsets or tag subscriptions"
+            + (f" on {topic!r}" if topic else "")
+        )
+    if not watch:
+        _print(groups, as_json)
+        return
+    try:
+        if as_json:
+            while True:
+                _print(groups, as_json=True)
+                time.sleep(interval)
+                groups = source.lag(client, group, topic)
+        with Live(render(groups), console=console, auto_refresh=False) as live:
+            while True:
+                time.sleep(interval)
+                groups = source.lag(client, group, topic)
+                live.update(render(groups), refresh=True)
+    except KeyboardInterrupt:
+        return
+
+
+def _print(groups: list[GroupLag], as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps([g.to_json() for g in groups]))
+    else:
+        console.print(render(groups))

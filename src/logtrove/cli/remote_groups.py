@@ -1,0 +1,300 @@
+"""Consumer groups through a running broker (``--bootstrap``), over the Kafka protocol.
+
+ListGroups, OffsetFetch, ListOffsets and Fetch answer ``logtrove lag`` and ``logtrove
+groups list`` when the broker holds the data directory; OffsetCommit carries the commits
+of ``logtrove consume --group``; Produce writes tag subscriptions into
+``__consumer_offsets`` (the broker is the one writer of its data directory). All through
+the small blocking client :class:`~logtrove.broker.client.KafkaClient`, one request at a
+time, with the versions logtrove's broker serves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from typing import Any
+
+from logtrove.broker.client import KafkaClient, KafkaProtocolError, check
+from logtrove.clock import SYSTEM_CLOCK, Clock
+from logtrove.groups import OFFSETS_TOPIC
+from logtrove.groups import subscriptions as subs
+from logtrove.groups.lag import GroupLag, PartitionLag, aggregate
+from logtrove.groups.tags import TagFilter, count_matching, first_matching
+from logtrove.records import NewRecord, Record, RecordsError, build_batch, iter_records, read_header
+from logtrove.records.batch import HEADER_SIZE
+from logtrove.storage import Storage, StorageError
+
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS = 0, 1, 2, 3, 8, 9, 16
+EARLIEST, LATEST = -2, -1
+
+
+def cluster_id(client: KafkaClient) -> str | None:
+    meta = client.request(METADATA, 12, {"topics": [], "allow_auto_topic_creation": False})
+    return meta.cluster_id  # type: ignore[no-any-return]
+
+
+def topic_partitions(client: KafkaClient, topic: str) -> int | None:
+    """The partition count of ``topic``, or ``None`` if it does not exist."""
+    body = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
+    found = client.request(METADATA, 12, body).topics[0]
+    return None if int(found.error_code) else len(found.partitions)
+
+
+def list_offsets(client: KafkaClient, topic: str, partitions: list[int], timestamp: int) -> dict[int, int]:
+    body = {
+        "replica_id": -1,
+        "topics": [
+            {
+                "name": topic,
+                "partitions": [{"partition_index": p, "timestamp": timestamp} for p in partitions],
+            }
+        ],
+    }
+    parts = client.request(LIST_OFFSETS, 7, body).topics[0].partitions
+    for p in parts:
+        check(p.error_code, None, f"list offsets of {topic}-{p.partition_index}")
+    return {int(p.partition_index): int(p.offset) for p in parts}
+
+
+def list_groups(client: KafkaClient) -> list[dict[str, str]]:
+    resp = client.request(LIST_GROUPS, 4, {"states_filter": []})
+    check(resp.error_code, None, "list groups")
+    return [
+        {"group": g.group_id, "state": g.group_state, "protocol_type": g.protocol_type} for g in resp.groups
+    ]
+
+
+def committed(
+    client: KafkaClient, group: str, topics: Mapping[str, list[int]] | None = None
+) -> dict[tuple[str, int], int]:
+    """Committed offsets of ``group`` (all of them, or of ``topics``); uncommitted
+    partitions are left out."""
+    wanted = None if topics is None else [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]
+    resp = client.request(
+        OFFSET_FETCH, 8, {"groups": [{"group_id": group, "topics": wanted}], "require_stable": False}
+    )
+    found = resp.groups[0]
+    check(found.error_code, None, f"fetch offsets of {group}")
+    out = {}
+    for t in found.topics:
+        for p in t.partitions:
+            check(p.error_code, None, f"fetch offsets of {group} on {t.name}-{p.partition_index}")
+            if p.committed_offset >= 0:
+                out[(str(t.name), int(p.partition_index))] = int(p.committed_offset)
+    return out
+
+
+def commit(client: KafkaClient, group: str, topic: str, offsets: Mapping[int, int]) -> None:
+    """OffsetCommit without membership (generation -1), as admin tools commit."""
+    body = {
+        "group_id": group,
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [
+            {
+                "name": topic,
+                "partitions": [
+                    {
+                        "partition_index": p,
+                        "committed_offset": o,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                    for p, o in sorted(offsets.items())
+                ],
+            }
+        ],
+    }
+    for t in client.request(OFFSET_COMMIT, 8, body).topics:
+        for p in t.partitions:
+            check(p.error_code, None, f"commit {group} on {t.name}-{p.partition_index}")
+
+
+def fetch(
+    client: KafkaClient, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20
+) -> list[Record]:
+    """The records of the first batches at ``offset`` or after (none at the end)."""
+    body: dict[str, Any] = {
+        "replica_id": -1,
+        "max_wait": 0,
+        "min_bytes": 0,
+        "max_bytes": max_bytes,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": partition,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": offset,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": max_bytes,
+                    }
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+    part = client.request(FETCH, 12, body).responses[0].partitions[0]
+    check(part.error_code, None, f"fetch {topic}-{partition}")
+    data = bytes(part.records or b"")
+    out: list[Record] = []
+    pos = 0
+    while pos + HEADER_SIZE <= len(data):
+        header = read_header(data, pos)
+        if pos + header.size > len(data):
+            break
+        if not header.is_control:
+            with contextlib.suppress(RecordsError):  # an undecodable batch: skipped, as the indexer does
+                out += [r for r in iter_records(data, pos, header) if r.offset >= offset]
+        pos += header.size
+    return out
+
+
+def produce(client: KafkaClient, topic: str, partition: int, records: list[NewRecord]) -> int:
+    """Append ``records`` as one batch (acks=all); returns the base offset."""
+    data = {"name": topic, "partition_data": [{"index": partition, "records": build_batch(records)}]}
+    resp = client.request(PRODUCE, 9, {"acks": -1, "timeout": 30_000, "topic_data": [data]})
+    part = resp.responses[0].partition_responses[0]
+    check(part.error_code, part.error_message, f"produce to {topic}-{partition}")
+    return int(part.base_offset)
+
+
+# -- tag subscriptions -------------------------------------------------------------------------
+def subscribe(
+    client: KafkaClient, group: str, topic: str, expression: str | None, clock: Clock = SYSTEM_CLOCK
+) -> None:
+    """Write a subscription record (``None``: remove it) through the broker."""
+    if topic_partitions(client, topic) is None:
+        raise KafkaProtocolError(f"unknown topic {topic!r}")
+    n = topic_partitions(client, OFFSETS_TOPIC)
+    if n is None:
+        raise KafkaProtocolError(f"the broker has no {OFFSETS_TOPIC} topic yet")
+    record = subs.subscription_record(group, topic, expression, clock.now_ms())
+    produce(client, OFFSETS_TOPIC, subs.partition_for(group, n), [record])
+
+
+def subscriptions(client: KafkaClient) -> dict[subs.SubscriptionKey, subs.TagSubscription]:
+    """Every live tag subscription, read from ``__consumer_offsets`` through the broker."""
+    n = topic_partitions(client, OFFSETS_TOPIC)
+    out: dict[subs.SubscriptionKey, subs.TagSubscription] = {}
+    if n is None:
+        return out
+    parts = list(range(n))
+    starts, ends = (
+        list_offsets(client, OFFSETS_TOPIC, parts, EARLIEST),
+        list_offsets(client, OFFSETS_TOPIC, parts, LATEST),
+    )
+    for p in parts:
+        position = starts[p]
+        while position < ends[p]:
+            records = fetch(client, OFFSETS_TOPIC, p, position)
+            if not records:
+                break
+            for r in records:
+                if subs.is_subscription_key(r.key) and r.key is not None:
+                    try:
+                        key = subs.decode_key(r.key)
+                        if r.value is None:
+                            out.pop(key, None)
+                        else:
+                            out[key] = subs.decode_value(key, r.value)
+                    except subs.SubscriptionRecordError:
+                        continue
+            position = records[-1].offset + 1
+    return out
+
+
+# -- lag -------------------------------------------------------------------------------------
+def remote_lag(
+    client: KafkaClient,
+    group: str | None = None,
+    topic: str | None = None,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    local: Storage | None = None,
+) -> list[GroupLag]:
+    """Lag through the broker: committed offsets (OffsetFetch), log ends (ListOffsets),
+    the first unconsumed record's timestamp (Fetch). Tag lag needs the records' tags,
+    which the protocol does not index: it is counted from ``local`` (the broker's data
+    directory opened read-only, on the same machine) when given, else left ``None``."""
+    groups = [group] if group is not None else sorted(g["group"] for g in list_groups(client))
+    subscribed = subscriptions(client)
+    rows: list[PartitionLag] = []
+    for g in groups:
+        commits = committed(client, g)
+        topics = {t for t, _ in commits} | {k.topic for k in subscribed if k.group == g}
+        if topic is not None:
+            topics = {topic} if topic in topics or group is not None else set()
+        for t in sorted(topics):
+            n = topic_partitions(client, t)
+            if n is None:
+                continue
+            sub = subscribed.get(subs.SubscriptionKey(g, t))
+            starts = list_offsets(client, t, list(range(n)), EARLIEST)
+            ends = list_offsets(client, t, list(range(n)), LATEST)
+            for p in range(n):
+                rows.append(_row(client, g, t, p, starts[p], ends[p], commits.get((t, p)), sub, clock, local))
+    found = aggregate(rows)
+    if group is not None and not found:
+        return [GroupLag(group, ())]
+    return found
+
+
+def _row(
+    client: KafkaClient,
+    group: str,
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    commit_offset: int | None,
+    sub: subs.TagSubscription | None,
+    clock: Clock,
+    local: Storage | None,
+) -> PartitionLag:
+    tags = sub.expression if sub is not None else None
+    if commit_offset is None:
+        return PartitionLag(group, topic, partition, start, end, None, None, None, None, tags)
+    now = clock.now_ms()
+    lag = max(end - commit_offset, 0)
+    time_lag = 0
+    if lag:
+        first = fetch(client, topic, partition, max(commit_offset, start), 64 * 1024)
+        time_lag = max(now - first[0].timestamp, 0) if first else 0
+    tag_lag = tag_time_lag = None
+    if sub is not None:
+        wanted = TagFilter.parse(sub.expression)
+        if wanted.match_all:
+            tag_lag, tag_time_lag = lag, time_lag
+        elif local is not None:
+            try:
+                log = local.log(topic, partition)
+                tag_lag = count_matching(log, wanted, commit_offset, end).matching
+                match = first_matching(log, wanted, commit_offset) if tag_lag else None
+                tag_time_lag = max(now - match.timestamp, 0) if match is not None else 0
+            except StorageError:
+                tag_lag = None
+    return PartitionLag(
+        group, topic, partition, start, end, commit_offset, None, lag, time_lag, tags, tag_lag, tag_time_lag
+    )
+
+
+class BrokerCommitter:
+    """:class:`~logtrove.groups.consumer.OffsetCommitter` through a running broker."""
+
+    def __init__(self, client: KafkaClient) -> None:
+        self.client = client
+
+    def committed(self, group: str, topic: str, partitions: list[int]) -> dict[int, int | None]:
+        found = committed(self.client, group, {topic: partitions})
+        return {p: found.get((topic, p)) for p in partitions}
+
+    def commit(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
+        commit(self.client, group, topic, offsets)
