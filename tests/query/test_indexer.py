@@ -151,3 +151,31 @@ def test_indexer_thread_follows_appends_and_queries_stay_complete(tmp_path: Path
             indexer.stop()
             reader.close()
         assert all(v == storage.log("t", p).log_end_offset for (_, p), v in indexer.indexed_offsets().items())
+
+
+def test_indexer_child_process_follows_a_writer(tmp_path: Path) -> None:
+    import time
+
+    from logtrove.storage.indexproc import IndexerProcess
+
+    with Storage.open(tmp_path) as storage:
+        storage.create_topic("t", 1, {"segment.bytes": "40000"})
+        log = storage.log("t", 0)
+        child = IndexerProcess(tmp_path, block_records=200, idle_s=0.02, tail_flush_s=0.1)
+        child.start()
+        try:
+            for i in range(2_000):
+                log.append(build_batch([NewRecord(b"v%d" % i, b"k%d" % (i % 10))]))
+            storage.flush_all()
+            deadline = time.monotonic() + 60
+            checkpoint = CheckpointFile(tmp_path / INDEX_OFFSET)
+            while checkpoint.read().get(("t", 0)) != log.log_end_offset and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            child.stop()
+        assert checkpoint.read()[("t", 0)] == 2_000
+        for seg in log.segments:
+            view = index_view(seg)
+            assert (view.end_offset, view.end_position) == (seg.next_offset, seg.size)
+        found = QueryEngine(storage).run(KeyQuery("t", b"k7")).all()[0]
+        assert [m.offset for m in found] == list(range(1997, -1, -10))

@@ -30,6 +30,7 @@ import time
 from array import array
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 import xxhash
 
@@ -345,7 +346,9 @@ class PartitionIndexer:
 
     def _builder(self, seg: Segment) -> SegmentIndexBuilder:
         b = self._builders.get(seg.base_offset)
-        if b is None or b.segment is not seg or b.inode != seg.inode:
+        if b is not None and b.inode == seg.inode:
+            b.segment = seg  # a read-only refresh reopens the same file: keep what is pending
+        else:
             b = SegmentIndexBuilder(seg, self.log.config)
             self._builders[seg.base_offset] = b
         return b
@@ -390,12 +393,21 @@ class PartitionIndexer:
         return self.log.log_end_offset
 
 
+class EventLike(Protocol):
+    """A ``threading.Event`` or a ``multiprocessing`` event."""
+
+    def is_set(self) -> bool: ...
+
+    def wait(self, timeout: float | None = None) -> bool: ...
+
+
 class Indexer:
     """Runs :class:`PartitionIndexer` steps for every partition of a storage.
 
     ``start()`` runs them in a daemon thread; ``catch_up()`` runs them in the caller's
-    thread until everything is indexed (tests, CLI, benchmarks). The storage must be
-    open for writing: there is one writer of derived files, as of logs.
+    thread until everything is indexed (tests, CLI, benchmarks). There must be one writer
+    of derived files, as of logs: the storage is open for writing, or (``sole_indexer``)
+    read-only in a process the writer started for indexing (:mod:`.indexproc`).
     """
 
     def __init__(
@@ -407,8 +419,9 @@ class Indexer:
         tail_flush_s: float = 5.0,
         monotonic: Callable[[], float] | None = None,
         topics: set[str] | None = None,
+        sole_indexer: bool = False,
     ) -> None:
-        if storage.read_only:
+        if storage.read_only and not sole_indexer:
             raise ValueError("the indexer needs the data directory open for writing")
         self.storage = storage
         self.topics = topics
@@ -436,6 +449,8 @@ class Indexer:
         """One step over every partition; returns the records indexed."""
         with self._lock:
             done = 0
+            if self.storage.read_only:
+                self.storage.refresh()
             logs = [lg for lg in self.storage.logs() if self.topics is None or lg.tp.topic in self.topics]
             live = {plog.tp for plog in logs}
             for tp in [tp for tp in self._partitions if tp not in live]:
@@ -473,7 +488,11 @@ class Indexer:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.is_set():
+        self.run_until(self._stop)
+
+    def run_until(self, stop: threading.Event | EventLike) -> None:
+        """Index until ``stop`` is set, then write pending blocks."""
+        while not stop.is_set():
             flush = self._now() - self._last_tail_flush >= self.tail_flush_s
             try:
                 n = self.run_once(flush_tail=flush)
@@ -483,7 +502,11 @@ class Indexer:
             if flush:
                 self._last_tail_flush = self._now()
             if n == 0:
-                self._stop.wait(self.idle_s)
+                stop.wait(self.idle_s)
+        with self._lock:
+            for pi in self._partitions.values():
+                pi.flush_tail()
+            self.write_checkpoint()
 
     def stop(self) -> None:
         """Stop the thread and write pending blocks, so a restart resumes from them."""

@@ -1,0 +1,75 @@
+"""The indexer in a child process.
+
+Parsing records costs CPU and, in a thread, holds the GIL the writer's event loop also
+needs. :class:`IndexerProcess` runs :class:`~logtrove.storage.indexer.Indexer` in a child
+process instead: it opens the data directory read-only (the writer keeps the lock),
+follows the logs with ``refresh()``, and is the one writer of the derived files. Stopping
+it writes the pending blocks; killing it loses nothing (the next indexer resumes from the
+files, and queries scan what is not indexed).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from multiprocessing.synchronize import Event
+from pathlib import Path
+
+from logtrove.storage.indexer import DEFAULT_BLOCK_RECORDS, Indexer
+from logtrove.storage.store import Storage
+
+
+class IndexerProcess:
+    """Start, and later stop, an indexing child process for one data directory."""
+
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        block_records: int = DEFAULT_BLOCK_RECORDS,
+        idle_s: float = 0.2,
+        tail_flush_s: float = 5.0,
+    ) -> None:
+        self.path = Path(path)
+        self.args = (block_records, idle_s, tail_flush_s)
+        self._ctx = multiprocessing.get_context("spawn")
+        self._stop: Event = self._ctx.Event()
+        self._process: multiprocessing.process.BaseProcess | None = None
+
+    def start(self) -> None:
+        if self._process is not None:
+            return
+        self._stop.clear()
+        self._process = self._ctx.Process(
+            target=run_indexer,
+            args=(str(self.path), self._stop, *self.args),
+            name="logtrove-indexer",
+            daemon=True,
+        )
+        self._process.start()
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._process.is_alive()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Ask the child to write its pending blocks and exit; kill it after ``timeout_s``."""
+        if self._process is None:
+            return
+        self._stop.set()
+        self._process.join(timeout_s)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join()
+        self._process = None
+
+
+def run_indexer(path: str, stop: Event, block_records: int, idle_s: float, tail_flush_s: float) -> None:
+    """The child's main loop."""
+    storage = Storage.open(path, read_only=True)
+    try:
+        indexer = Indexer(
+            storage, block_records=block_records, idle_s=idle_s, tail_flush_s=tail_flush_s, sole_indexer=True
+        )
+        indexer.run_until(stop)
+    finally:
+        storage.close()
