@@ -10,7 +10,6 @@ import signal
 import struct
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -29,58 +28,16 @@ from logtrove.storage.index import OffsetIndex, TimeIndex
 from logtrove.testing import FakeClock
 
 from .conftest import TOPIC, as_tuple, decode_batches, expected_tuples, open_topic, random_records
+from .crash_writer import sequence_batch
 
 # -- a writer process killed at random moments ----------------------------------------------
-
-TS0 = 1_700_000_000_000
-
-
-def sequence_batch(n: int) -> tuple[list[NewRecord], Compression]:
-    """The records of the n-th batch the writer appends: a pure function of n, so the
-    parent can check every batch it finds byte for byte."""
-    count = 1 + n % 7
-    records = [
-        NewRecord(
-            f"{n}:{i}:".encode() + bytes([n % 251]) * ((n * 7 + i * 13) % 300), f"k{n}".encode(), (), TS0 + n
-        )
-        for i in range(count)
-    ]
-    return records, Compression(n % 5)
-
-
-WRITER = textwrap.dedent(
-    """
-    import sys
-    from logtrove.records import build_batch
-    from logtrove.storage import Storage
-    from tests.storage.test_crash_recovery import sequence_batch
-
-    path, n, retention = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "retention"
-    storage = Storage.open(path)
-    if not storage.has_topic("t"):
-        configs = {"flush.messages": "1", "segment.bytes": "16384", "index.interval.bytes": "256"}
-        if retention:
-            configs.update({"retention.bytes": "40000", "file.delete.delay.ms": "0"})
-        storage.create_topic("t", 1, configs)
-    log = storage.log("t", 0)
-    out = sys.stdout.buffer
-    while True:
-        records, codec = sequence_batch(n)
-        result = log.append(build_batch(records, compression=codec))
-        out.write(b"%d %d %d\\n" % (n, result.base_offset, result.last_offset))
-        out.flush()
-        n += 1
-        if retention and n % 15 == 0:
-            storage.run_maintenance()  # deletes segments, purges files, writes checkpoints
-    """
-)
 
 
 def run_and_kill(path: Path, first: int, rng: random.Random, mode: str) -> list[tuple[int, int, int]]:
     """Start a writer at sequence ``first``, SIGKILL it at a random moment, and return the
     (n, base offset, last offset) of every batch it acknowledged."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(path), str(first), mode],
+        [sys.executable, "-m", "tests.storage.crash_writer", str(path), str(first), mode],
         stdout=subprocess.PIPE,
         cwd=Path(__file__).parents[2],
     )
@@ -331,7 +288,9 @@ def active_log_file(path: Path) -> Path:
 
 @pytest.mark.parametrize("clean", [True, False], ids=["clean-marker", "unclean"])
 @pytest.mark.parametrize(
-    "garbage", [b"\x00" * 100, b"\xff" * 7, b"garbage after the last batch" * 9, "half-batch"], ids=repr
+    "garbage",
+    [b"\x00" * 100, b"\xff" * 7, b"garbage after the last batch" * 9, "half-batch"],
+    ids=["zeros", "ff", "text", "half-batch"],
 )
 def test_garbage_after_the_last_batch_is_truncated_on_reopen(
     tmp_path: Path, garbage: bytes | str, clean: bool
