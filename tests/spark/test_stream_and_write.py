@@ -67,3 +67,26 @@ def test_writer_round_trip_direct(spark: Any, tmp_path: Path) -> None:
 
     for r in back.select("key", "partition").collect():
         assert r.partition == partition_for_key(bytes(r.key), 3)
+
+
+def test_streaming_writer_copies_a_topic(spark: Any, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    make_topic(data, "source", (record(i) for i in range(120)), partitions=2)
+    make_topic(data, "copy", [], partitions=2)
+    query = (
+        spark.readStream.format("logtrove")
+        .options(path=str(data), subscribe="source", startingOffsets="earliest", includeHeaders="true")
+        .load()
+        .select("key", "value", "partition", "headers")
+        .writeStream.format("logtrove")
+        .option("path", str(data))
+        .option("topic", "copy")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(180)
+    assert query.exception() is None
+    assert sorted((p, v) for p, _, v in stored(data, "copy")) == sorted(
+        (p, v) for p, _, v in stored(data, "source")
+    )
