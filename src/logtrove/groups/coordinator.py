@@ -213,6 +213,8 @@ class GroupCoordinator:
             return
         initial = group.state == EMPTY
         group.state = PREPARING
+        if group.rebalance_task is not None and not group.rebalance_task.done():
+            group.rebalance_task.cancel()  # a timer of an earlier rebalance
         group.initial_deadline = _now() + self.initial_delay if initial and self.initial_delay > 0 else 0.0
         group.rebalance_task = asyncio.get_running_loop().create_task(self._rebalance_timer(group))
 
