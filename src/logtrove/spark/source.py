@@ -4,15 +4,17 @@ batch and streaming writes. Imports pyspark; loaded only by :func:`logtrove.spar
 Pruning — why there is no ``pushFilters``
 -----------------------------------------
 PySpark 4.3.0 keeps the read plan made during filter pushdown on the data source object
-the DataFrame shares with every later query on it. Querying the same DataFrame (or temp
-view) first with ``WHERE key = 'k'`` and then without a pushable filter reuses the pruned
-plan and silently returns too few rows. A plan must therefore never depend on the filters
-of one query. This source prunes only by its options, which belong to the DataFrame
-itself and cannot go stale: ``assign`` (partition), ``startingOffsets``/``endingOffsets``
-(offset), ``startingTimestamp``/``endingTimestamp`` (time, through the time indexes) and
-``key``/``id``/``tag``/``contains`` (through the indexes and payload tests).
-``logtrove.spark.pushdown`` turns a filter on those columns into such options, for a new
-DataFrame. SQL ``WHERE`` clauses are evaluated by Spark over the full option range.
+that the DataFrame shares with every later query on it. Querying the same DataFrame (or
+temp view) first with ``WHERE slice = 3`` and then without a pushable filter reuses the
+pruned plan and silently returns too few rows (``tests/spark/naive_source.py`` shows
+it). Nothing query-specific reaches the read tasks, so a plan pruned by one query's
+filters cannot be recognised as stale. This source therefore never lets a query's
+filters shape its plan: it prunes only by its options, which belong to the DataFrame
+itself and so cannot go stale — ``assign`` (partition), ``startingOffsets`` /
+``endingOffsets`` (offset), ``startingTimestamp`` / ``endingTimestamp`` (time, through
+the time indexes) and ``key`` / ``id`` / ``tag`` / ``contains`` (through the query
+engine's indexes). ``WHERE`` clauses are evaluated by Spark over the option range, so
+every query sees every row the options cover.
 """
 
 from __future__ import annotations
