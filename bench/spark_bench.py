@@ -147,7 +147,11 @@ def main() -> None:
             "parquet_over_source_ratio": round(scan_s / parquet_s, 1),
             "export_to_parquet_s": round(export_s, 2),
             "key_lookup": [
-                {"via": "key option (.keyidx via the query engine)", "seconds": round(option_s, 2), "rows": n_option},
+                {
+                    "via": "key option (.keyidx via the query engine)",
+                    "seconds": round(option_s, 2),
+                    "rows": n_option,
+                },
                 {"via": "WHERE key = … (full scan)", "seconds": round(full_s, 2), "rows": n_full},
             ],
             "key_lookup_speedup": round(full_s / option_s, 1),
