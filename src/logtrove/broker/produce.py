@@ -179,6 +179,9 @@ def _append(broker: Broker, topic: str, partition: int, records: bytes | None) -
     except (StorageError, RecordsError) as exc:
         result["error_code"] = error_code(exc)
         result["error_message"] = str(exc)
+    except OSError as exc:  # disk full, I/O error: the client may retry
+        result["error_code"] = ErrorCode.kafka_storage_error
+        result["error_message"] = f"cannot write {topic}-{partition}: {exc}"
     return result
 
 
