@@ -61,6 +61,7 @@ from logtrove.storage.segment import LOG_SUFFIX, Segment
 from logtrove.storage.swap import CLEANED_SUFFIX, DELETED_SUFFIX, Fault, recover_swaps, swap_in
 
 _BASE_OFFSET = struct.Struct(">q")
+_REFRESH_ATTEMPTS = 10  # listings a reader takes while the writer deletes segments under it
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -171,8 +172,9 @@ class PartitionLog:
         for i, base in enumerate(bases):
             next_base = bases[i + 1] if i + 1 < len(bases) else None
             unflushed = next_base is None or next_base > recovery_point
-            seg = self._open_segment(base, recover=not clean_shutdown and unflushed)
-            self._add_segment(seg)
+            seg = self._open_listed_segment(base, recover=not clean_shutdown and unflushed)
+            if seg is not None:
+                self._add_segment(seg)
         if not self._segments:
             if self.read_only:
                 return
@@ -191,6 +193,16 @@ class PartitionLog:
                 for seg in self._segments:
                     if seg.base_offset >= self._segment_for(recovery_point).base_offset:
                         seg.flush()
+
+    def _open_listed_segment(self, base: int, *, recover: bool) -> Segment | None:
+        """Open a segment found in the directory listing; ``None`` when a read-only
+        opening finds it gone (the writer deleted it since the listing)."""
+        try:
+            return self._open_segment(base, recover=recover)
+        except FileNotFoundError:
+            if not self.read_only:
+                raise
+            return None
 
     def _open_segment(self, base: int, *, recover: bool) -> Segment:
         return Segment.open(
@@ -612,26 +624,41 @@ class PartitionLog:
         if not self.read_only:
             return
         with self._lock:
-            on_disk = set(self._segment_bases())
-            for seg in list(self._segments):
-                if seg.base_offset not in on_disk or not seg.is_current_file():
-                    self._remove_from_list(seg)
-                    self._graveyard.append((self.clock.now_ms() + 60_000, seg))
+            for _attempt in range(_REFRESH_ATTEMPTS):
+                if self._refresh_segments():
+                    break
             self.purge_deleted()
-            known = set(self._bases)
-            if self._segments:  # reopen the last segment: it may have grown
-                last = self._segments.pop()
-                self._bases.pop()
-                self._graveyard.append((self.clock.now_ms() + 60_000, last))
-                known.discard(last.base_offset)
-            for base in sorted(on_disk - known):
-                self._add_segment(self._open_segment(base, recover=False))
-            self._segments.sort(key=lambda s: s.base_offset)
-            self._bases = [s.base_offset for s in self._segments]
             if log_start_offset is not None:
                 self.log_start_offset = max(self.log_start_offset, log_start_offset)
             if self._segments:
                 self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+
+    def _refresh_segments(self) -> bool:
+        """One pass of :meth:`refresh` over a directory listing. False when a listed
+        segment was gone by the time it was opened: the writer rolled and deleted it
+        meanwhile, so the listing misses newer segments and must be taken again (else
+        the log end offset would go back)."""
+        on_disk = set(self._segment_bases())
+        for seg in list(self._segments):
+            if seg.base_offset not in on_disk or not seg.is_current_file():
+                self._remove_from_list(seg)
+                self._graveyard.append((self.clock.now_ms() + 60_000, seg))
+        known = set(self._bases)
+        if self._segments:  # reopen the last segment: it may have grown
+            last = self._segments.pop()
+            self._bases.pop()
+            self._graveyard.append((self.clock.now_ms() + 60_000, last))
+            known.discard(last.base_offset)
+        complete = True
+        for base in sorted(on_disk - known):
+            seg = self._open_listed_segment(base, recover=False)
+            if seg is None:
+                complete = False
+            else:
+                self._add_segment(seg)
+        self._segments.sort(key=lambda s: s.base_offset)
+        self._bases = [s.base_offset for s in self._segments]
+        return complete
 
     # -- lifecycle ----------------------------------------------------------------------
     def close(self) -> None:
