@@ -651,11 +651,11 @@ class PartitionLog:
             known.discard(last.base_offset)
         complete = True
         for base in sorted(on_disk - known):
-            seg = self._open_listed_segment(base, recover=False)
-            if seg is None:
+            opened = self._open_listed_segment(base, recover=False)
+            if opened is None:
                 complete = False
             else:
-                self._add_segment(seg)
+                self._add_segment(opened)
         self._segments.sort(key=lambda s: s.base_offset)
         self._bases = [s.base_offset for s in self._segments]
         return complete
