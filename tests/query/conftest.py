@@ -82,13 +82,18 @@ def make_record(
     return NewRecord(value=value, key=key, headers=tuple(headers), timestamp=ts)
 
 
-def write_dataset(path: Path, n: int, *, partitions: int = 3, seed: int = 7) -> Dataset:
+def write_dataset(
+    path: Path, n: int, *, partitions: int = 3, seed: int = 7, segment_bytes: int | None = None
+) -> Dataset:
     rng = random.Random(seed)
     clock = FakeClock(T0)
     ids = MessageIdGenerator(5, clock=clock)
     rare = "zqxjrare"
     storage = Storage.open(path, clock=clock)
-    storage.create_topic(TOPIC, partitions, TOPIC_CONFIG)
+    config = dict(TOPIC_CONFIG)
+    if segment_bytes is not None:
+        config["segment.bytes"] = str(segment_bytes)
+    storage.create_topic(TOPIC, partitions, config)
     written = 0
     all_ids: list[str] = []
     codecs = [Compression.NONE, Compression.NONE, Compression.GZIP, Compression.ZSTD, Compression.LZ4]

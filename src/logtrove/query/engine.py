@@ -72,15 +72,16 @@ class QueryEngine:
     def __init__(self, storage: Storage, *, workers: int | None = None) -> None:
         self.storage = storage
         self.workers = workers or max(2, min(8, os.cpu_count() or 2))
+        self._seen: dict[str | None, tuple[int, ...] | None] = {}
 
     # -- entry point -----------------------------------------------------------------------
     def run(self, query: Query) -> QueryResult:
         """Start answering ``query``; iterate the result for messages, then read its
         ``completion``. Raises storage errors for unknown topics/partitions and
         :class:`InvalidQueryError` for malformed questions before any result."""
-        if self.storage.read_only:
-            self.storage.refresh()
         topic = getattr(query, "topic", None)
+        if self.storage.read_only:
+            self._refresh(topic)
         if topic is not None:  # unknown topics and partitions fail now, not at the first next()
             self._logs(topic, getattr(query, "partitions", None) or (getattr(query, "partition", 0),))
         match query:
@@ -103,6 +104,31 @@ class QueryEngine:
         return QueryResult(gen)
 
     # -- helpers ----------------------------------------------------------------------------
+    def _refresh(self, topic: str | None) -> None:
+        """Pick up what the writer changed, if anything did: a refresh reopens each
+        partition's active segment, so it is skipped when the files look the same."""
+        signature = self._signature(topic)
+        if signature is None or signature != self._seen.get(topic):
+            self.storage.refresh()
+            self._seen[topic] = self._signature(topic)
+
+    def _signature(self, topic: str | None) -> tuple[int, ...] | None:
+        if topic is None or not self.storage.has_topic(topic):
+            return None
+        root = self.storage.path
+        paths = [root, root / "topics"]
+        for p in range(self.storage.topic(topic).partitions):
+            log = self.storage.log(topic, p)
+            paths.append(log.directory)
+            if log.segments:
+                paths.append(log.segments[-1].log_path)
+        try:
+            return tuple(
+                x for path in paths for st in [path.stat()] for x in (st.st_mtime_ns, st.st_size, st.st_ino)
+            )
+        except FileNotFoundError:
+            return None
+
     def _logs(self, topic: str, partitions: tuple[int, ...] | None) -> dict[int, PartitionLog]:
         info = self.storage.topic(topic)
         wanted = partitions if partitions is not None else tuple(range(info.partitions))

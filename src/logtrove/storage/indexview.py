@@ -8,6 +8,7 @@ scanned. It never raises for missing or damaged files: the indexed prefix is the
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from collections import OrderedDict
@@ -90,9 +91,10 @@ def index_view(segment: Segment) -> IndexView:
     key = _version(segment)
     with _cache_lock:
         view = _cache.get(key)
-        if view is not None and view.segment is segment:
+        if view is not None:
             _cache.move_to_end(key)
-            return view
+            # the same files, maybe through another Segment object (a read-only refresh)
+            return view if view.segment is segment else dataclasses.replace(view, segment=segment)
     view = _load(segment)
     with _cache_lock:
         _cache[key] = view
