@@ -220,3 +220,16 @@ def test_offset_jump_past_a_segment_span_rolls(tmp_path: Path) -> None:
     assert [s.base_offset for s in log.segments] == [0, 2**33]
     assert log.read(1, 100).first_offset == 2**33
     storage.close()
+
+
+def test_segment_max_timestamp_offset_is_where_it_is_first_reached_after_reopen(tmp_path: Path) -> None:
+    storage, log = open_topic(tmp_path, index_interval_bytes="0")
+    log.append(stamped(100, 7))  # 0 1: 100 first reached at 0
+    log.append(stamped(5))  # 2: indexed
+    log.append(stamped(100))  # 3: a tie, after the last index entry
+    storage.close()
+    storage, log = open_topic(tmp_path)
+    assert log.segments[0].max_timestamp_offset == 0
+    found = log.max_timestamp_offset()
+    assert (found.offset, found.timestamp) == (0, 100)  # type: ignore[union-attr]
+    storage.close()

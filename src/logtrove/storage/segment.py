@@ -152,7 +152,7 @@ class Segment:
         if strict:
             self._check_indexes()
         last = self.time_index.last_entry
-        if last is not None and last[0] > self.max_timestamp:
+        if last is not None and last[0] >= self.max_timestamp:  # on a tie the entry is first
             self.max_timestamp, self.max_timestamp_offset = last
 
     def _check_indexes(self) -> None:
