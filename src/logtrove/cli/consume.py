@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -170,6 +171,8 @@ def consume(
                     else:
                         typer.echo(_line(c, headers))
                 printed += len(batch)
+                if batch:
+                    sys.stdout.flush()  # a pipe is block-buffered: show records as they come
                 if group is not None:
                     consumer.commit()
                 if not batch:

@@ -1,0 +1,133 @@
+"""`logtrove consume`, `lag` and `groups` on a data directory (no broker), in process,
+and `consume --follow` as a subprocess while a writer appends."""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from tests.lag.helpers import TOPIC, MixedTopic, write_mixed_topic
+from typer.testing import CliRunner
+
+from logtrove.cli.main import app
+from logtrove.records import NewRecord, build_batch
+from logtrove.storage import Storage
+
+runner = CliRunner()
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+@pytest.fixture
+def mixed(tmp_path: Path) -> MixedTopic:
+    return write_mixed_topic(tmp_path / "data", partitions=2, batches_per_partition=4, per_batch=50)
+
+
+def _lines(out: str) -> list[dict[str, object]]:
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def test_consume_start_positions_and_formats(mixed: MixedTopic) -> None:
+    data = str(mixed.path)
+    code, out = run("consume", TOPIC, "-d", data, "-p", "0", "--count", "3")
+    assert code == 0, out
+    assert [line.split("\t")[0] for line in out.splitlines()] == ["0:0", "0:1", "0:2"]
+    assert "tag=" in out.splitlines()[0] or mixed.tags[0][0] is None
+    code, out = run("consume", TOPIC, "-d", data, "-o", "-5", "--json")
+    got = _lines(out)
+    assert sorted((m["partition"], m["offset"]) for m in got) == [
+        (p, o) for p in (0, 1) for o in range(195, 200)
+    ]
+    with Storage.open(mixed.path, read_only=True) as storage:
+        ts = [r.timestamp for r in storage.log(TOPIC, 1).records()]
+    code, out = run("consume", TOPIC, "-d", data, "-p", "1", "-o", f"s@{ts[120]}", "--count", "1", "--json")
+    assert _lines(out)[0]["offset"] == min(o for o, t in enumerate(ts) if t >= ts[120])
+    code, out = run("consume", TOPIC, "-d", data, "-o", "end")
+    assert code == 0 and out == ""
+    code, out = run(
+        "consume", TOPIC, "-d", data, "-o", "13", "-p", "0", "--tags", "TagD", "--json", "--count", "2"
+    )
+    assert [m["offset"] for m in _lines(out)] == [
+        o for o, t in enumerate(mixed.tags[0]) if t == b"TagD" and o >= 13
+    ][:2]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["consume", TOPIC, "--tags", "A ||"], 2, "invalid tag expression"),
+        (["consume", TOPIC, "-o", "yesterday"], 2, "cannot read offset"),
+        (["consume", "nope"], 1, "unknown topic"),
+        (["lag", "nobody"], 1, "no committed offsets"),
+        (["groups", "subscribe", "g", TOPIC, "--tags", "||"], 2, "invalid tag expression"),
+        (["groups", "subscribe", "g", "nope", "--tags", "A"], 1, "unknown topic"),
+    ],
+)
+def test_bad_input_is_one_clear_line(mixed: MixedTopic, args: list[str], code: int, message: str) -> None:
+    got, out = run(*args, "-d", str(mixed.path))
+    assert got == code, out
+    assert message in out
+
+
+def test_group_consumption_by_tag_brings_lag_to_zero(mixed: MixedTopic) -> None:
+    data = str(mixed.path)
+    assert run("groups", "subscribe", "ops", TOPIC, "--tags", "TagC||TagB", "-d", data)[0] == 0
+    code, out = run("lag", "ops", "-d", data, "--json")
+    (before,) = json.loads(out)
+    assert before["never_committed_partitions"] == 2 and before["topics"][0]["tags"] == "TagC || TagB"
+    code, out = run(
+        "consume", TOPIC, "-d", data, "--group", "ops", "--tags", "TagC || TagB", "--count", "7", "--json"
+    )
+    assert len(_lines(out)) == 7
+    code, out = run("lag", "ops", "-d", data, "--json")
+    (middle,) = json.loads(out)
+    wanted = sum(t in (b"TagB", b"TagC") for p in (0, 1) for t in mixed.tags[p])
+    in_p0 = sum(t in (b"TagB", b"TagC") for t in mixed.tags[0])
+    assert middle["tag_lag"] == in_p0 - 7, "partition 0 served first; 1 still never committed"
+    assert middle["never_committed_partitions"] == 1
+    code, out = run("consume", TOPIC, "-d", data, "--group", "ops", "--tags", "TagC || TagB", "--json")
+    assert len(_lines(out)) == wanted - 7, "resumed after the commit"
+    code, out = run("lag", "ops", "-d", data, "--json")
+    (after,) = json.loads(out)
+    assert (after["lag"], after["tag_lag"], after["never_committed_partitions"]) == (0, 0, 0)
+    code, out = run("lag", "-d", data)
+    assert code == 0 and "ops" in out and "TagC || TagB" in out
+    code, out = run("groups", "list", "-d", data, "--json")
+    assert json.loads(out)[0]["subscriptions"] == {TOPIC: "TagC || TagB"}
+    assert run("groups", "unsubscribe", "ops", TOPIC, "-d", data)[0] == 0
+    code, out = run("groups", "list", "-d", data, "--json")
+    assert json.loads(out)[0]["subscriptions"] == {}
+
+
+def test_follow_prints_records_appended_later(mixed: MixedTopic) -> None:
+    args = ["consume", TOPIC, "-d", str(mixed.path), "-o", "end", "--follow", "--json", "--tags", "Late"]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from logtrove.cli.main import main; main()", *args],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    assert proc.stdout is not None
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+    try:
+        time.sleep(2.0)  # let it open the directory and reach the end
+        with Storage.open(mixed.path) as storage:
+            records = [
+                NewRecord(b"late-%d" % i, None, (("tag", b"Late" if i % 2 else b"Early"),), 0)
+                for i in range(6)
+            ]
+            storage.log(TOPIC, 1).append(build_batch(records))
+        values = [json.loads(lines.get(timeout=30))["value"] for _ in range(3)]
+        assert values == ["late-1", "late-3", "late-5"]
+    finally:
+        proc.terminate()
+        proc.wait(10)
