@@ -134,7 +134,7 @@ async def handle_init_producer_id(broker: Broker, request: Request) -> Reply:
     return {"producer_id": states.new_producer_id(), "producer_epoch": 0}
 
 
-def _append(broker: Broker, topic: str, partition: int, records: bytes | None) -> dict[str, Any]:
+def _append(broker: Broker, topic: str, partition: int, records: bytes | memoryview | None) -> dict[str, Any]:
     result: dict[str, Any] = {
         "index": partition,
         "base_offset": -1,

@@ -31,6 +31,7 @@ from kio.serial import entity_reader
 from kio.serial.errors import SerialError
 
 from logtrove.broker.produce import ProducerStates
+from logtrove.broker.produce_request import MalformedRequestError, decode_produce_request
 from logtrove.broker.protocol import (
     API_VERSIONS_KEY,
     REQUEST_PREFIX,
@@ -45,6 +46,7 @@ from logtrove.storage import Storage
 log = logging.getLogger("logtrove.broker")
 
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024
+PRODUCE_KEY = 0
 
 
 @dataclass(frozen=True)
@@ -225,6 +227,15 @@ class Broker:
             raise BadFrameError(f"api key {api_key} is not served")
         if not api.min_version <= version <= api.max_version:
             raise BadFrameError(f"api key {api_key} version {version} is not served")
+        if api_key == PRODUCE_KEY:  # the hot path: records stay views of the frame
+            try:
+                produce = decode_produce_request(frame)
+            except MalformedRequestError as exc:
+                raise BadFrameError(f"undecodable Produce v{version}: {exc}") from exc
+            resp_cls = _schemas(api_key, version)[1]
+            return Request(
+                api_key, version, correlation_id, produce.client_id, produce, version >= 9, resp_cls
+            )
         try:
             req_cls, resp_cls, read_header, read_body = _schemas(api_key, version)
             header, used = read_header(frame, 0)
