@@ -1,11 +1,19 @@
 """The Kafka-compatible broker (DESIGN.md §2): an asyncio server over storage.
 
 :class:`Broker` serves one data directory; :func:`run` runs it until SIGINT / SIGTERM.
-One module per API family: :mod:`.topics` (Metadata, CreateTopics, DeleteTopics,
-CreatePartitions),
-:mod:`.produce` (Produce, InitProducerId), :mod:`.fetch`, :mod:`.offsets` (ListOffsets,
-DeleteRecords), :mod:`.groups_api` (the group APIs), :mod:`.configs`, and :mod:`.apis`
-(ApiVersions and the table of what is served).
+One module per API family:
+
+* :mod:`.topics`: Metadata, CreateTopics, DeleteTopics, CreatePartitions
+* :mod:`.produce`: Produce, InitProducerId (:mod:`.produce_request` decodes Produce
+  without copying the records)
+* :mod:`.fetch`: Fetch (long polls; record bytes sent as they lie in the segment)
+* :mod:`.offsets`: ListOffsets, DeleteRecords
+* :mod:`.groups_api`: FindCoordinator and the group APIs, over :mod:`logtrove.groups`
+* :mod:`.configs`: DescribeConfigs, IncrementalAlterConfigs
+* :mod:`.apis`: ApiVersions and the table of what is served
+
+:mod:`.protocol` holds the framing and the dict-to-kio glue; :mod:`.client` is a small
+blocking client for the CLI's ``--bootstrap`` mode.
 """
 
 from logtrove.broker.server import Broker, BrokerConfig, run
