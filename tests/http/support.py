@@ -4,8 +4,13 @@ values over several segments, a compacted topic, and a consumer group's commits.
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
 import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +26,7 @@ from logtrove.storage import Storage
 BASE_TS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 ORDERS_PER_PARTITION = 300
 GROUP = "billing"
+TAGGED_GROUP = "tagged"  # commits on orders-0 only; the tests give it a tag subscription
 
 
 def free_port() -> int:
@@ -80,6 +86,7 @@ def build_data(path: Path) -> Dataset:
             GROUP,
             {("orders", p): CommittedOffset(off, -1, "", BASE_TS) for p, off in committed.items()},
         )
+        store.commit(TAGGED_GROUP, {("orders", 0): CommittedOffset(100, -1, "", BASE_TS)})
     return Dataset(path, orders, committed)
 
 
@@ -104,3 +111,74 @@ def live(dataset: Dataset) -> Iterator[HttpServer]:
 def client(live: HttpServer) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=live.url, timeout=30) as c:
         yield c
+
+
+class ServeProcess:
+    """``logtrove serve`` with its HTTP API, as a subprocess (started and stopped by PID).
+
+    Not the broker tests' fixture: that one passes ``--no-http``."""
+
+    def __init__(self, data: Path, *extra: str) -> None:
+        self.data = data
+        self.kafka_port = free_port()
+        self.http_port = free_port()
+        self.extra = extra
+        self.log = data.parent / f"serve-{self.kafka_port}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.kafka_port}"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    def start(self) -> None:
+        args = [sys.executable, "-c", "from logtrove.cli.main import main; main()", "serve"]
+        args += [
+            "--data",
+            str(self.data),
+            "--listen",
+            self.bootstrap,
+            "--http",
+            f"127.0.0.1:{self.http_port}",
+        ]
+        args += ["--initial-rebalance-delay-ms", "200", *self.extra]
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60  # a busy machine imports slowly
+        while True:
+            assert self.proc.poll() is None, self.log.read_text()
+            try:
+                with socket.create_connection(("127.0.0.1", self.kafka_port), timeout=0.5):
+                    return
+            except OSError:
+                assert time.monotonic() < deadline, f"broker did not start: {self.log.read_text()}"
+                time.sleep(0.1)
+
+    def wait_http(self) -> None:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(f"{self.url}/api/v1/health", timeout=2).raise_for_status()
+                return
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, f"no HTTP API: {self.log.read_text()}"
+                time.sleep(0.1)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+        try:
+            code = self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            code = self.proc.wait(10)
+        self.proc = None
+        return code

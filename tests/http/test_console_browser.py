@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.http.support import GROUP, Dataset
+from tests.http.support import GROUP, TAGGED_GROUP, Dataset
 from tests.http.test_http_search import brute
 
 from logtrove.http import HttpServer
@@ -191,6 +191,28 @@ def test_lag_page_shows_lag_per_partition_and_never_committed(page: Any, live: H
     ]
     group_row = page.locator("#groups-table tbody tr", has_text=GROUP)
     assert group_row.locator("td").nth(3).inner_text() == "50"
+
+
+def test_lag_page_sets_a_tag_subscription_and_shows_tag_lag(
+    page: Any, live: HttpServer, dataset: Dataset
+) -> None:
+    page.goto(f"{live.url}/ui/lag?group={TAGGED_GROUP}")
+    form = page.locator("#subscribe-form")
+    form.wait_for()
+    form.locator("input[name=topic]").fill("orders")
+    form.locator("input[name=tags]").fill("TagA")
+    form.get_by_role("button", name="Set tag subscription").click()
+    page.locator("#subscribe-status.ok").wait_for()
+    row = page.locator("#group-topics tbody tr[data-topic=orders]")
+    expected = sum(1 for r in dataset.orders[0][100:] if dict(r.headers)["tag"] == b"TagA")
+    cells = row.locator("td").all_inner_texts()
+    assert cells[1:4] == ["TagA", "200", str(expected)]
+    assert page.locator("#group-partitions tbody tr").first.locator("td").nth(5).inner_text() == str(expected)
+    page.screenshot(path=str(ARTIFACTS / "lag_page_with_tag_subscription.png"), full_page=True)
+    row.get_by_role("button", name="Remove tags").click()
+    page.wait_for_function(
+        "document.querySelector('#group-topics tbody tr[data-topic=orders] td:nth-child(2)').textContent === '–'"
+    )
 
 
 def test_errors_are_shown_not_swallowed(page: Any, live: HttpServer) -> None:

@@ -7,7 +7,7 @@ import base64
 import json
 
 import httpx
-from tests.http.support import BASE_TS, GROUP, ORDERS_PER_PARTITION, Dataset
+from tests.http.support import BASE_TS, GROUP, ORDERS_PER_PARTITION, TAGGED_GROUP, Dataset
 
 PROBLEM = "application/problem+json"
 
@@ -259,16 +259,19 @@ def test_group_lag_per_partition_with_never_committed_partitions_marked(client: 
     assert rows[0]["committed_offset"] == 250 and rows[0]["lag"] == 50 and rows[0]["time_lag_ms"] > 0
     assert rows[1]["lag"] == 0 and rows[1]["time_lag_ms"] == 0
     assert rows[2]["committed_offset"] is None and rows[2]["lag"] is None
+    assert rows[2]["never_committed"] and not rows[0]["never_committed"]
     assert body["topic_lags"] == [
         {
             "topic": "orders",
-            "lag": 50,
-            "tag_lag": None,
-            "time_lag_ms": rows[0]["time_lag_ms"],
-            "uncommitted_partitions": 1,
             "tags": None,
+            "lag": 50,
+            "time_lag_ms": rows[0]["time_lag_ms"],
+            "tag_lag": None,
+            "tag_time_lag_ms": None,
+            "never_committed_partitions": 1,
         }
     ]
+    assert body["never_committed_partitions"] == 1 and body["subscriptions"] == {}
     assert_problem(client.get("/api/v1/groups/nobody"), 404, "unknown-group")
     assert_problem(client.get(f"/api/v1/groups/{GROUP}", params={"topic": "nope"}), 404, "unknown-topic")
 
@@ -310,3 +313,51 @@ def test_openapi_schema_documents_problems(client: httpx.Client) -> None:
     op = schema["paths"]["/api/v1/topics/{topic}"]["get"]
     assert "application/problem+json" in op["responses"]["404"]["content"]
     assert "/ui/" not in schema["paths"]
+
+
+def test_tag_subscription_gives_exact_tag_lag_and_can_be_removed(
+    client: httpx.Client, dataset: Dataset
+) -> None:
+    url = f"/api/v1/groups/{TAGGED_GROUP}/subscriptions/orders"
+    put = client.put(url, json={"tags": "TagA"})
+    assert put.status_code == 200, put.text
+    assert put.json()["tags"] == "TagA"
+    body = client.get(f"/api/v1/groups/{TAGGED_GROUP}").json()
+    assert body["subscriptions"] == {"orders": "TagA"}
+    p0 = body["partitions"][0]
+    expected = sum(1 for r in dataset.orders[0][100:] if dict(r.headers)["tag"] == b"TagA")
+    assert (p0["lag"], p0["tag_lag"], p0["tags"]) == (200, expected, "TagA")
+    assert p0["tag_time_lag_ms"] > 0
+    assert body["tag_lag"] == expected and body["topic_lags"][0]["tags"] == "TagA"
+    metrics = client.get("/metrics").text
+    assert (
+        f'logtrove_group_tag_lag{{tags="TagA",group="{TAGGED_GROUP}",topic="orders",partition="0"}} {expected}'
+        in metrics.splitlines()
+    )
+
+    either = client.put(url, json={"tags": "TagB ||  TagA"}).json()
+    assert either["tags"] == "TagB || TagA"
+    both = client.get(f"/api/v1/groups/{TAGGED_GROUP}").json()["partitions"][0]
+    assert both["tag_lag"] == 200
+
+    assert client.delete(url).status_code == 204
+    gone = client.get(f"/api/v1/groups/{TAGGED_GROUP}").json()
+    assert gone["subscriptions"] == {} and gone["partitions"][0]["tag_lag"] is None
+    assert_problem(client.delete(url), 404, "unknown-subscription")
+
+
+def test_tag_subscription_input_errors(client: httpx.Client) -> None:
+    assert_problem(
+        client.put(f"/api/v1/groups/{GROUP}/subscriptions/orders", json={"tags": "A ||"}), 422, "invalid-tags"
+    )
+    assert_problem(
+        client.put(f"/api/v1/groups/{GROUP}/subscriptions/nope", json={"tags": "A"}), 404, "unknown-topic"
+    )
+    assert_problem(client.put(f"/api/v1/groups/{GROUP}/subscriptions/orders", json={}), 422, "validation")
+
+
+def test_topic_groups_lists_the_consumers_of_a_topic(client: httpx.Client) -> None:
+    groups = {g["group"]: g for g in client.get("/api/v1/topics/orders/groups").json()}
+    assert groups[GROUP]["lag"] == 50 and groups[GROUP]["never_committed_partitions"] == 1
+    assert client.get("/api/v1/topics/users/groups").json() == []
+    assert_problem(client.get("/api/v1/topics/nope/groups"), 404, "unknown-topic")

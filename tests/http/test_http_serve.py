@@ -12,34 +12,20 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.broker.conftest import BrokerProcess
-from tests.http.support import free_port
+from tests.http.support import ServeProcess
 
 kafka = pytest.importorskip("confluent_kafka")
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[BrokerProcess, str]]:
-    http_port = free_port()
-    proc = BrokerProcess(tmp_path / "data", free_port(), "--http", f"127.0.0.1:{http_port}")
+def served(tmp_path: Path) -> Iterator[ServeProcess]:
+    proc = ServeProcess(tmp_path / "data")
     proc.start()
-    url = f"http://127.0.0.1:{http_port}"
     try:
-        wait_http(url)
-        yield proc, url
+        proc.wait_http()
+        yield proc
     finally:
         proc.stop()
-
-
-def wait_http(url: str) -> None:
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            httpx.get(f"{url}/api/v1/health", timeout=1).raise_for_status()
-            return
-        except httpx.TransportError:
-            assert time.monotonic() < deadline, "the HTTP API did not come up"
-            time.sleep(0.1)
 
 
 def consume(bootstrap: str, topic: str, count: int, group: str) -> list[tuple[bytes | None, bytes | None]]:
@@ -65,8 +51,8 @@ def consume(bootstrap: str, topic: str, count: int, group: str) -> list[tuple[by
     return out
 
 
-def test_rest_produce_goes_through_the_broker_and_kafka_reads_it(served: tuple[BrokerProcess, str]) -> None:
-    broker, url = served
+def test_rest_produce_goes_through_the_broker_and_kafka_reads_it(served: ServeProcess) -> None:
+    broker, url = served, served.url
     with httpx.Client(base_url=url, timeout=30) as client:
         assert client.get("/api/v1/health").json()["read_only"] is False
         assert client.post("/api/v1/topics", json={"name": "web", "partitions": 1}).status_code == 201
@@ -85,8 +71,8 @@ def test_rest_produce_goes_through_the_broker_and_kafka_reads_it(served: tuple[B
         assert group.json()["partitions"][0]["committed_offset"] == 5
 
 
-def test_kafka_produced_records_are_found_over_http(served: tuple[BrokerProcess, str]) -> None:
-    broker, url = served
+def test_kafka_produced_records_are_found_over_http(served: ServeProcess) -> None:
+    broker, url = served, served.url
     producer = kafka.Producer({"bootstrap.servers": broker.bootstrap})
     for i in range(20):
         producer.produce("orders", key=f"user-{i % 3}", value=f"order {i}", headers=[("id", f"o-{i}")])
@@ -103,25 +89,27 @@ def test_kafka_produced_records_are_found_over_http(served: tuple[BrokerProcess,
 
 
 def test_no_http_serves_only_kafka(tmp_path: Path) -> None:
-    http_port = free_port()
-    proc = BrokerProcess(tmp_path / "data", free_port(), "--http", f"127.0.0.1:{http_port}", "--no-http")
+    proc = ServeProcess(tmp_path / "data", "--no-http")
     proc.start()
     try:
-        with pytest.raises(OSError), socket.create_connection(("127.0.0.1", http_port), timeout=1):
+        time.sleep(1)
+        with pytest.raises(OSError), socket.create_connection(("127.0.0.1", proc.http_port), timeout=1):
             pass
     finally:
         assert proc.stop() == 0
 
 
 def test_a_busy_http_port_is_a_warning_not_a_failure(tmp_path: Path) -> None:
+    proc = ServeProcess(tmp_path / "data")
     with socket.socket() as blocker:
-        blocker.bind(("127.0.0.1", 0))
+        blocker.bind(("127.0.0.1", proc.http_port))
         blocker.listen()
-        busy = blocker.getsockname()[1]
-        proc = BrokerProcess(tmp_path / "data", free_port(), "--http", f"127.0.0.1:{busy}")
         proc.start()
         try:
+            deadline = time.monotonic() + 60
+            while "no HTTP API" not in proc.log.read_text():
+                assert time.monotonic() < deadline, proc.log.read_text()
+                time.sleep(0.1)
             assert proc.alive()
         finally:
             assert proc.stop() == 0
-    assert "no HTTP API" in proc.log.read_text()

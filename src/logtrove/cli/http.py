@@ -7,6 +7,7 @@ broker also serves the same app itself unless started with ``--no-http``).
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -60,24 +61,53 @@ def check_listen(option: str, text: str) -> str:
     return f"{host}:{port}"
 
 
-def start_beside(broker: Broker, listen: str) -> HttpServer | None:
-    """Serve the API and console next to a running broker, sharing its storage (for
-    ``logtrove serve``; call it on the broker's event loop, e.g. from its ``ready``
-    callback). Produce goes through the broker's loop. A port already in use is a
+class HttpBeside:
+    """The HTTP API and console next to a running broker, sharing its storage (for
+    ``logtrove serve``). Created on the broker's event loop (from its ``ready`` callback);
+    the server starts in a thread of its own so the loop keeps serving Kafka clients
+    meanwhile. Produce goes through the broker's loop. A port already in use is a
     warning, not a reason to stop the broker."""
-    from logtrove.http import next_to_broker, start_in_thread
 
-    loop = asyncio.get_running_loop()
+    def __init__(self, broker: Broker, listen: str) -> None:
+        self.broker = broker
+        self.listen = listen
+        self._loop = asyncio.get_running_loop()
+        self._lock = threading.Lock()
+        self._server: HttpServer | None = None
+        self._stopping = False
+        self._starter = threading.Thread(target=self._start, name="http-start", daemon=True)
+        self._starter.start()
 
-    def append(topic: str, partition: int, batch: bytes) -> AppendResult:
-        result = broker.storage.log(topic, partition).append(batch)
-        broker.notify_append()
+    def _append(self, topic: str, partition: int, batch: bytes) -> AppendResult:
+        result = self.broker.storage.log(topic, partition).append(batch)
+        self.broker.notify_append()
         return result
 
-    try:
-        server = start_in_thread(broker.storage, listen, **next_to_broker(loop, append, broker.groups))
-    except OSError as exc:
-        err_console.print(f"[yellow]warning:[/] no HTTP API: cannot serve on {listen} ({exc})")
-        return None
-    print(f"logtrove console on {server.url}/ui/ (API /api/v1)", flush=True)
-    return server
+    def _start(self) -> None:
+        from logtrove.http import next_to_broker, start_in_thread
+
+        options = next_to_broker(self._loop, self._append, self.broker.groups)
+        try:
+            server = start_in_thread(self.broker.storage, self.listen, **options)
+        except OSError as exc:
+            err_console.print(f"[yellow]warning:[/] no HTTP API: cannot serve on {self.listen} ({exc})")
+            return
+        with self._lock:
+            if self._stopping:
+                server.stop()
+                return
+            self._server = server
+        print(f"logtrove console on {server.url}/ui/ (API /api/v1)", flush=True)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopping = True
+            server = self._server
+        if server is not None:
+            server.stop()
+        self._starter.join(30)
+
+
+def start_beside(broker: Broker, listen: str) -> HttpBeside:
+    """Start serving the API next to ``broker`` (see :class:`HttpBeside`)."""
+    return HttpBeside(broker, listen)

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from logtrove.broker import Broker, BrokerConfig, run
 from logtrove.cli.common import DEFAULT_DATA, DataOption, cli_errors, fail
-from logtrove.cli.http import check_listen, start_beside
+from logtrove.cli.http import HttpBeside, check_listen, start_beside
 from logtrove.cli.main import app
 from logtrove.storage import Storage
-
-if TYPE_CHECKING:
-    from logtrove.http import HttpServer
 
 
 def _parse_listen(text: str) -> tuple[str, int]:
@@ -64,7 +61,7 @@ def serve(
 ) -> None:
     """Serve the data directory over the Kafka protocol until SIGINT or SIGTERM."""
     http_listen = None if no_http else check_listen("--http", http)
-    http_servers: list[HttpServer] = []
+    http_servers: list[HttpBeside] = []
     logging.basicConfig(
         level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -85,8 +82,8 @@ def serve(
 
     def ready(broker: Broker) -> None:
         print(f"logtrove serving {data} on {broker.config.host}:{broker.bound_port}", flush=True)
-        if http_listen is not None and (server := start_beside(broker, http_listen)) is not None:
-            http_servers.append(server)
+        if http_listen is not None:
+            http_servers.append(start_beside(broker, http_listen))
 
     try:
         with cli_errors():

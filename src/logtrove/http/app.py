@@ -67,7 +67,7 @@ def create_app(
     )
     app.state.groups = GroupsSource(storage, states=group_states, reload_interval_s=refresh_interval_s)
     app.state.engine = QueryEngine(storage)
-    app.state.features = {"query": True, "groups": True, "lag": True, "tag_lag": False}
+    app.state.features = {"query": True, "groups": True, "lag": True, "tag_lag": True}
     install_handlers(app)
     document_problems(app)
     for module in (health, topics, messages, search, produce, groups, compaction):

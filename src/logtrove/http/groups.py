@@ -1,14 +1,13 @@
-"""Where the API reads consumer groups from, and lag per group × topic × partition.
+"""Where the API reads consumer groups and lag from.
 
-Committed offsets are records of ``__consumer_offsets``; :class:`GroupsSource` replays
-that topic through :class:`~logtrove.groups.OffsetStore` (at most every
-``reload_interval_s``), which works on a read-only opening while a broker writes. A
-broker can add live group states (members, rebalancing) with ``states``: a callable
-that must be safe to call from the API's threads.
+Lag is computed by :class:`~logtrove.groups.lag.LagMonitor` (DESIGN.md §5: log end −
+committed, time lag, exact tag-aware lag from ``.tagidx``), which replays
+``__consumer_offsets`` incrementally and works on a read-only opening while a broker
+writes. :class:`GroupsSource` serialises access to it (it is not thread-safe and the API
+answers from a thread pool) and refreshes it at most every ``reload_interval_s``.
 
-Lag follows DESIGN.md §5: log end offset − committed offset; time lag is the age of
-the first unconsumed record (0 when caught up); a partition the group never committed
-on has no lag (``None``), never 0.
+A broker can add live group states (members, rebalancing) with ``states``: a callable
+that must be safe to call from the API's threads (see ``server.next_to_broker``).
 """
 
 from __future__ import annotations
@@ -18,8 +17,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from logtrove.groups import OFFSETS_TOPIC, CommittedOffset, OffsetStore
-from logtrove.storage import Storage, UnknownTopicError
+from logtrove.groups.lag import GroupLag, LagMonitor
+from logtrove.groups.subscriptions import TagSubscription
+from logtrove.storage import Storage
 
 
 @dataclass(frozen=True)
@@ -34,20 +34,8 @@ class GroupState:
 GroupStates = Callable[[], dict[str, GroupState]]
 
 
-@dataclass(frozen=True)
-class LagRow:
-    """Lag of one group on one partition."""
-
-    topic: str
-    partition: int
-    log_end_offset: int
-    committed: CommittedOffset | None
-    lag: int | None
-    time_lag_ms: int | None
-
-
 class GroupsSource:
-    """Committed offsets (replayed from storage) plus optional live states."""
+    """Lag and subscriptions of every group (through a lock), plus optional live states."""
 
     def __init__(
         self, storage: Storage, *, states: GroupStates | None = None, reload_interval_s: float = 1.0
@@ -56,55 +44,41 @@ class GroupsSource:
         self._states = states
         self._reload_interval_s = reload_interval_s
         self._lock = threading.Lock()
-        self._loaded_at: float | None = None
-        self._committed: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        self._monitor = LagMonitor(storage, clock=storage.clock)
+        self._refreshed_at: float | None = None
 
-    def committed(self) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
-        """group → (topic, partition) → commit, at most ``reload_interval_s`` old."""
+    def _fresh(self) -> LagMonitor:
+        """The monitor, refreshed if stale; call with ``self._lock`` held."""
+        now = time.monotonic()
+        if self._refreshed_at is None or now - self._refreshed_at >= self._reload_interval_s:
+            self._monitor.refresh()
+            self._refreshed_at = time.monotonic()
+        return self._monitor
+
+    def invalidate(self) -> None:
+        """Make the next question re-read ``__consumer_offsets`` (after a write)."""
         with self._lock:
-            now = time.monotonic()
-            if self._loaded_at is None or now - self._loaded_at >= self._reload_interval_s:
-                self._committed = self._replay()
-                self._loaded_at = time.monotonic()
-            return self._committed
-
-    def _replay(self) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
-        if not self.storage.has_topic(OFFSETS_TOPIC):
-            return {}
-        store = OffsetStore(self.storage)
-        store.load()
-        return {group: store.for_group(group) for group in sorted(store.groups())}
+            self._refreshed_at = None
 
     def states(self) -> dict[str, GroupState]:
         return self._states() if self._states is not None else {}
 
     def group_ids(self) -> list[str]:
-        return sorted(set(self.committed()) | set(self.states()))
+        with self._lock:
+            stored = self._fresh().groups()
+        return sorted(set(stored) | set(self.states()))
 
-    def lag(self, group: str, topic: str | None = None) -> list[LagRow]:
-        """Lag rows of ``group``: every partition of each topic it committed on."""
-        commits = self.committed().get(group, {})
-        topics = sorted({t for t, _ in commits} if topic is None else {topic})
-        rows = []
-        now = self.storage.clock.now_ms()
-        for name in topics:
-            try:
-                partitions = self.storage.topic(name).partitions
-            except UnknownTopicError:
-                continue  # committed on a topic deleted since
-            for p in range(partitions):
-                rows.append(self._row(name, p, commits.get((name, p)), now))
-        return rows
+    def lag(self, group: str, topic: str | None = None) -> GroupLag:
+        """Lag of ``group`` (on ``topic`` only, if given); raises
+        :class:`~logtrove.storage.UnknownTopicError` for an unknown ``topic``."""
+        with self._lock:
+            return self._fresh().group_lag(group, topic)
 
-    def _row(self, topic: str, partition: int, commit: CommittedOffset | None, now: int) -> LagRow:
-        log = self.storage.log(topic, partition)
-        end = log.log_end_offset
-        if commit is None:
-            return LagRow(topic, partition, end, None, None, None)
-        position = max(commit.offset, log.log_start_offset)
-        lag = max(end - commit.offset, 0)
-        time_lag = 0
-        if lag:
-            first = next(iter(log.records(position, end)), None)
-            time_lag = max(now - first.timestamp, 0) if first is not None else 0
-        return LagRow(topic, partition, end, commit, lag, time_lag)
+    def lags(self, topic: str | None = None) -> list[GroupLag]:
+        """Lag of every group (those on ``topic``, if given)."""
+        with self._lock:
+            return self._fresh().lag(None, topic)
+
+    def subscriptions(self, group: str) -> dict[str, TagSubscription]:
+        with self._lock:
+            return self._fresh().progress.subscriptions_of(group)

@@ -182,41 +182,55 @@ class ProduceResult(_Model):
 class PartitionLag(_Model):
     topic: str
     partition: int
+    log_start_offset: int | None
     log_end_offset: int
     committed_offset: int | None = Field(description="null: the group never committed here.")
+    commit_timestamp: int | None
+    never_committed: bool
     lag: int | None = Field(description="Messages not yet consumed; null when never committed.")
-    time_lag_ms: int | None = None
-    tag_lag: int | None = Field(default=None, description="Unconsumed records matching the tag subscription.")
-    commit_timestamp: int | None = None
+    time_lag_ms: int | None = Field(description="Age of the first unconsumed record; 0 when caught up.")
+    tags: str | None = Field(description="The group's tag subscription on this topic, if any.")
+    tag_lag: int | None = Field(description="Unconsumed records matching the tag subscription (exact).")
+    tag_time_lag_ms: int | None = Field(description="Age of the first unconsumed matching record.")
 
 
 class TopicLag(_Model):
     topic: str
+    tags: str | None
     lag: int
-    tag_lag: int | None = None
-    time_lag_ms: int | None = None
-    uncommitted_partitions: int
-    tags: str | None = Field(default=None, description="The group's tag subscription on this topic.")
+    time_lag_ms: int | None
+    tag_lag: int | None
+    tag_time_lag_ms: int | None
+    never_committed_partitions: int
 
 
 class GroupSummary(_Model):
     group: str
-    state: str
-    members: int | None = None
+    state: str = Field(description="Live state from the broker, else Empty (commits only).")
+    members: int | None = Field(description="Live members (null without a broker).")
     topics: list[str]
     lag: int
-    tag_lag: int | None = None
-    time_lag_ms: int | None = None
+    time_lag_ms: int | None
+    tag_lag: int | None
+    never_committed_partitions: int
 
 
 class GroupDetail(GroupSummary):
     topic_lags: list[TopicLag]
     partitions: list[PartitionLag]
+    subscriptions: dict[str, str] = Field(description="Topic → tag subscription.")
     member_list: list[dict[str, Any]] = Field(default_factory=list)
 
 
-class TagSubscription(_Model):
+class SetTagSubscription(_Model):
     tags: str = Field(min_length=1, max_length=1000, description="`TagA || TagB`, or `*`.")
+
+
+class TagSubscriptionInfo(_Model):
+    group: str
+    topic: str
+    tags: str = Field(description="The expression in canonical form.")
+    updated_ms: int
 
 
 # -- compaction ------------------------------------------------------------------------

@@ -72,16 +72,16 @@ def _storage_metrics(out: _Families, ctx: HttpContext) -> None:
 
 
 def _lag_metrics(out: _Families, groups: GroupsSource) -> None:
-    for group in groups.group_ids():
-        for row in groups.lag(group):
-            labels = {"group": group, "topic": row.topic, "partition": row.partition}
-            if row.committed is None or row.lag is None:
-                continue
+    for group_lag in groups.lags():
+        for row in group_lag.partitions():
+            if row.committed_offset is None or row.lag is None:
+                continue  # never committed: no number is better than a wrong 0
+            labels = {"group": row.group, "topic": row.topic, "partition": row.partition}
             out.add(
                 "logtrove_group_committed_offset",
                 "gauge",
                 "Committed offset.",
-                row.committed.offset,
+                row.committed_offset,
                 **labels,
             )
             out.add("logtrove_group_lag", "gauge", "Messages not yet consumed.", row.lag, **labels)
@@ -92,6 +92,15 @@ def _lag_metrics(out: _Families, groups: GroupsSource) -> None:
                 (row.time_lag_ms or 0) / 1000,
                 **labels,
             )
+            if row.tag_lag is not None:
+                out.add(
+                    "logtrove_group_tag_lag",
+                    "gauge",
+                    "Unconsumed records matching the group's tag subscription.",
+                    row.tag_lag,
+                    tags=row.tags or "",
+                    **labels,
+                )
 
 
 def _request_metrics(out: _Families, ctx: HttpContext) -> None:

@@ -452,10 +452,28 @@ $("#show-internal").addEventListener("change", (e) => navigate(e.target.checked 
 
 async function topicView(name) {
   show("topic");
-  const [t, compaction] = await Promise.all([
+  const [t, compaction, consumers] = await Promise.all([
     api(`/topics/${encodeURIComponent(name)}`),
     api(`/topics/${encodeURIComponent(name)}/compaction`),
+    api(`/topics/${encodeURIComponent(name)}/groups`),
   ]);
+  $("#topic-groups tbody").replaceChildren(
+    ...consumers.map((g) =>
+      el(
+        "tr",
+        {},
+        el("td", {}, link(`/ui/lag?group=${encodeURIComponent(g.group)}`, g.group)),
+        el("td", { text: g.state }),
+        el("td", { text: fmtNum(g.lag) }),
+        el("td", { text: fmtNum(g.tag_lag) }),
+        el("td", { text: fmtDuration(g.time_lag_ms) }),
+        el("td", { text: g.never_committed_partitions }),
+      ),
+    ),
+  );
+  if (!consumers.length) {
+    $("#topic-groups tbody").append(el("tr", {}, el("td", { colspan: 6, class: "muted", text: "No group has committed offsets on this topic." })));
+  }
   $("#topic-title").textContent = t.name;
   const retention = t.retention_ms < 0 ? "forever" : fmtDuration(t.retention_ms);
   const search = `/ui/search?topic=${encodeURIComponent(t.name)}&by=offset&partition=0&offset=0`;
@@ -526,26 +544,29 @@ async function topicView(name) {
 }
 
 // -- lag ---------------------------------------------------------------------------------
+let health = null;
+
+function groupRow(g, focus) {
+  return el(
+    "tr",
+    { class: g.group === focus ? "focus" : "", "data-group": g.group },
+    el("td", {}, link(`/ui/lag?group=${encodeURIComponent(g.group)}`, g.group)),
+    el("td", { text: g.state + (g.members !== null ? ` (${g.members} members)` : "") }),
+    el("td", { text: g.topics.join(", ") }),
+    el("td", { text: fmtNum(g.lag) }),
+    el("td", { text: fmtNum(g.tag_lag) }),
+    el("td", { text: fmtDuration(g.time_lag_ms) }),
+    el("td", { text: g.never_committed_partitions }),
+  );
+}
+
 async function lagView(params) {
   show("lag");
   const group = params.get("group");
   const groups = await api("/groups");
-  $("#groups-table tbody").replaceChildren(
-    ...groups.map((g) =>
-      el(
-        "tr",
-        { class: g.group === group ? "focus" : "" },
-        el("td", {}, link(`/ui/lag?group=${encodeURIComponent(g.group)}`, g.group)),
-        el("td", { text: g.state + (g.members !== null ? ` (${g.members} members)` : "") }),
-        el("td", { text: g.topics.join(", ") }),
-        el("td", { text: fmtNum(g.lag) }),
-        el("td", { text: fmtNum(g.tag_lag) }),
-        el("td", { text: fmtDuration(g.time_lag_ms) }),
-      ),
-    ),
-  );
+  $("#groups-table tbody").replaceChildren(...groups.map((g) => groupRow(g, group)));
   if (!groups.length) {
-    $("#groups-table tbody").append(el("tr", {}, el("td", { colspan: 6, class: "muted", text: "No consumer group has committed offsets." })));
+    $("#groups-table tbody").append(el("tr", {}, el("td", { colspan: 7, class: "muted", text: "No consumer group has committed offsets." })));
   }
   const detail = $("#group-detail");
   if (!group) {
@@ -555,39 +576,94 @@ async function lagView(params) {
   const g = await api(`/groups/${encodeURIComponent(group)}`);
   detail.hidden = false;
   $("#group-title").textContent = `Group ${g.group}`;
+  $("#group-members").textContent = g.member_list.length
+    ? "Members: " + g.member_list.map((m) => `${m.client_id || m.member_id} (${m.client_host || "?"})`).join(", ")
+    : "";
+  const writable = health && !health.read_only;
   $("#group-topics tbody").replaceChildren(
     ...g.topic_lags.map((t) =>
       el(
         "tr",
-        {},
+        { "data-topic": t.topic },
         el("td", {}, link(`/ui/topics/${encodeURIComponent(t.topic)}`, t.topic)),
         el("td", { class: "mono", text: t.tags ?? "–" }),
         el("td", { text: fmtNum(t.lag) }),
         el("td", { text: fmtNum(t.tag_lag) }),
         el("td", { text: fmtDuration(t.time_lag_ms) }),
-        el("td", { text: t.uncommitted_partitions }),
+        el("td", { text: fmtDuration(t.tag_time_lag_ms) }),
+        el("td", { text: t.never_committed_partitions }),
+        el("td", {}, t.tags && writable ? el("button", { type: "button", class: "small", onclick: () => unsubscribe(g.group, t.topic), text: "Remove tags" }) : null),
       ),
     ),
   );
+  const form = $("#subscribe-form");
+  form.hidden = !writable;
+  form.dataset.group = g.group;
+  if (writable) {
+    const topics = await loadTopicChoices();
+    $("#topic-names").replaceChildren(...topics.map((t) => el("option", { value: t.name })));
+  }
   $("#group-partitions tbody").replaceChildren(
     ...g.partitions.map((p) =>
       el(
         "tr",
-        { class: p.committed_offset === null ? "muted" : "" },
+        { class: p.never_committed ? "muted" : "" },
         el("td", { text: p.topic }),
         el("td", { text: p.partition }),
         el("td", { text: fmtNum(p.log_end_offset) }),
-        el("td", { text: p.committed_offset === null ? "never committed" : fmtNum(p.committed_offset) }),
+        el("td", { text: p.never_committed ? "never committed" : fmtNum(p.committed_offset) }),
         el("td", { text: fmtNum(p.lag) }),
         el("td", { text: fmtNum(p.tag_lag) }),
         el("td", { text: fmtDuration(p.time_lag_ms) }),
+        el("td", { text: fmtDuration(p.tag_time_lag_ms) }),
       ),
     ),
   );
 }
 
+async function writeSubscription(method, group, topic, body) {
+  const url = `${API}/groups/${encodeURIComponent(group)}/subscriptions/${encodeURIComponent(topic)}`;
+  const response = await fetch(url, {
+    method,
+    headers: { "Content-Type": "application/json", Accept: "application/json" },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  if (!response.ok) throw new ApiError(await response.json().catch(() => ({ detail: response.statusText })));
+}
+
+async function unsubscribe(group, topic) {
+  try {
+    await writeSubscription("DELETE", group, topic);
+    $("#subscribe-status").textContent = `Removed the tag subscription on ${topic}.`;
+    $("#subscribe-status").className = "status ok";
+    await lagView(new URLSearchParams(location.search));
+  } catch (err) {
+    $("#subscribe-status").textContent = err.message;
+    $("#subscribe-status").className = "status error";
+  }
+}
+
+$("#subscribe-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const form = event.target;
+  const data = new FormData(form);
+  try {
+    await writeSubscription("PUT", form.dataset.group, data.get("topic"), { tags: data.get("tags") });
+    $("#subscribe-status").textContent = `Subscribed to ${data.get("tags")} on ${data.get("topic")}.`;
+    $("#subscribe-status").className = "status ok";
+    form.reset();
+    await lagView(new URLSearchParams(location.search));
+  } catch (err) {
+    $("#subscribe-status").textContent = err.message;
+    $("#subscribe-status").className = "status error";
+  }
+});
+
 // -- start -------------------------------------------------------------------------------
 api("/health")
-  .then((h) => ($("#server").textContent = `${h.data_dir}${h.read_only ? " · read-only" : ""} · v${h.version}`))
-  .catch(() => ($("#server").textContent = "server unreachable"));
-route();
+  .then((h) => {
+    health = h;
+    $("#server").textContent = `${h.data_dir}${h.read_only ? " · read-only" : ""} · v${h.version}`;
+  })
+  .catch(() => ($("#server").textContent = "server unreachable"))
+  .finally(() => route());
