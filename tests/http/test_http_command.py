@@ -68,6 +68,8 @@ def test_serves_read_only_while_a_writer_holds_the_directory(writer: Storage, tm
             assert refused.status_code == 403
             assert refused.headers["content-type"] == "application/problem+json"
             assert client.post("/api/v1/topics", json={"name": "new"}).status_code == 403
+            subscribe = client.put("/api/v1/groups/g/subscriptions/events", json={"tags": "A"})
+            assert subscribe.status_code == 403
 
             writer.create_topic("later", 1)
             writer.log("events", 0).append(build_batch([NewRecord(b"second", b"k")]))

@@ -113,3 +113,36 @@ def test_a_busy_http_port_is_a_warning_not_a_failure(tmp_path: Path) -> None:
             assert proc.alive()
         finally:
             assert proc.stop() == 0
+
+
+def test_a_live_group_shows_its_state_and_members(served: ServeProcess) -> None:
+    producer = kafka.Producer({"bootstrap.servers": served.bootstrap})
+    producer.produce("live", key="k", value="v")
+    assert producer.flush(30) == 0
+    consumer = kafka.Consumer(
+        {
+            "bootstrap.servers": served.bootstrap,
+            "group.id": "watchers",
+            "client.id": "watcher-1",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe(["live"])
+    try:
+        deadline = time.monotonic() + 60
+        while consumer.poll(0.5) is None:
+            assert time.monotonic() < deadline, "no message consumed"
+        consumer.commit(asynchronous=False)
+        with httpx.Client(base_url=served.url, timeout=30) as client:
+            while True:
+                body = client.get("/api/v1/groups/watchers").json()
+                if body.get("state") == "Stable":
+                    break
+                assert time.monotonic() < deadline, body
+                time.sleep(0.2)
+            assert body["members"] == 1 and body["member_list"][0]["client_id"] == "watcher-1"
+            assert body["lag"] == 0
+            listed = {g["group"]: g for g in client.get("/api/v1/groups").json()}
+            assert listed["watchers"]["state"] == "Stable"
+    finally:
+        consumer.close()
