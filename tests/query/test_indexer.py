@@ -179,3 +179,22 @@ def test_indexer_child_process_follows_a_writer(tmp_path: Path) -> None:
             assert (view.end_offset, view.end_position) == (seg.next_offset, seg.size)
         found = QueryEngine(storage).run(KeyQuery("t", b"k7")).all()[0]
         assert [m.offset for m in found] == list(range(1997, -1, -10))
+
+
+def test_compaction_writes_fresh_index_files_and_key_queries_stay_exact(tmp_path: Path) -> None:
+    from logtrove.storage.cleaner import Cleaner
+
+    with Storage.open(tmp_path) as storage:
+        storage.create_topic("kv", 1, {"cleanup.policy": "compact", "segment.bytes": "20000"})
+        log = storage.log("kv", 0)
+        for i in range(3_000):
+            log.append(build_batch([NewRecord(b"v%d" % i, b"k%d" % (i % 40), (("id", b"m%d" % i),))]))
+        Indexer(storage).catch_up()
+        Cleaner(storage).clean_until_caught_up(log)
+        for seg in log.segments:
+            view = index_view(seg)
+            assert (view.end_offset, view.end_position) == (seg.next_offset, seg.size)
+        engine = QueryEngine(storage)
+        for k in (b"k0", b"k17", b"k39"):
+            want = [r.offset for r in log.records() if r.key == k][::-1]
+            assert [m.offset for m in engine.run(KeyQuery("kv", k)).all()[0]] == want

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from logtrove.records import BatchHeader, build_batch, iter_keys, iter_records, validate_batch
 from logtrove.storage.cleaner.offset_map import OffsetLookup, OffsetMap, OffsetMapFullError
+from logtrove.storage.indexer import build_segment_indexes
 from logtrove.storage.log import PartitionLog
 from logtrove.storage.segment import Segment
 from logtrove.storage.swap import Fault
@@ -244,6 +245,7 @@ def clean_partition(
                 before += seg.size
                 if progress:
                     progress("copy", before, total)
+            build_segment_indexes(out, log.config)  # key, tag and skip files travel with it
         except BaseException:
             out.delete_files()  # nothing swapped yet: the old segments are intact
             raise
