@@ -34,13 +34,11 @@ from logtrove.query import (
     JsonField,
     KeyQuery,
     Predicate,
-    QueryEngine,
     QueryResult,
     RangeQuery,
     Regex,
     TimeQuery,
 )
-from logtrove.query import Query as Question
 
 router = APIRouter(prefix="/api/v1/topics/{topic}/messages", tags=["search"])
 
@@ -73,10 +71,6 @@ def _page(storage_header: str, result: QueryResult, cli: str, *, stats: bool = T
     )
 
 
-def _ask(engine: QueryEngine, question: Question) -> QueryResult:
-    return engine.run(question)
-
-
 @router.get(
     "/at",
     summary="In each partition, the first message with timestamp ≥ time",
@@ -90,7 +84,7 @@ def at_time(
     time: Annotated[str, Query(max_length=64, description="Epoch ms or ISO-8601.")],
     partition: Partition = None,
 ) -> MessagePage:
-    result = _ask(engine, TimeQuery(topic, parse_time(time, "time"), _parts(partition)))
+    result = engine.run(TimeQuery(topic, parse_time(time, "time"), _parts(partition)))
     cli = cli_command(str(ctx.storage.path), topic, [("--partition", partition), ("--time", time)])
     return _page(id_header(storage, topic), result, cli, stats=False)
 
@@ -126,7 +120,7 @@ def time_range(
             ("--cursor", cursor),
         ],
     )
-    return _page(id_header(storage, topic), _ask(engine, question), cli)
+    return _page(id_header(storage, topic), engine.run(question), cli)
 
 
 def _key_bytes(key: str | None, key_b64: str | None) -> bytes:
@@ -170,7 +164,7 @@ def by_key(
             ("--cursor", cursor),
         ],
     )
-    return _page(id_header(storage, topic), _ask(engine, question), cli)
+    return _page(id_header(storage, topic), engine.run(question), cli)
 
 
 @router.get(
@@ -206,7 +200,7 @@ def by_header(
             ("--cursor", cursor),
         ],
     )
-    return _page(id_header(storage, topic), _ask(engine, question), cli)
+    return _page(id_header(storage, topic), engine.run(question), cli)
 
 
 @router.get(
@@ -239,7 +233,7 @@ def by_id(
             ("--cursor", cursor),
         ],
     )
-    return _page(id_header(storage, topic), _ask(engine, question), cli)
+    return _page(id_header(storage, topic), engine.run(question), cli)
 
 
 def _predicate(
@@ -320,7 +314,7 @@ def search(
             ("--cursor", cursor),
         ],
     )
-    result = _ask(engine, question)
+    result = engine.run(question)
     header = id_header(storage, topic)
     if not stream:
         return _page(header, result, cli)
