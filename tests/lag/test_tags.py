@@ -56,6 +56,7 @@ def test_counts_equal_brute_force_at_many_points(mixed: MixedTopic) -> None:
                     got = count_matching(log, wanted, start)
                     assert got.matching == mixed.count(p, wanted, start), (p, expression, start)
                     assert got.records_scanned == 0, "fully indexed: no record decoded"
+                    assert got.entries_read < 2 * 4096, "whole blocks are counted from their tag lists"
             # an inner range [a, b)
             a, b = end // 3, 2 * end // 3
             assert count_matching(log, TagFilter.parse("TagA"), a, b).matching == mixed.count(
@@ -122,33 +123,42 @@ def test_hash_collisions_are_detected_and_rechecked(tmp_path: Path) -> None:
         log.append(build_batch([NewRecord(b"v", None, (("tag", t),), 0) for t in tags[500:]]))
         Indexer(storage, block_records=500).catch_up()
         wanted = TagFilter.parse(first.decode())
-        got = count_matching(log, wanted, 0)
-        assert got.matching == 250
-        assert got.records_scanned == 500, "only the block holding both tags is re-checked"
-        assert count_matching(log, TagFilter.parse("other"), 0) == type(got)(100, 600, 0)
+        whole = count_matching(log, wanted, 0)
+        assert (whole.matching, whole.records_scanned, whole.blocks_counted) == (250, 0, 2), "tag lists count"
+        cut = count_matching(log, wanted, 100)
+        assert cut.matching == 200
+        assert cut.records_scanned == 400, "only the cut block holding both tags is re-checked"
+        other = count_matching(log, TagFilter.parse("other"), 100)
+        assert (other.matching, other.records_scanned, other.entries_read) == (100, 0, 400)
         fetched = fetch_matching(log, wanted, 0, 1000)
         assert [r.offset for r in fetched.records] == [i for i, t in enumerate(tags) if t == first]
 
 
-def _rewrite_as_version_1(path: Path, base_offset: int) -> None:
-    """Turn a .tagidx file into what the first indexer wrote: no tag list, block version 1."""
+def _rewrite_as(version: int, path: Path, base_offset: int) -> None:
+    """Turn a .tagidx file into what older indexers wrote: version 1 had no tag list,
+    version 2 a tag list without record counts."""
     out = b""
-    fd_blocks = read_blocks(path, tagindex.KIND, base_offset)
     raw = path.read_bytes()
-    for b in fd_blocks:
+    for b in read_blocks(path, tagindex.KIND, base_offset):
         payload = raw[b.payload_position : b.file_end]
         (length,) = struct.unpack_from(">H", payload)
         pos = 2 + length
         (count,) = struct.unpack_from(">H", payload, pos)
+        listed = []
         pos += 2
         if count != tagindex.NOT_LISTED:
             for _ in range(count):
-                pos += 2 + struct.unpack_from(">H", payload, pos)[0]
-        old = payload[: 2 + length] + payload[pos:]
+                size = struct.unpack_from(">H", payload, pos)[0]
+                listed.append(payload[pos : pos + 2 + size])
+                pos += 2 + size + 4
+        head = payload[: 2 + length]
+        if version == 2:
+            head += struct.pack(">H", count) + b"".join(listed)
+        old = head + payload[pos:]
         out += BLOCK_HEADER.pack(
             MAGIC,
             tagindex.KIND,
-            1,
+            version,
             0,
             b.start_offset,
             b.end_offset,
@@ -160,19 +170,21 @@ def _rewrite_as_version_1(path: Path, base_offset: int) -> None:
     path.write_bytes(out)
 
 
-def test_version_1_blocks_are_read_and_rechecked(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", [1, 2])
+def test_older_blocks_are_read_exactly(tmp_path: Path, version: int) -> None:
     topic = write_mixed_topic(tmp_path / "data", partitions=1, batches_per_partition=10)
     with Storage.open(topic.path) as storage:
         log = storage.log(TOPIC, 0)
         for seg in log.segments:
-            _rewrite_as_version_1(derived_path(seg, tagindex.SUFFIX), seg.base_offset)
+            _rewrite_as(version, derived_path(seg, tagindex.SUFFIX), seg.base_offset)
         for seg in log.segments:
             blocks = read_blocks(derived_path(seg, tagindex.SUFFIX), tagindex.KIND, seg.base_offset)
-            assert blocks and all(b.version == 1 for b in blocks)
+            assert blocks and all(b.version == version for b in blocks)
         wanted = TagFilter.parse("TagC")
         got = count_matching(log, wanted, 10)
         assert got.matching == topic.count(0, wanted, 10)
-        assert got.records_scanned > 0
+        assert got.blocks_counted == 0, "no record counts before version 3"
+        assert (got.records_scanned > 0) == (version == 1), "version 2 lists tags: no re-check"
         name, entries = tagindex.read_entries(
             *_open_first(derived_path(log.segments[0], tagindex.SUFFIX), log.segments[0].base_offset)
         )

@@ -11,11 +11,13 @@ which ones they are — are answered from each segment's ``.tagidx`` entries::
     offsets:  start                                   indexed up to        end
                 │ ◀──── .tagidx entries, 8 B each ───▶ │ ◀─── log scan ───▶ │
 
-* Indexed part: the entries of ``[start, end)`` are found by bisection on their relative
-  offsets and counted per wanted hash with ``array.count`` (a C loop, no record decoded).
-  Each block lists its distinct tags, so a hash that a wanted tag shares with another
-  tag of the block is detected; only such a block (or one whose tags are not listed) is
-  re-checked against its records. Counting is therefore exact, never an estimate.
+* Indexed part: a block (≈ 64 k records) inside the range is counted from its tag list,
+  which holds the number of records of each distinct tag — exact, and O(tags). A block
+  the range cuts is counted from its entries: found by bisection on their relative
+  offsets, counted per wanted hash with ``array.count`` (a C loop, no record decoded);
+  the tag list tells whether a wanted hash is shared with another tag of the block, and
+  only then (or when the block lists no tags) are its records re-checked. Counting is
+  therefore exact, never an estimate.
 * The rest — the not-yet-indexed tail of a segment, blocks indexed for another tag
   header name — is read from the log.
 
@@ -118,6 +120,17 @@ class IndexedBlock:
     end_offset: int
     entries: tagidx.TagEntries
 
+    def covered_by(self, start: int, end: int) -> bool:
+        return start <= self.start_offset and self.end_offset <= end
+
+    def tag_count(self, tags: TagFilter) -> int | None:
+        """Records of the whole block that ``tags`` wants, from its tag list (exact: it
+        counts tag values), or ``None`` when the block does not list counts."""
+        counts = self.entries.counts
+        if counts is None:
+            return None
+        return sum(counts.get(t, 0) for t in tags.tags)
+
     def span(self, start: int, end: int) -> tuple[int, int]:
         """Entry indexes ``[i, j)`` of the records with offsets in ``[start, end)``."""
         rel = self.entries.rel_offsets
@@ -163,10 +176,10 @@ def _cached(key: tuple[object, ...], fd: int, block: Block) -> tagidx.TagEntries
     entries = tagidx.read_block(fd, block)
     with _cache_lock:
         _cache[key] = entries
-        _cache_entries += len(entries.hashes)
+        _cache_entries += len(entries)
         while _cache_entries > _CACHE_ENTRIES and len(_cache) > 1:
             _, old = _cache.popitem(last=False)
-            _cache_entries -= len(old.hashes)
+            _cache_entries -= len(old)
     return entries
 
 
@@ -255,6 +268,7 @@ class TagCount:
     matching: int
     entries_read: int  # .tagidx entries looked at
     records_scanned: int  # records decoded from the log (un-indexed tail, re-checks)
+    blocks_counted: int = 0  # whole blocks counted from their tag lists
 
 
 def count_matching(log: PartitionLog, tags: TagFilter, start: int, end: int | None = None) -> TagCount:
@@ -262,10 +276,16 @@ def count_matching(log: PartitionLog, tags: TagFilter, start: int, end: int | No
     offset) whose tag ``tags`` wants. For ``*`` every record counts (the log is scanned
     for the un-indexed part, and ``.skip``-free: prefer the raw lag for ``*``)."""
     end = log.log_end_offset if end is None else end
-    matching = entries = scanned = 0
+    matching = entries = scanned = blocks = 0
     tag_header = log.config.message_tag_header
     for piece in pieces(log, start, end):
         block = piece.block
+        if block is not None and not tags.match_all and block.covered_by(piece.start, piece.end):
+            whole = block.tag_count(tags)
+            if whole is not None:
+                matching += whole
+                blocks += 1
+                continue
         if block is not None and not tags.match_all and not tags.ambiguous_in(block.entries.tags):
             i, j = block.span(piece.start, piece.end)
             matching += block.count(tags.hashes, i, j)
@@ -274,7 +294,7 @@ def count_matching(log: PartitionLog, tags: TagFilter, start: int, end: int | No
         for record in scan_records(piece.segment, piece.start, piece.end):
             scanned += 1
             matching += tags.matches_record(record, tag_header)
-    return TagCount(matching, entries, scanned)
+    return TagCount(matching, entries, scanned, blocks)
 
 
 # -- reading ----------------------------------------------------------------------------
@@ -322,6 +342,8 @@ def _fetch_block(
     piece: Piece, block: IndexedBlock, tags: TagFilter, out: list[Record], limit: int, tag_header: str
 ) -> int | None:
     """Append the matches of one indexed piece; the next offset if ``limit`` was reached."""
+    if block.tag_count(tags) == 0:
+        return None  # none of the wanted tags in this block: skipped without a look
     i, j = block.span(piece.start, piece.end)
     rel = block.entries.rel_offsets
     for w in range(i, j, _WINDOW):

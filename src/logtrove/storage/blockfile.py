@@ -34,7 +34,7 @@ import crc32c
 
 BLOCK_HEADER = struct.Struct(">4sBBHqqqII")
 MAGIC = b"LTB1"
-VERSION = 2  # 2: a ``.tagidx`` payload also lists the block's tags (framing unchanged)
+VERSION = 3  # 2: a ``.tagidx`` payload lists the block's tags, 3: with their record counts
 MIN_VERSION = 1  # blocks of every version from here on are read; payload readers branch on it
 
 

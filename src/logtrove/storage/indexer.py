@@ -114,7 +114,7 @@ class SegmentIndexBuilder:
         self._key_rel: array[int] = array("I")
         self._tag_rel: array[int] = array("I")
         self._tag_hashes: array[int] = array("I")
-        self._tags: set[bytes] = set()
+        self._tags: dict[bytes, int] = {}  # tag → records in the pending block
         self._tokens: set[bytes] = set()
         self._min_ts = 2**63 - 1
         self._max_ts = -(2**63)
@@ -285,10 +285,11 @@ class SegmentIndexBuilder:
         self._min_ts, self._max_ts = min_ts, max_ts
         if values:
             self._tokens.update(skipindex.TOKEN.findall(b"\n".join(values)))
+        counts = self._tags
         for rel, tag in tags:
             self._tag_rel.append(rel)
             self._tag_hashes.append(tagindex.tag_hash(tag))
-            self._tags.add(tag)
+            counts[tag] = counts.get(tag, 0) + 1
         self.pending_records += count
         return count
 
@@ -437,6 +438,8 @@ class Indexer:
         self.records_indexed = 0
         self._now = monotonic or time.monotonic
         self._last_tail_flush = self._now()
+        self.checkpoint_s = 1.0
+        self._checkpointed_at = -float("inf")
 
     def _partition(self, plog: PartitionLog) -> PartitionIndexer:
         pi = self._partitions.get(plog.tp)
@@ -458,7 +461,7 @@ class Indexer:
             for plog in logs:
                 done += self._partition(plog).step(max_records, flush_tail=flush_tail)
             self.records_indexed += done
-            self.write_checkpoint()
+            self.write_checkpoint(force=flush_tail)
             return done
 
     def catch_up(self, *, flush_tail: bool = True) -> int:
@@ -473,11 +476,16 @@ class Indexer:
     def indexed_offsets(self) -> dict[tuple[str, int], int]:
         return {(tp.topic, tp.partition): pi.indexed_offset for tp, pi in self._partitions.items()}
 
-    def write_checkpoint(self) -> None:
+    def write_checkpoint(self, *, force: bool = True) -> None:
+        """Write ``index-offset-checkpoint`` if it changed (without ``force``, at most
+        once per ``checkpoint_s``: each write costs two fsyncs)."""
+        if not force and self._now() - self._checkpointed_at < self.checkpoint_s:
+            return
         offsets = self.indexed_offsets()
         if offsets != self._written:
             self._checkpoint.write(offsets)
             self._written = offsets
+            self._checkpointed_at = self._now()
 
     # -- background thread --------------------------------------------------------------
     def start(self) -> None:

@@ -1,24 +1,27 @@
 """``.tagidx``: one fixed-width entry per tagged record, for tag-filtered reads and lag.
 
-A record's tag is the value of its topic's ``message.tag.header`` (default ``tag``). One
-file per segment, made of blocks (:mod:`.blockfile`, kind ``T``) whose payload is::
+A record's tag is the value of its topic's ``message.tag.header`` (default ``tag``; the
+record's last such header). One file per segment, made of blocks (:mod:`.blockfile`,
+kind ``T``) whose payload is::
 
-    ┌──────────────────────────┬──────────────────────────────────────┐
-    │ tag header name len  u16 │ tag header name (UTF-8) at indexing  │
-    ├──────────────────────────┼──────────────────────────────────────┤  block version ≥ 2:
-    │ tag count           u16  │ (tag len u16, tag bytes) × count     │  the block's distinct tags,
-    ├──────────────────────────┼──────────────────────┬───────────────┘  0xFFFF = not listed
+    ┌──────────────────────────┬──────────────────────────────────────────┐
+    │ tag header name len  u16 │ tag header name (UTF-8) at indexing      │
+    ├──────────────────────────┼──────────────────────────────────────────┤  block version ≥ 2:
+    │ tag count           u16  │ (tag len u16, tag bytes, records u32)    │  the block's distinct
+    │ (0xFFFF = not listed)    │   × count, sorted by tag                 │  tags (records: ≥ 3)
+    ├──────────────────────────┼──────────────────────┬───────────────────┘
     │ relative offset     u32  │ tag hash        u32  │  × one per tagged record, offset order
     └──────────────────────────┴──────────────────────┘
 
 ``tag hash`` is the low 32 bits of xxh3-64 of ``t:`` + tag value (:func:`tag_hash`).
-Counting the records of ``TagA || TagB`` in ``[a, b)`` reads 8-byte entries instead of
-the log. Two tags may share a hash: the list of the block's distinct tags says whether
-any tag of the block collides with a wanted one, so a reader is exact without reading
-records unless a collision is present or the tags are not listed (version-1 blocks, or
-more than :data:`MAX_LISTED_TAGS` distinct tags in the block), in which case it re-checks
-the records. Records without the header have no entry. The blocks say how far the file
-covers (``end offset``): records after it are not indexed yet and must be read from the log.
+How many records of ``TagA || TagB`` a block holds is read from its tag list, exactly
+(it counts tag values, not hashes). A range that cuts a block is counted from its 8-byte
+entries: two tags may share a hash, and the block's tag list says whether any of its
+tags collides with a wanted one, so a reader is exact without reading records unless
+such a collision is present or the tags are not listed (version-1 blocks, or more than
+:data:`MAX_LISTED_TAGS` distinct tags), in which case it re-checks the records. Records
+without the header have no entry. The blocks say how far the file covers (``end
+offset``): records after it are not indexed yet and must be read from the log.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from __future__ import annotations
 import os
 import struct
 from array import array
-from collections.abc import Collection
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +44,7 @@ MAX_LISTED_BYTES = 256 * 1024
 NOT_LISTED = 0xFFFF
 _U32 = 0xFFFFFFFF
 _U16 = struct.Struct(">H")
+_U32S = struct.Struct(">I")
 _LITTLE_ENDIAN = array("I", [1]).tobytes()[0] == 1
 
 
@@ -49,22 +53,23 @@ def tag_hash(tag: bytes) -> int:
     return xxhash.xxh3_64_intdigest(b"t:" + tag) & _U32
 
 
-def _tag_list(tags: Collection[bytes] | None) -> bytes:
+def _tag_list(tags: Mapping[bytes, int] | None) -> bytes:
     if (
         tags is None
         or len(tags) > MAX_LISTED_TAGS
-        or sum(len(t) + 2 for t in tags) > MAX_LISTED_BYTES
+        or sum(len(t) + 6 for t in tags) > MAX_LISTED_BYTES
         or any(len(t) > 0xFFFF for t in tags)
     ):
         return _U16.pack(NOT_LISTED)
-    return _U16.pack(len(tags)) + b"".join(_U16.pack(len(t)) + t for t in sorted(tags))
+    return _U16.pack(len(tags)) + b"".join(_U16.pack(len(t)) + t + _U32S.pack(tags[t]) for t in sorted(tags))
 
 
 def encode_payload(
-    tag_header: str, rel_offsets: array[int], hashes: array[int], tags: Collection[bytes] | None = None
+    tag_header: str, rel_offsets: array[int], hashes: array[int], tags: Mapping[bytes, int] | None = None
 ) -> bytes:
-    """The tag header name, the block's distinct tags (``None``: not listed), then
-    interleaved (relative offset, tag hash) pairs. For blocks of version ≥ 2."""
+    """The tag header name, the block's distinct tags with their record counts
+    (``None``: not listed), then interleaved (relative offset, tag hash) pairs. For
+    blocks of the current version."""
     out = array("I", bytes(8 * len(rel_offsets)))
     out[0::2] = rel_offsets
     out[1::2] = hashes
@@ -74,37 +79,74 @@ def encode_payload(
     return _U16.pack(len(name)) + name + _tag_list(tags) + out.tobytes()
 
 
-@dataclass(frozen=True, slots=True)
 class TagEntries:
-    """The decoded payload of one block: for which header, which tags (``None`` when
-    not listed), and the entries as two parallel arrays of relative offsets and hashes."""
+    """The decoded payload of one block: for which header, its tags with their record
+    counts (``None`` when not listed; counts ``None`` before version 3), and — decoded
+    on first use — the entries as two parallel arrays of relative offsets and hashes."""
 
-    tag_header: str
-    tags: frozenset[bytes] | None
-    rel_offsets: array[int]
-    hashes: array[int]
+    __slots__ = ("_entries", "_payload", "_start", "counts", "tag_header", "tags")
+
+    def __init__(
+        self,
+        tag_header: str,
+        tags: frozenset[bytes] | None,
+        counts: dict[bytes, int] | None,
+        payload: bytes,
+        start: int,
+    ) -> None:
+        self.tag_header = tag_header
+        self.tags = tags
+        self.counts = counts
+        self._payload = payload
+        self._start = start
+        self._entries: tuple[array[int], array[int]] | None = None
+
+    def __len__(self) -> int:
+        return (len(self._payload) - self._start) // 8
+
+    def _decode(self) -> tuple[array[int], array[int]]:
+        if self._entries is None:
+            raw = array("I", self._payload[self._start : self._start + len(self) * 8])
+            if _LITTLE_ENDIAN:
+                raw.byteswap()
+            self._entries = (raw[0::2], raw[1::2])
+            self._payload = b""
+            self._start = 0
+        return self._entries
+
+    @property
+    def rel_offsets(self) -> array[int]:
+        return self._decode()[0]
+
+    @property
+    def hashes(self) -> array[int]:
+        return self._decode()[1]
 
 
 def decode_payload(payload: bytes, version: int) -> TagEntries:
-    """Decode a block payload written by :func:`encode_payload` (or its version 1)."""
+    """Decode a block payload written by :func:`encode_payload` (or an older version)."""
     (length,) = _U16.unpack_from(payload)
     pos = 2 + length
     name = payload[2:pos].decode("utf-8")
     tags: frozenset[bytes] | None = None
+    counts: dict[bytes, int] | None = None
     if version >= 2:
         (count,) = _U16.unpack_from(payload, pos)
         pos += 2
         if count != NOT_LISTED:
-            listed = []
+            listed: dict[bytes, int] = {}
             for _ in range(count):
                 (size,) = _U16.unpack_from(payload, pos)
-                listed.append(payload[pos + 2 : pos + 2 + size])
+                tag = payload[pos + 2 : pos + 2 + size]
                 pos += 2 + size
+                if version >= 3:
+                    (listed[tag],) = _U32S.unpack_from(payload, pos)
+                    pos += 4
+                else:
+                    listed[tag] = -1
             tags = frozenset(listed)
-    raw = array("I", payload[pos : pos + (len(payload) - pos) // 8 * 8])
-    if _LITTLE_ENDIAN:
-        raw.byteswap()
-    return TagEntries(name, tags, raw[0::2], raw[1::2])
+            counts = listed if version >= 3 else None
+    return TagEntries(name, tags, counts, payload, pos)
 
 
 def read_block(fd: int, block: Block) -> TagEntries:
