@@ -3,9 +3,14 @@ files, and opening a data directory with one test topic."""
 
 from __future__ import annotations
 
+import os
 import random
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from logtrove.records import (
     Compression,
@@ -20,6 +25,24 @@ from logtrove.storage import PartitionLog, Storage
 from logtrove.testing import FakeClock
 
 TOPIC = "t"
+
+# Storage tests write real files, in tmpfs when there is one: fsync is what makes them slow on
+# a shared disk, and nothing they check depends on it (a killed process leaves its writes in
+# the page cache either way). LOGTROVE_TEST_ON_DISK=1 runs them under pytest's tmp_path.
+RAM_DIR = "/dev/shm" if Path("/dev/shm").is_dir() and not os.environ.get("LOGTROVE_TEST_ON_DISK") else None
+
+
+@pytest.fixture
+def tmp_path(tmp_path: Path) -> Iterator[Path]:
+    """pytest's ``tmp_path``, or a fresh directory in tmpfs (removed afterwards)."""
+    if RAM_DIR is None:
+        yield tmp_path
+        return
+    path = Path(tempfile.mkdtemp(prefix="logtrove-storage-", dir=RAM_DIR))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def random_records(rng: random.Random, count: int, now: int, *, max_value: int = 200) -> list[NewRecord]:

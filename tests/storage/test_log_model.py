@@ -27,11 +27,9 @@ from logtrove.records import Compression, NewRecord, build_batch
 from logtrove.storage import PartitionLog, Storage
 from logtrove.testing import FakeClock
 
-from .conftest import TOPIC, decode_batches
+from .conftest import RAM_DIR, TOPIC, decode_batches
 
 HOUR = 3_600_000
-# fsync is what makes these runs slow on a shared disk; tmpfs has real files without it
-RAM_DIR = "/dev/shm" if Path("/dev/shm").is_dir() else None
 RecordSpec = tuple[bytes | None, int, int, bool, int]
 
 
