@@ -19,6 +19,8 @@ from logtrove.http.groups import GroupState
 from logtrove.http.problems import Problem
 from logtrove.storage import AppendResult, Storage
 
+MAX_REQUEST_HEAD = 1 << 20
+
 
 class ListenAddressError(ValueError):
     """A ``HOST:PORT`` that cannot be used."""
@@ -43,7 +45,15 @@ class _Server(uvicorn.Server):
 
 def _config(app: Any, host: str, port: int, log_level: str) -> uvicorn.Config:
     return uvicorn.Config(
-        app, host=host, port=port, log_level=log_level, access_log=False, lifespan="off", server_header=False
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        lifespan="off",
+        server_header=False,
+        # a request line of long (percent-encoded) search parameters stays well under this
+        h11_max_incomplete_event_size=MAX_REQUEST_HEAD,
     )
 
 

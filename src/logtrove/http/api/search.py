@@ -142,8 +142,8 @@ def by_key(
     engine: EngineDep,
     storage: StorageDep,
     ctx: CtxDep,
-    key: Annotated[str | None, Query(max_length=10_000, description="The key as UTF-8 text.")] = None,
-    key_b64: Annotated[str | None, Query(max_length=14_000, description="The key in base64.")] = None,
+    key: Annotated[str | None, Query(max_length=4096, description="The key as UTF-8 text.")] = None,
+    key_b64: Annotated[str | None, Query(max_length=5464, description="The key in base64.")] = None,
     from_: FromParam = None,
     to: TimeParam = None,
     partition: Partition = None,
@@ -178,7 +178,7 @@ def by_header(
     storage: StorageDep,
     ctx: CtxDep,
     name: Annotated[str, Query(min_length=1, max_length=1000)],
-    value: Annotated[str, Query(max_length=10_000)],
+    value: Annotated[str, Query(max_length=4096)],
     from_: FromParam = None,
     to: TimeParam = None,
     partition: Partition = None,
@@ -268,11 +268,11 @@ def search(
     storage: StorageDep,
     ctx: CtxDep,
     contains: Annotated[
-        str | None, Query(max_length=10_000, description="Values containing this text.")
+        str | None, Query(max_length=4096, description="Values containing this text.")
     ] = None,
-    regex: Annotated[str | None, Query(max_length=10_000, description="Values matching this regex.")] = None,
+    regex: Annotated[str | None, Query(max_length=4096, description="Values matching this regex.")] = None,
     json_field: Annotated[
-        str | None, Query(max_length=10_000, description="JSON values with PATH=VALUE, e.g. order.id=4711.")
+        str | None, Query(max_length=4096, description="JSON values with PATH=VALUE, e.g. order.id=4711.")
     ] = None,
     from_: FromParam = None,
     to: TimeParam = None,
