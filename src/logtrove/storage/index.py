@@ -182,9 +182,10 @@ class OffsetIndex(IndexFile):
         self._pending.clear()
         self.rewrite([(o - self.base_offset, p) for o, p in zip(self._offsets, self._positions, strict=True)])
 
-    def entries(self) -> list[tuple[int, int]]:
-        """All entries as absolute (offset, position)."""
-        return list(zip(self._offsets, self._positions, strict=True))
+    def entries(self, last: int | None = None) -> list[tuple[int, int]]:
+        """All entries (or the ``last`` few) as absolute (offset, position)."""
+        start = 0 if last is None else max(len(self._offsets) - last, 0)
+        return list(zip(self._offsets[start:], self._positions[start:], strict=True))
 
 
 class TimeIndex(IndexFile):
@@ -259,6 +260,12 @@ class TimeIndex(IndexFile):
             [(t, o - self.base_offset) for t, o in zip(self._timestamps, self._offsets, strict=True)]
         )
 
-    def entries(self) -> list[tuple[int, int]]:
-        """All entries as (timestamp, absolute offset)."""
-        return list(zip(self._timestamps, self._offsets, strict=True))
+    def entries(self, last: int | None = None) -> list[tuple[int, int]]:
+        """All entries (or the ``last`` few) as (timestamp, absolute offset)."""
+        start = 0 if last is None else max(len(self._timestamps) - last, 0)
+        return list(zip(self._timestamps[start:], self._offsets[start:], strict=True))
+
+    @property
+    def first_entry(self) -> tuple[int, int] | None:
+        """The oldest (timestamp, offset), or ``None`` when empty."""
+        return (self._timestamps[0], self._offsets[0]) if self._timestamps else None

@@ -165,11 +165,16 @@ class Segment:
         segment's max timestamp too small, and time lookups and retention skip the
         segment) fails this unless the cut kept what those batches need. Entries further
         back are not probed: checking them all would read the whole segment."""
-        entries = self.time_index.entries()
+        entries = self.time_index.entries(last=_INDEX_PROBES)
         newest = entries[-1][0] if entries else None
-        if self.first_batch_timestamp is not None and entries and entries[0][0] < self.first_batch_timestamp:
+        first = self.time_index.first_entry
+        if (
+            self.first_batch_timestamp is not None
+            and first is not None
+            and first[0] < self.first_batch_timestamp
+        ):
             raise CorruptIndexError(f"{self.time_index.path.name}: first entry is below the first batch")
-        for offset, position in self.offset_index.entries()[-_INDEX_PROBES:]:
+        for offset, position in self.offset_index.entries(last=_INDEX_PROBES):
             indexed = next(self.batches(position), None)
             if indexed is None or indexed[1].base_offset != offset:
                 raise CorruptIndexError(
@@ -179,7 +184,7 @@ class Segment:
                 raise CorruptIndexError(
                     f"{self.time_index.path.name} ends before batch at {position} of {self.log_path.name}"
                 )
-        for timestamp, offset in entries[-_INDEX_PROBES:]:
+        for timestamp, offset in entries:
             found = self.find(offset)
             if found is None or (found[1].base_offset, found[1].max_timestamp) != (offset, timestamp):
                 raise CorruptIndexError(
