@@ -22,6 +22,7 @@ from logtrove.groups.subscriptions import (
     encode_value,
 )
 from logtrove.groups.tags import InvalidTagExpressionError, TagFilter
+from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage, UnknownTopicError
 from logtrove.testing import FakeClock
 
@@ -162,3 +163,16 @@ def test_tag_consumer_start_positions(mixed: MixedTopic) -> None:
         assert by_time.poll(1)[0].record.offset == min(o for o, t in enumerate(ts) if t >= ts[1234])
         with pytest.raises(ValueError, match="committer"):
             TagConsumer(storage, TOPIC, "*", group="g")
+
+
+def test_a_long_unindexed_stretch_without_matches_does_not_end_consumption(tmp_path: Path) -> None:
+    with Storage.open(tmp_path / "d") as storage:
+        storage.create_topic("t", 1)
+        log = storage.log("t", 0)
+        for _ in range(10):
+            log.append(build_batch([NewRecord(b"x", None, (("tag", b"Other"),), 0) for _ in range(100)]))
+        log.append(build_batch([NewRecord(b"wanted", None, (("tag", b"Mine"),), 0)]))
+        consumer = TagConsumer(storage, "t", "Mine", max_scan_records=50)
+        got = consumer.poll()
+        assert [c.record.value for c in got] == [b"wanted"]
+        assert consumer.poll() == [] and consumer.at_end()

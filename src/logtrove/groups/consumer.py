@@ -145,13 +145,21 @@ class TagConsumer:
 
     def poll(self, max_records: int = 500) -> list[ConsumedRecord]:
         """The next matching records (up to ``max_records``) from the partitions in turn;
-        an empty list when every partition is at its end (a read-only storage is
+        an empty list only when every partition is at its end (a read-only storage is
         refreshed first, to see what the writer appended)."""
-        out = self._poll_once(max_records)
+        out = self._drain(max_records)
         if not out and self.storage.read_only:
             self.storage.refresh()
-            out = self._poll_once(max_records)
+            out = self._drain(max_records)
         return out
+
+    def _drain(self, max_records: int) -> list[ConsumedRecord]:
+        """Fetch rounds until something matches or every partition is at its end (a
+        round may stop early, after ``max_scan_records`` un-indexed records)."""
+        while True:
+            out = self._poll_once(max_records)
+            if out or self.at_end():
+                return out
 
     def _poll_once(self, max_records: int) -> list[ConsumedRecord]:
         out: list[ConsumedRecord] = []
