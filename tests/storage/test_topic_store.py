@@ -343,3 +343,18 @@ def test_cluster_id_is_stable_across_reopen(tmp_path: Path) -> None:
         assert again.data_dir.cluster_id == cid
         assert len(cid) == 22
     assert (tmp_path / ".clean-shutdown").exists()
+
+
+def test_refreshing_an_idle_reader_does_not_hold_more_files(tmp_path: Path) -> None:
+    with Storage.open(tmp_path) as storage:
+        storage.create_topic("t", 1, {"segment.bytes": "1024"})
+        for i in range(20):
+            storage.log("t", 0).append(batch(b"%d" % i * 100))
+    reader = Storage.open(tmp_path, read_only=True)
+    reader.log("t", 0)
+    fds = len(list(Path("/proc/self/fd").iterdir()))
+    for _ in range(200):
+        reader.refresh()
+    assert len(list(Path("/proc/self/fd").iterdir())) <= fds + 2
+    assert reader.log("t", 0).log_end_offset == 20
+    reader.close()

@@ -644,7 +644,9 @@ class PartitionLog:
                 self._remove_from_list(seg)
                 self._graveyard.append((self.clock.now_ms() + 60_000, seg))
         known = set(self._bases)
-        if self._segments:  # reopen the last segment: it may have grown
+        if self._segments and self._segments[-1].file_size() != self._segments[-1].size:
+            # reopen the last segment: it has grown (a fresh object, so that a thread
+            # reading the old one is not disturbed; the old one stays open a while)
             last = self._segments.pop()
             self._bases.pop()
             self._graveyard.append((self.clock.now_ms() + 60_000, last))

@@ -219,6 +219,13 @@ class Segment:
             self.max_timestamp = header.max_timestamp
             self.max_timestamp_offset = header.base_offset
 
+    def file_size(self) -> int | None:
+        """Size of the file ``log_path`` names now (``None`` if it is gone)."""
+        try:
+            return self.log_path.stat().st_size
+        except FileNotFoundError:
+            return None
+
     def is_current_file(self) -> bool:
         """Whether ``log_path`` still names the file this segment has open (a cleaner swap
         replaces a segment by a new file of the same name)."""
