@@ -84,7 +84,7 @@ class TagEntries:
     counts (``None`` when not listed; counts ``None`` before version 3), and — decoded
     on first use — the entries as two parallel arrays of relative offsets and hashes."""
 
-    __slots__ = ("_entries", "_payload", "_start", "counts", "tag_header", "tags")
+    __slots__ = ("_entries", "_length", "_raw", "counts", "tag_header", "tags")
 
     def __init__(
         self,
@@ -97,22 +97,31 @@ class TagEntries:
         self.tag_header = tag_header
         self.tags = tags
         self.counts = counts
-        self._payload = payload
-        self._start = start
+        self._raw: tuple[bytes, int] | None = (payload, start)  # one attribute: read atomically
         self._entries: tuple[array[int], array[int]] | None = None
+        self._length = (len(payload) - start) // 8
 
     def __len__(self) -> int:
-        return (len(self._payload) - self._start) // 8
+        return self._length
 
     def _decode(self) -> tuple[array[int], array[int]]:
-        if self._entries is None:
-            raw = array("I", self._payload[self._start : self._start + len(self) * 8])
+        """Decode the entries once (threads may race here: each result is the same, and
+        the payload is dropped only after the entries are set)."""
+        entries = self._entries
+        if entries is None:
+            raw = self._raw
+            if raw is None:  # another thread finished in between
+                entries = self._entries
+                assert entries is not None
+                return entries
+            payload, start = raw
+            pairs = array("I", payload[start : start + self._length * 8])
             if _LITTLE_ENDIAN:
-                raw.byteswap()
-            self._entries = (raw[0::2], raw[1::2])
-            self._payload = b""
-            self._start = 0
-        return self._entries
+                pairs.byteswap()
+            entries = (pairs[0::2], pairs[1::2])
+            self._entries = entries
+            self._raw = None
+        return entries
 
     @property
     def rel_offsets(self) -> array[int]:
