@@ -311,6 +311,7 @@ def test_garbage_after_the_last_batch_is_truncated_on_reopen(
     storage = Storage.open(tmp_path, clock=clock)
     log = storage.log(TOPIC, 0)
     assert tail.stat().st_size == good_size
+    assert log.recovered_bytes_truncated == len(garbage)
     assert log.log_end_offset == len(expected)
     result = log.append(build_batch([NewRecord(b"after", None, (), clock.now_ms())]))
     assert result.base_offset == len(expected)

@@ -175,6 +175,7 @@ class PartitionLog:
             seg = self._open_listed_segment(base, recover=not clean_shutdown and unflushed)
             if seg is not None:
                 self._add_segment(seg)
+                self.recovered_bytes_truncated += seg.truncated_bytes
         if not self._segments:
             if self.read_only:
                 return

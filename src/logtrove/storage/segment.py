@@ -101,6 +101,7 @@ class Segment:
         self.created_ms: int | None = None
         self._bytes_since_index = 0
         self._closed = False
+        self.truncated_bytes = 0  # cut from the end of the file by the last recovery
 
     # -- opening ------------------------------------------------------------------
     @classmethod
@@ -368,6 +369,7 @@ class Segment:
         truncated = file_size - self.size
         if truncated:
             os.ftruncate(self._fd, self.size)
+        self.truncated_bytes = truncated
         self.offset_index.flush()
         self.time_index.flush()
         return truncated
