@@ -358,3 +358,22 @@ def test_refreshing_an_idle_reader_does_not_hold_more_files(tmp_path: Path) -> N
     assert len(list(Path("/proc/self/fd").iterdir())) <= fds + 2
     assert reader.log("t", 0).log_end_offset == 20
     reader.close()
+
+
+def test_reader_never_deletes_the_writers_files(tmp_path: Path) -> None:
+    clock = FakeClock()
+    storage = Storage.open(tmp_path, clock=clock)
+    storage.create_topic("t", 1, {"segment.bytes": "1024"})
+    log = storage.log("t", 0)
+    reader = Storage.open(tmp_path, read_only=True, clock=clock)
+    reader.log("t", 0)
+    for i in range(30):
+        log.append(batch(b"%d" % i * 60))
+        reader.refresh()  # the reader reopens segments as they grow
+        clock.advance(30_000)
+    reader.refresh()
+    reader.close()
+    names = {p.name for p in log.directory.iterdir()}
+    assert all(f"{s.base_offset:020d}.log" in names for s in log.segments)
+    assert [r.offset for r in log.records()] == list(range(30))
+    storage.close()
