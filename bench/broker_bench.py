@@ -65,13 +65,20 @@ def wait_listening(port: int, proc: subprocess.Popen[bytes], seconds: float = 30
 
 
 class Broker:
-    def __init__(self, name: str, args: list[str], port: int) -> None:
+    """A broker subprocess; its output goes to ``log`` (shown if a run fails)."""
+
+    def __init__(self, name: str, args: list[str], port: int, log: Path) -> None:
         self.name = name
         self.port = port
         self.bootstrap = f"127.0.0.1:{port}"
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.log = log
+        with log.open("wb") as out:
+            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
         wait_listening(port, self.proc)
         self.topics = 0
+
+    def log_tail(self, lines: int = 30) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
     def new_topic(self, prefix: str) -> str:
         self.topics += 1
@@ -94,7 +101,7 @@ def start_logtrove(data: Path) -> Broker:
     port = free_port()
     code = "from logtrove.cli.main import main; main()"
     args = [sys.executable, "-c", code, "serve", "--data", str(data), "--listen", f"127.0.0.1:{port}"]
-    return Broker("logtrove", [*args, "--log-level", "warning", "--no-http"], port)
+    return Broker("logtrove", [*args, "--log-level", "info", "--no-http"], port, data.parent / "logtrove.log")
 
 
 def tansu_binary() -> Path | None:
@@ -106,11 +113,11 @@ def tansu_binary() -> Path | None:
     return path if path.exists() else None
 
 
-def start_tansu(binary: Path) -> Broker:
+def start_tansu(binary: Path, logs: Path) -> Broker:
     port = free_port()
     url = f"tcp://127.0.0.1:{port}"
     args = [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url]
-    return Broker("tansu", [*args, "--storage-engine", "memory://tansu/"], port)
+    return Broker("tansu", [*args, "--storage-engine", "memory://tansu/"], port, logs / "tansu.log")
 
 
 def produce(broker: Broker, topic: str, count: int, size: int, acks: str) -> float:
@@ -279,8 +286,12 @@ def main() -> None:
         brokers = [start_logtrove(Path(tmp) / "data")]
         try:
             if binary is not None:
-                brokers.append(start_tansu(binary))
+                brokers.append(start_tansu(binary, Path(tmp)))
             results = run_rows(brokers)
+        except RuntimeError:
+            for b in brokers:
+                print(f"--- last lines of {b.name}'s log ---\n{b.log_tail()}")
+            raise
         finally:
             for b in brokers:
                 b.stop()

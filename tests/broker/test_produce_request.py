@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kio.index import load_request_schema
+from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 from tests.broker.wire import WireClient
 
@@ -61,3 +61,31 @@ def test_truncated_requests_are_refused(version: int, body: dict[str, object], c
         decode_produce_request(frame[: max(len(frame) - cut, 0)])
     with pytest.raises(MalformedRequestError):
         decode_produce_request(frame + b"\x00")
+
+
+@pytest.mark.parametrize("version", range(3, 12))
+def test_response_encoder_decodes_with_kio(version: int) -> None:
+    from logtrove.broker.produce_request import PartitionProduceResult, encode_produce_response
+
+    results = [
+        (
+            "orders",
+            [PartitionProduceResult(0, 0, 42, -1, 7), PartitionProduceResult(3, 2, -1, -1, -1, "bad crc")],
+        ),
+        ("é-topic", [PartitionProduceResult(1, 0, 5, 1_700_000_000_000, 0)]),
+    ]
+    body = encode_produce_response(version, results)
+    cls = load_response_schema(0, version)
+    decoded, size = entity_reader(cls)(body, 0)
+    assert size == len(body)
+    got = [
+        (t.name, [(p.index, int(p.error_code), p.base_offset) for p in t.partition_responses])
+        for t in decoded.responses
+    ]
+    assert got == [("orders", [(0, 0, 42), (3, 2, -1)]), ("é-topic", [(1, 0, 5)])]
+    second = decoded.responses[1].partition_responses[0]
+    assert second.log_append_time is not None and second.log_append_time.timestamp() == 1_700_000_000
+    if version >= 5:
+        assert decoded.responses[0].partition_responses[0].log_start_offset == 7
+    if version >= 8:
+        assert decoded.responses[0].partition_responses[1].error_message == "bad crc"

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
+from logtrove.broker.produce_request import PartitionProduceResult, encode_produce_response
 from logtrove.broker.protocol import error_code
 from logtrove.records import HEADER_SIZE, RecordsError, read_header
 from logtrove.storage import PartitionLog, StorageError, UnknownPartitionError, UnknownTopicError
@@ -134,13 +135,9 @@ async def handle_init_producer_id(broker: Broker, request: Request) -> Reply:
     return {"producer_id": states.new_producer_id(), "producer_epoch": 0}
 
 
-def _append(broker: Broker, topic: str, partition: int, records: bytes | memoryview | None) -> dict[str, Any]:
-    result: dict[str, Any] = {
-        "index": partition,
-        "base_offset": -1,
-        "log_start_offset": -1,
-        "record_errors": [],
-    }
+def _append(
+    broker: Broker, topic: str, partition: int, records: bytes | memoryview | None
+) -> PartitionProduceResult:
     try:
         if not records:
             raise RecordsError("no records in the produce request")
@@ -152,11 +149,11 @@ def _append(broker: Broker, topic: str, partition: int, records: bytes | memoryv
                 log, header.producer_id, header.producer_epoch, header.base_sequence, header.record_count
             )
             if isinstance(verdict, _Appended):
-                result.update(base_offset=verdict.base_offset, log_start_offset=log.log_start_offset)
-                return result
+                return PartitionProduceResult(
+                    partition, base_offset=verdict.base_offset, log_start_offset=log.log_start_offset
+                )
             if verdict:
-                result["error_code"] = verdict
-                return result
+                return PartitionProduceResult(partition, error_code=verdict)
         appended = log.append(records)
         if states is not None and header is not None:
             states.record(
@@ -169,33 +166,31 @@ def _append(broker: Broker, topic: str, partition: int, records: bytes | memoryv
                 appended.base_offset,
             )
         broker.notify_append()
-        result.update(
+        return PartitionProduceResult(
+            partition,
             base_offset=appended.base_offset,
-            log_append_time=appended.log_append_time if appended.log_append_time >= 0 else None,
+            log_append_time=appended.log_append_time,
             log_start_offset=appended.log_start_offset,
         )
     except (UnknownTopicError, UnknownPartitionError):
-        result["error_code"] = ErrorCode.unknown_topic_or_partition
+        return PartitionProduceResult(partition, error_code=ErrorCode.unknown_topic_or_partition)
     except (StorageError, RecordsError) as exc:
-        result["error_code"] = error_code(exc)
-        result["error_message"] = str(exc)
+        return PartitionProduceResult(partition, error_code=error_code(exc), error_message=str(exc))
     except OSError as exc:  # disk full, I/O error: the client may retry
-        result["error_code"] = ErrorCode.kafka_storage_error
-        result["error_message"] = f"cannot write {topic}-{partition}: {exc}"
-    return result
+        message = f"cannot write {topic}-{partition}: {exc}"
+        return PartitionProduceResult(
+            partition, error_code=ErrorCode.kafka_storage_error, error_message=message
+        )
 
 
 async def handle_produce(broker: Broker, request: Request) -> Reply:
+    from logtrove.broker.server import RawBody
+
     body = request.body
     responses = [
-        {
-            "name": topic.name,
-            "partition_responses": [
-                _append(broker, topic.name, p.index, p.records) for p in topic.partition_data
-            ],
-        }
+        (topic.name, [_append(broker, topic.name, p.index, p.records) for p in topic.partition_data])
         for topic in body.topic_data
     ]
     if body.acks == 0:
         return None
-    return {"responses": responses}
+    return RawBody([encode_produce_response(request.version, responses)])
