@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.spark.helpers import BASE_TS, make_topic, record
+from typer.testing import CliRunner
 
+from logtrove.cli.main import app
 from logtrove.records import NewRecord
 from logtrove.spark.compaction import build_offset_map
 from logtrove.spark.export import ExportSpec, export_topic
@@ -99,7 +101,7 @@ def test_sql_over_topic_views_and_exported_tables(spark: Any, tmp_path: Path) ->
     assert n == 3
 
 
-def test_offset_map_job_writes_the_cleaners_map(spark: Any, tmp_path: Path) -> None:
+def test_offset_map_job_writes_a_map_the_cleaner_compacts_with(spark: Any, tmp_path: Path) -> None:
     data = tmp_path / "data"
     make_topic(
         data,
@@ -127,3 +129,10 @@ def test_offset_map_job_writes_the_cleaners_map(spark: Any, tmp_path: Path) -> N
         assert offset_map.latest(b"nobody") is None
     finally:
         offset_map.close()
+    compacted = CliRunner().invoke(
+        app, ["compact", "users", "--partition", "0", "--offset-map", str(result.path), "--data", str(data)]
+    )
+    assert compacted.exit_code == 0, compacted.output
+    with Storage.open(data, read_only=True) as storage:
+        kept = [(r.key, r.offset) for r in storage.log("users", 0).records(0, end)]
+    assert sorted(kept) == sorted(expected.items())
