@@ -33,8 +33,8 @@ SUFFIX = ".skip"
 TOKEN = re.compile(rb"[0-9A-Za-z_]{3,}")
 _TOKEN_BYTE = re.compile(rb"[0-9A-Za-z_]")
 _SUMMARY = struct.Struct(">IqqBB")
-_HASHES = 3
-_BITS_PER_TOKEN = 12
+_HASHES = 2
+_BITS_PER_TOKEN = 16
 _MIN_LOG2 = 6
 _U32 = 0xFFFFFFFF
 
@@ -94,16 +94,16 @@ class SkipSummary:
 
 
 def encode_payload(record_count: int, min_ts: int, max_ts: int, tokens: set[bytes]) -> bytes:
-    """Summary plus a Bloom filter sized to ``tokens`` (about 1 % false positives)."""
+    """Summary plus a Bloom filter sized to ``tokens`` (16-32 bits and 2 hashes a token:
+    at most 1.4 % false positives)."""
     log2 = _MIN_LOG2
     while (1 << log2) < _BITS_PER_TOKEN * len(tokens):
         log2 += 1
     mask = (1 << log2) - 1
     bloom = bytearray(1 << (log2 - 3))
     digests = [xxhash.xxh3_64_intdigest(b"w:" + token) for token in tokens]
-    pairs = [(d & _U32, (d >> 32) | 1) for d in digests]
-    for i in range(_HASHES):
-        for bit in [(h1 + i * h2) & mask for h1, h2 in pairs]:
+    for i in range(_HASHES):  # bit i of a token: (h1 + i*h2) mod 2**log2, as may_contain reads it
+        for bit in [((d & _U32) + i * ((d >> 32) | 1)) & mask for d in digests]:
             bloom[bit >> 3] |= 1 << (bit & 7)
     return _SUMMARY.pack(record_count, min_ts, max_ts, log2, _HASHES) + bytes(bloom)
 
