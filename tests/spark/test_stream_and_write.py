@@ -8,41 +8,50 @@ from typing import Any
 from tests.spark.helpers import make_topic, record, stored
 
 
-def _stream_once(spark: Any, data: Path, checkpoint: Path, out: Path, **options: str) -> None:
+def _stream_once(
+    spark: Any, data: Path, checkpoint: Path, out: Path, *, available_now: bool = True, **options: str
+) -> list[int]:
+    """Run one query to the end of the data (availableNow, or micro-batches until idle);
+    returns the rows of each micro-batch."""
     reader = spark.readStream.format("logtrove").option("path", str(data))
     for k, v in options.items():
         reader = reader.option(k, v)
-    query = (
+    writer = (
         reader.load()
         .selectExpr("partition", "offset", "cast(value as string) AS value")
         .writeStream.format("parquet")
         .option("checkpointLocation", str(checkpoint))
         .option("path", str(out))
-        .trigger(availableNow=True)
-        .start()
     )
-    query.awaitTermination(180)
+    if available_now:
+        query = writer.trigger(availableNow=True).start()
+        query.awaitTermination(180)
+    else:
+        query = writer.start()
+        query.processAllAvailable()
+        query.stop()
     assert query.exception() is None
+    return [int(p["numInputRows"]) for p in query.recentProgress if p["numInputRows"]]
 
 
 def test_available_now_picks_up_appended_records_exactly_once(spark: Any, tmp_path: Path) -> None:
     data, checkpoint, out = tmp_path / "data", tmp_path / "ckpt", tmp_path / "out"
+    options = {"subscribe": "events", "startingOffsets": "earliest"}
     make_topic(data, "events", (record(i) for i in range(300)), partitions=2)
-    _stream_once(
-        spark,
-        data,
-        checkpoint,
-        out,
-        subscribe="events",
-        startingOffsets="earliest",
-        maxOffsetsPerTrigger="70",
-    )
-    assert spark.read.parquet(str(out)).count() == 300
+    assert _stream_once(spark, data, checkpoint, out, **options) == [300]
     make_topic(data, "events", (record(i) for i in range(300, 450)), partitions=2)
-    _stream_once(spark, data, checkpoint, out, subscribe="events", startingOffsets="earliest")
+    assert _stream_once(spark, data, checkpoint, out, **options) == [150]
     rows = sorted((r.partition, r.offset) for r in spark.read.parquet(str(out)).collect())
     assert rows == [(p, o) for p, o, _ in stored(data, "events")]
     assert len(rows) == len(set(rows)) == 450
+    # maxOffsetsPerTrigger caps micro-batches of a running query (availableNow gets
+    # ReadAllAvailable from Spark and reads everything, as the API requires)
+    make_topic(data, "events", (record(i) for i in range(450, 600)), partitions=2)
+    batches = _stream_once(
+        spark, data, checkpoint, out, available_now=False, maxOffsetsPerTrigger="70", **options
+    )
+    assert sum(batches) == 150 and max(batches) <= 70
+    assert spark.read.parquet(str(out)).count() == 600
 
 
 def test_writer_round_trip_direct(spark: Any, tmp_path: Path) -> None:
