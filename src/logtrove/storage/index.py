@@ -32,6 +32,7 @@ from __future__ import annotations
 import bisect
 import os
 import struct
+import threading
 from array import array
 from pathlib import Path
 
@@ -50,6 +51,8 @@ class IndexFile:
         self.base_offset = base_offset
         self._fd: int | None = None
         self._pending = bytearray()
+        self._pending_lock = threading.Lock()
+        self._write_lock = threading.Lock()
 
     # -- file handling -------------------------------------------------------------
     def _open_for_append(self) -> int:
@@ -73,15 +76,24 @@ class IndexFile:
 
     def write_entry(self, *values: int) -> None:
         """Queue one entry; it reaches the file at the next :meth:`flush`."""
-        self._pending += self.ENTRY.pack(*values)
-        if len(self._pending) >= 64 * 1024:
+        with self._pending_lock:
+            self._pending += self.ENTRY.pack(*values)
+            full = len(self._pending) >= 64 * 1024
+        if full:
             self.flush()
 
     def flush(self) -> None:
-        """Write queued entries to the OS."""
-        if self._pending:
-            os.write(self._open_for_append(), self._pending)
-            self._pending.clear()
+        """Write queued entries to the OS.
+
+        The appending thread queues entries while another (the broker's maintenance
+        thread) may flush: the queue is swapped out under a short lock, so an append
+        never waits for the write and no entry is written twice or lost; the write lock
+        keeps concurrent flushes in queue order."""
+        with self._write_lock:
+            with self._pending_lock:
+                data, self._pending = self._pending, bytearray()
+            if data:
+                os.write(self._open_for_append(), data)
 
     def fsync(self) -> None:
         self.flush()
