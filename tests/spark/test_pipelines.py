@@ -136,3 +136,11 @@ def test_offset_map_job_writes_a_map_the_cleaner_compacts_with(spark: Any, tmp_p
     with Storage.open(data, read_only=True) as storage:
         kept = [(r.key, r.offset) for r in storage.log("users", 0).records(0, end)]
     assert sorted(kept) == sorted(expected.items())
+
+
+def test_export_since_and_until_bound_the_first_run(spark: Any, tmp_path: Path) -> None:
+    data, out = tmp_path / "data", tmp_path / "table"
+    make_topic(data, "orders", (record(i) for i in range(100)))
+    spec = ExportSpec("orders", out, path=str(data), since=BASE_TS + 20_000, until=BASE_TS + 50_000)
+    assert export_topic(spark, spec).rows_added == 30
+    assert sorted(r.offset for r in spark.read.parquet(str(out)).collect()) == list(range(20, 50))

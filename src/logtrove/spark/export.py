@@ -62,6 +62,8 @@ class ExportSpec:
 
 @dataclass(frozen=True)
 class ExportResult:
+    """Rows written by this run (records past ``until`` are read but not written)."""
+
     rows_added: int
     batches: int
     table: Path
@@ -120,12 +122,20 @@ def _save_settings(spec: ExportSpec, schema: Any) -> None:
     settings.write_text(json.dumps(payload, indent=2) + "\n")
 
 
+def table_rows(spark: Any, table: Path) -> int:
+    """Rows in an exported table (0 before the first commit)."""
+    if not (table / "_spark_metadata").is_dir():
+        return 0
+    return int(spark.read.parquet(str(table)).count())
+
+
 def export_topic(spark: Any, spec: ExportSpec) -> ExportResult:
     """Run one export (until caught up, or forever with ``stream``)."""
     from pyspark.sql import functions as sf
 
     schema = _json_schema(spark, spec) if spec.parse == "json" else None
     _save_settings(spec, schema)
+    before = table_rows(spark, spec.to)
     reader = spark.readStream.format("logtrove")
     for k, v in spec.source_options().items():
         reader = reader.option(k, v)
@@ -153,6 +163,6 @@ def export_topic(spark: Any, spec: ExportSpec) -> ExportResult:
         if query.isActive:
             query.stop()
     progress = query.recentProgress
-    rows = sum(int(p.get("numInputRows", 0)) for p in progress)
+    rows = table_rows(spark, spec.to) - before
     batches = len({p.get("batchId") for p in progress if p.get("numInputRows", 0)})
     return ExportResult(rows, batches, spec.to)
