@@ -12,7 +12,9 @@ records = st.lists(
         NewRecord,
         value=st.none() | st.binary(max_size=300),
         key=st.none() | st.binary(max_size=40),
-        headers=st.lists(st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=20)), max_size=3).map(tuple),
+        headers=st.lists(st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=20)), max_size=3).map(
+            tuple
+        ),
         timestamp=st.integers(0, 2**40),
     ),
     min_size=1,

@@ -55,7 +55,11 @@ def test_reader_beside_a_live_writer_sees_only_whole_acknowledged_batches(tmp_pa
             known_end = max(e for _, e in acked.values()) + 1
             reader.refresh()
             start, end = log.log_start_offset, log.log_end_offset
-            assert end >= known_end, "every batch acknowledged before the refresh is seen"
+            assert end >= known_end, (
+                f"every batch acknowledged before the refresh is seen: segments "
+                f"{[(s.base_offset, s.next_offset, s.size, s.file_size()) for s in log.segments]}, "
+                f"on disk {sorted(p.name for p in log.directory.iterdir())}"
+            )
             assert end >= last_end, (
                 f"the log end never goes back: {last_end} -> {end}, segments {log.segments}, "
                 f"on disk {sorted(p.name for p in log.directory.iterdir())}"

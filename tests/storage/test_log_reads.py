@@ -175,6 +175,27 @@ def test_index_entries_are_written_every_index_interval_bytes(tmp_path: Path, in
     assert time_index.entries() == [(1000 + o, o) for o, _ in expected]
 
 
+def test_reader_snapshot_cutting_an_indexed_batch_ends_at_the_batch_before(tmp_path: Path) -> None:
+    """A read-only opening takes the log's size before it reads the index, so a writer's
+    batch in flight can be cut by the size while its index entry is already there: the
+    segment must end at the last whole batch, not at its base offset."""
+    storage, log = open_topic(tmp_path, index_interval_bytes="0")
+    for i in range(10):
+        log.append(stamped(1000 + i, 1000 + i, size=50))
+    storage.close()
+    path = log.directory / f"{0:020d}.log"
+    whole = path.stat().st_size
+    last_size = len(stamped(0, 0, size=50))
+    with path.open("r+b") as f:
+        f.truncate(whole - last_size // 2)  # as a reader's snapshot sees the last write
+    reader = Storage.open(tmp_path, read_only=True)
+    seen = reader.log(TOPIC, 0)
+    assert seen.log_end_offset == 18
+    assert seen.segments[-1].size == whole - last_size
+    assert [b for b, _, _ in decode_batches(seen.read(16, 10_000).data())] == [16]
+    reader.close()
+
+
 def test_reader_drops_segments_the_writer_deleted(tmp_path: Path) -> None:
     clock = FakeClock()
     storage, log = open_topic(tmp_path, clock, segment_bytes="1024")

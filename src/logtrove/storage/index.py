@@ -194,6 +194,13 @@ class OffsetIndex(IndexFile):
         self._pending.clear()
         self.rewrite([(o - self.base_offset, p) for o, p in zip(self._offsets, self._positions, strict=True)])
 
+    def forget_from_position(self, position: int) -> None:
+        """Drop entries at or after ``position`` from memory only, leaving the file alone:
+        a read-only opening of a live log whose indexed batch is not all visible yet."""
+        keep = bisect.bisect_left(self._positions, position)
+        del self._offsets[keep:]
+        del self._positions[keep:]
+
     def entries(self, last: int | None = None) -> list[tuple[int, int]]:
         """All entries (or the ``last`` few) as absolute (offset, position)."""
         start = 0 if last is None else max(len(self._offsets) - last, 0)

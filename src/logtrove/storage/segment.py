@@ -201,12 +201,20 @@ class Segment:
             self.max_timestamp, self.max_timestamp_offset = last
         else:
             self.max_timestamp, self.max_timestamp_offset = -1, self.base_offset
-        _, start = self.offset_index.lookup(2**63 - 1)
-        self.next_offset = self.base_offset
-        end = start
-        for position, header in self.batches(start):
-            self._observe(header)
-            end = position + header.size
+        while True:
+            _, start = self.offset_index.lookup(2**63 - 1)
+            self.next_offset = self.base_offset
+            end = start
+            for position, header in self.batches(start):
+                self._observe(header)
+                end = position + header.size
+            if end > start or start == 0 or not self.read_only:
+                break
+            # A live writer's batch was cut by our size snapshot (the writer's write was
+            # in flight at fstat time) but its index entry was already there when the
+            # index was read: walk again from the entry before it, or the segment would
+            # seem to end at its base offset.
+            self.offset_index.forget_from_position(start)
         if self.read_only:
             self.size = end
         elif end < self.size:
