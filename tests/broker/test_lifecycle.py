@@ -6,6 +6,8 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 from tests.broker import clients
@@ -38,3 +40,44 @@ def test_second_broker_on_the_same_data_dir_is_refused(broker: BrokerProcess) ->
     assert out.returncode == 1
     assert "error:" in out.stderr
     assert broker.alive()
+
+
+def _children(pid: int) -> dict[int, str]:
+    """Live (not zombie) child processes of ``pid``: pid → command line."""
+    out = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+            cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        state, ppid = text.rpartition(")")[2].split()[:2]
+        if int(ppid) == pid and state != "Z":
+            out[int(stat.parent.name)] = cmdline
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_the_brokers_indexer_child_indexes_and_exits_when_the_broker_is_killed(broker: BrokerProcess) -> None:
+    clients.produce_confluent(broker.bootstrap, "t", [(f"k{i}".encode(), b"v", []) for i in range(50)])
+    assert broker.proc is not None
+    pid = broker.proc.pid
+    indexers = [p for p, cmd in _children(pid).items() if "spawn" in cmd and "resource_tracker" not in cmd]
+    assert len(indexers) == 1, _children(pid)
+    deadline = time.monotonic() + 30  # the active segment's block is written every 5 s
+    while not list((broker.data / "t-0").glob("*.keyidx")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert list((broker.data / "t-0").glob("*.keyidx")), "the indexer wrote the key index"
+    broker.stop(signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while _alive(indexers[0]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(indexers[0]), "an orphaned indexer stops by itself"
+    broker.start()  # and a new broker (with a new indexer) starts on the same directory
+    assert clients.consume_confluent(broker.bootstrap, "t", 50)[-1] == (b"k49", b"v", [])

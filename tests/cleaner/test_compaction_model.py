@@ -18,6 +18,7 @@ from logtrove.storage.cleaner import (
     first_uncleanable_offset,
     write_offset_map_file,
 )
+from logtrove.storage.errors import CleanCancelledError
 from logtrove.testing import FakeClock
 
 from .conftest import DAY, Model, open_compacted, write_keyed
@@ -158,4 +159,33 @@ def test_a_failing_partition_is_marked_uncleanable_and_others_still_clean(tmp_pa
     status = cleaner.status(log)
     assert status.uncleanable_reason is not None and "CorruptRecordError" in status.uncleanable_reason
     assert cleaner.status(other).last_clean_ms is not None
+    storage.close()
+
+
+def test_a_cancelled_round_leaves_the_partition_intact_and_cleanable(tmp_path: Path) -> None:
+    """What a broker shutdown does to a round in progress: the copy stops at a batch, the
+    unfinished ``.cleaned`` segment is removed, the partition is not marked uncleanable,
+    and the next round completes."""
+    clock = FakeClock()
+    storage, log = open_compacted(tmp_path / "d", clock)
+    model = Model()
+    write_keyed(log, model, random.Random(3), clock, 300, keys=20)
+    log.roll()
+    before = live_records(log, log.log_end_offset)
+    cleaner = Cleaner(storage)
+    calls: list[str] = []
+
+    def stop_midway(phase: str, done: int, total: int) -> None:
+        calls.append(phase)
+        if phase == "copy" and done > total // 2:
+            raise CleanCancelledError("stopping")
+
+    with pytest.raises(CleanCancelledError):
+        cleaner.clean(log, progress=stop_midway)
+    assert "copy" in calls
+    assert not list(log.directory.glob("*.cleaned*"))
+    assert cleaner.status(log).uncleanable_reason is None
+    assert live_records(log, log.log_end_offset)[-1] == before[-1]
+    cleaner.clean_until_caught_up(log)
+    check_against_model(log, model, tombstones_expired=False)
     storage.close()

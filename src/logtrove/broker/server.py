@@ -2,7 +2,8 @@
 
 One event loop serves every connection and does the appends (a produce is a
 ``pwritev``); fsyncs due to ``flush.ms``, retention and checkpoints run in a
-maintenance thread. Each connection is served strictly in order, one request at a time
+maintenance thread; the cleaner compacts in a thread of its own, and the indexer follows
+the logs in a child process (its parsing would otherwise hold the GIL the loop needs). Each connection is served strictly in order, one request at a time
 (as Kafka does by muting the channel): a request is read, handled, its response written,
 and only then is the next frame read, so responses are always in request order and a
 slow client holds at most one frame in memory (``max_frame_bytes``) plus what the
@@ -42,6 +43,9 @@ from logtrove.broker.protocol import (
 )
 from logtrove.groups import GroupCoordinator, OffsetStore
 from logtrove.storage import Storage
+from logtrove.storage.cleaner import Cleaner
+from logtrove.storage.cleaner.scheduler import DEFAULT_MAP_BUDGET
+from logtrove.storage.indexproc import IndexerProcess
 
 log = logging.getLogger("logtrove.broker")
 
@@ -63,6 +67,10 @@ class BrokerConfig:
     initial_rebalance_delay_ms: int = 3000
     maintenance_interval_ms: int = 1000
     offsets_partitions: int = 1
+    indexer: bool = True  # a child process writes the key, tag and skip indexes
+    cleaner: bool = True  # a thread compacts the compacted topics (incl. __consumer_offsets)
+    cleaner_interval_ms: int = 5000
+    cleaner_map_bytes: int = DEFAULT_MAP_BUDGET
 
 
 @dataclass(frozen=True)
@@ -132,6 +140,8 @@ class Broker:
         self._stop_maintenance = threading.Event()
         self._maintenance: threading.Thread | None = None
         self.producers = ProducerStates(storage.clock.now_ms())
+        self.cleaner: Cleaner | None = None
+        self.indexer: IndexerProcess | None = None
 
     @property
     def host(self) -> str:
@@ -169,6 +179,12 @@ class Broker:
         self.bound_port = int(sock.getsockname()[1])
         self._maintenance = threading.Thread(target=self._maintenance_loop, name="maintenance", daemon=True)
         self._maintenance.start()
+        if self.config.cleaner:
+            self.cleaner = Cleaner(self.storage, map_budget_bytes=self.config.cleaner_map_bytes)
+            self.cleaner.start(self.config.cleaner_interval_ms / 1000)
+        if self.config.indexer:
+            self.indexer = IndexerProcess(self.storage.path)
+            self.indexer.start()
         self.groups.start()
 
     async def stop(self) -> None:
@@ -180,6 +196,10 @@ class Broker:
         if self._connections:
             await asyncio.wait(self._connections, timeout=5)
         await self.groups.stop()
+        if self.indexer is not None:
+            self.indexer.stop()
+        if self.cleaner is not None:
+            self.cleaner.stop()
         self._stop_maintenance.set()
         if self._maintenance is not None:
             self._maintenance.join(timeout=30)

@@ -58,6 +58,23 @@ def serve(
     no_http: Annotated[
         bool, typer.Option("--no-http", help="Do not serve the HTTP API and console.")
     ] = False,
+    indexer: Annotated[
+        bool,
+        typer.Option(
+            "--indexer/--no-indexer",
+            help="Index keys, IDs, tags and content in a child process (queries scan what is not indexed).",
+        ),
+    ] = True,
+    cleaner: Annotated[
+        bool,
+        typer.Option("--cleaner/--no-cleaner", help="Compact the compacted topics in the background."),
+    ] = True,
+    cleaner_interval_s: Annotated[
+        float, typer.Option("--cleaner-interval-s", min=0.01, help="Seconds between the cleaner's checks.")
+    ] = 5.0,
+    cleaner_map_mb: Annotated[
+        int, typer.Option("--cleaner-map-mb", min=1, help="Memory budget of the cleaner's key map, MiB.")
+    ] = 64,
 ) -> None:
     """Serve the data directory over the Kafka protocol until SIGINT or SIGTERM."""
     http_listen = None if no_http else check_listen("--http", http)
@@ -76,6 +93,10 @@ def serve(
         default_partitions=default_partitions,
         max_frame_bytes=max_frame_bytes,
         initial_rebalance_delay_ms=initial_rebalance_delay_ms,
+        indexer=indexer,
+        cleaner=cleaner,
+        cleaner_interval_ms=max(1, round(cleaner_interval_s * 1000)),
+        cleaner_map_bytes=cleaner_map_mb << 20,
     )
     with cli_errors():
         storage = Storage.open(data, holder=f"logtrove serve {listen}")

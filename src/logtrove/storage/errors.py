@@ -89,6 +89,11 @@ class SegmentsChangedError(StorageError):
     """The segments a clean was rewriting changed under it (retention, DeleteRecords)."""
 
 
+class CleanCancelledError(StorageError):
+    """A clean was stopped (the broker is shutting down); nothing was swapped in for
+    the group being copied, and the next round starts over."""
+
+
 class CorruptIndexError(StorageError):
     """An index file failed its sanity check; the caller rebuilds it from the log."""
 

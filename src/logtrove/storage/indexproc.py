@@ -5,12 +5,15 @@ needs. :class:`IndexerProcess` runs :class:`~logtrove.storage.indexer.Indexer` i
 process instead: it opens the data directory read-only (the writer keeps the lock),
 follows the logs with ``refresh()``, and is the one writer of the derived files. Stopping
 it writes the pending blocks; killing it loses nothing (the next indexer resumes from the
-files, and queries scan what is not indexed).
+files, and queries scan what is not indexed). A child whose parent died stops by itself,
+and a new child waits on ``.indexer.lock`` until an old one has let go.
 """
 
 from __future__ import annotations
 
+import fcntl
 import multiprocessing
+import os
 from multiprocessing.synchronize import Event
 from pathlib import Path
 
@@ -63,13 +66,51 @@ class IndexerProcess:
         self._process = None
 
 
+INDEXER_LOCK = ".indexer.lock"
+
+
+class _StopOrOrphaned:
+    """Set when the parent asks the child to stop, or when the parent is gone (a broker
+    killed with SIGKILL cannot stop its children: they must notice by themselves)."""
+
+    def __init__(self, stop: Event) -> None:
+        self._stop = stop
+        self._parent = os.getppid()
+
+    def is_set(self) -> bool:
+        return self._stop.is_set() or os.getppid() != self._parent
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._stop.wait(timeout) or self.is_set()
+
+
+def _lock_indexing(path: Path, stop: _StopOrOrphaned) -> int | None:
+    """Take ``.indexer.lock`` (the one-writer rule of derived files): an indexer left
+    over from a killed broker may still be finishing a step. ``None`` if told to stop
+    while waiting."""
+    fd = os.open(path / INDEXER_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if stop.wait(0.1):
+                os.close(fd)
+                return None
+
+
 def run_indexer(path: str, stop: Event, block_records: int, idle_s: float, tail_flush_s: float) -> None:
     """The child's main loop."""
+    until = _StopOrOrphaned(stop)
+    lock = _lock_indexing(Path(path), until)
+    if lock is None:
+        return
     storage = Storage.open(path, read_only=True)
     try:
         indexer = Indexer(
             storage, block_records=block_records, idle_s=idle_s, tail_flush_s=tail_flush_s, sole_indexer=True
         )
-        indexer.run_until(stop)
+        indexer.run_until(until)
     finally:
         storage.close()
+        os.close(lock)

@@ -4,6 +4,7 @@
 
     DATA_DIR/
       meta.json, .lock, .clean-shutdown      see storage.datadir
+      .indexer.lock                          held by the one indexer, see storage.indexproc
       topics/<topic>.json                    {"name", "topic_id", "partitions", "configs", "created_ms"}
       <topic>-<partition>/                   segments, see storage.segment
       recovery-point-offset-checkpoint       see storage.checkpoint

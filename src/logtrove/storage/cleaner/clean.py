@@ -242,9 +242,9 @@ def clean_partition(
             for seg in group:
                 for position, header in seg.batches():
                     copier.copy_batch(header, seg.read(position, header.size), out)
+                    if progress:
+                        progress("copy", before + position + header.size, total)
                 before += seg.size
-                if progress:
-                    progress("copy", before, total)
             build_segment_indexes(out, log.config)  # key, tag and skip files travel with it
         except BaseException:
             out.delete_files()  # nothing swapped yet: the old segments are intact

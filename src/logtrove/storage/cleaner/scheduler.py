@@ -28,7 +28,7 @@ from typing import Any
 from logtrove.storage.checkpoint import CLEANER_OFFSET, CheckpointFile
 from logtrove.storage.cleaner.clean import CleanStats, Progress, clean_partition, dirty_ratio
 from logtrove.storage.cleaner.offset_map import OffsetLookup
-from logtrove.storage.errors import SegmentsChangedError
+from logtrove.storage.errors import CleanCancelledError, SegmentsChangedError
 from logtrove.storage.log import PartitionLog
 from logtrove.storage.store import Storage
 from logtrove.storage.swap import Fault
@@ -93,7 +93,7 @@ class Cleaner:
                     progress=progress,
                     fault=fault,
                 )
-            except SegmentsChangedError:
+            except (SegmentsChangedError, CleanCancelledError):
                 raise
             except Exception as exc:
                 self._state[key] = {
@@ -151,8 +151,12 @@ class Cleaner:
         """Clean the dirtiest eligible partition, if any. Never raises: failures are
         recorded as that partition's uncleanable reason."""
         for _ratio, log in self.eligible():
+            if self._stop.is_set():
+                return None
             try:
-                return self.clean(log)
+                return self.clean(log, progress=self._check_stop)
+            except CleanCancelledError:
+                return None
             except SegmentsChangedError:
                 continue
             except Exception:  # recorded in the state by clean(); the cleaner goes on
@@ -174,7 +178,13 @@ class Cleaner:
         self._thread = threading.Thread(target=loop, name="logtrove-cleaner", daemon=True)
         self._thread.start()
 
+    def _check_stop(self, _phase: str, _done: int, _total: int) -> None:
+        if self._stop.is_set():
+            raise CleanCancelledError("the cleaner is stopping")
+
     def stop(self) -> None:
+        """Stop the thread; a round in progress is abandoned at its next batch (its
+        unfinished ``.cleaned`` segment is deleted, the live segments are untouched)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
