@@ -44,7 +44,7 @@ class IndexerProcess:
         self._stop.clear()
         self._process = self._ctx.Process(
             target=run_indexer,
-            args=(str(self.path), self._stop, *self.args),
+            args=(str(self.path), self._stop, os.getpid(), *self.args),
             name="logtrove-indexer",
             daemon=True,
         )
@@ -73,9 +73,9 @@ class _StopOrOrphaned:
     """Set when the parent asks the child to stop, or when the parent is gone (a broker
     killed with SIGKILL cannot stop its children: they must notice by themselves)."""
 
-    def __init__(self, stop: Event) -> None:
+    def __init__(self, stop: Event, parent: int) -> None:
         self._stop = stop
-        self._parent = os.getppid()
+        self._parent = parent  # from the parent: it may be gone before the child starts
 
     def is_set(self) -> bool:
         return self._stop.is_set() or os.getppid() != self._parent
@@ -99,9 +99,11 @@ def _lock_indexing(path: Path, stop: _StopOrOrphaned) -> int | None:
                 return None
 
 
-def run_indexer(path: str, stop: Event, block_records: int, idle_s: float, tail_flush_s: float) -> None:
+def run_indexer(
+    path: str, stop: Event, parent: int, block_records: int, idle_s: float, tail_flush_s: float
+) -> None:
     """The child's main loop."""
-    until = _StopOrOrphaned(stop)
+    until = _StopOrOrphaned(stop, parent)
     lock = _lock_indexing(Path(path), until)
     if lock is None:
         return
