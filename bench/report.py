@@ -2,7 +2,8 @@
 of its figures, the machine (with a short disk measurement) and PNG plots.
 
 The renderer is generic: a dict of numbers becomes a two-column table, a list of dicts a
-table with one column per key, and a dict of dicts one row per entry. A benchmark may add
+table with one column per key, and a dict of dicts one row per entry; a list of numbers
+(the runs behind a median) becomes a min–max column. A benchmark may add
 ``"plots": [{"title", "ylabel", "bars": {label: value}}]`` to its results for a bar chart.
 """
 
@@ -72,6 +73,26 @@ def _table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _is_runs(value: Any) -> bool:
+    """A list of repeated measurements (numbers), shown as its min–max range."""
+    return (
+        isinstance(value, list)
+        and len(value) > 1
+        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+    )
+
+
+def _cells(entry: dict[str, Any]) -> dict[str, Any]:
+    """The table cells of one dict: its scalars, and ``key min–max`` for runs."""
+    out: dict[str, Any] = {}
+    for k, v in entry.items():
+        if _is_runs(v):
+            out[f"{k} min–max"] = f"{_fmt(min(v))} – {_fmt(max(v))}"
+        elif not isinstance(v, dict | list):
+            out[k] = v
+    return out
+
+
 def render(name: str, value: Any) -> list[str]:
     """Markdown for one results entry."""
     if isinstance(value, str) and value.lstrip().startswith("|"):
@@ -79,14 +100,11 @@ def render(name: str, value: Any) -> list[str]:
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
         return [f"**{name}**", "", *_table(value), ""]
     if isinstance(value, dict):
-        scalars = {k: v for k, v in value.items() if not isinstance(v, dict | list)}
-        nested = {k: v for k, v in value.items() if isinstance(v, dict | list)}
+        scalars = _cells(value)
+        nested = {k: v for k, v in value.items() if isinstance(v, dict | list) and not _is_runs(v)}
         out = []
         if nested and all(isinstance(v, dict) for v in nested.values()) and not scalars:
-            rows = [
-                {"": k, **{kk: vv for kk, vv in v.items() if not isinstance(vv, dict | list)}}
-                for k, v in nested.items()
-            ]
+            rows = [{"": k, **_cells(v)} for k, v in nested.items()]
             flat_nested = {
                 f"{k}.{kk}": vv for k, v in nested.items() for kk, vv in v.items() if isinstance(vv, dict)
             }
