@@ -97,11 +97,20 @@ class Broker:
                 self.proc.wait(10)
 
 
+INDEXER = os.environ.get("BENCH_BROKER_INDEXER", "") not in ("", "0")
+
+
 def start_logtrove(data: Path) -> Broker:
     port = free_port()
     code = "from logtrove.cli.main import main; main()"
     args = [sys.executable, "-c", code, "serve", "--data", str(data), "--listen", f"127.0.0.1:{port}"]
-    return Broker("logtrove", [*args, "--log-level", "info", "--no-http"], port, data.parent / "logtrove.log")
+    # The indexer (a child process parsing every record, ~75 k records/s per core: see the
+    # query bench) is off unless BENCH_BROKER_INDEXER=1: on two cores it would take the
+    # client's core, and tansu indexes nothing.
+    extra = [] if INDEXER else ["--no-indexer"]
+    return Broker(
+        "logtrove", [*args, "--log-level", "info", "--no-http", *extra], port, data.parent / "logtrove.log"
+    )
 
 
 def tansu_binary() -> Path | None:
@@ -310,7 +319,9 @@ def main() -> None:
             "comparison": text,
             "plots": [plot],
             "runs": RUNS,
-            "storage": "logtrove: data directory on disk (flush.ms=1000); tansu: memory://",
+            "storage": "logtrove: data directory on disk (flush.ms=1000), indexer "
+            + ("on" if INDEXER else "off")
+            + "; tansu: memory://",
             **results,
         },
     )
