@@ -127,6 +127,15 @@ def test_logtrove_compact_then_a_fresh_confluent_consumer_reads_one_record_per_l
         assert offsets == list(range(len(writes)))
         before = _read_all(broker.bootstrap, "users")
         assert len(before) == len(writes), "nothing is compacted before the compact command"
+        busy = subprocess.run(
+            [sys.executable, "-c", SERVE, "compact", "users", "--data", str(broker.data)],
+            capture_output=True,
+            check=False,
+            text=True,
+            timeout=120,
+        )
+        assert busy.returncode == 1
+        assert "logtrove serve" in busy.stderr and "stop the broker" in busy.stderr
     finally:
         assert broker.stop() == 0
     done = subprocess.run(

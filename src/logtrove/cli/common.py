@@ -18,6 +18,7 @@ from rich.console import Console
 
 from logtrove.records import RecordsError
 from logtrove.storage import Storage, StorageError
+from logtrove.storage.errors import DataDirLockedError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -49,10 +50,16 @@ def cli_errors() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def open_storage(data: Path, *, read_only: bool) -> Iterator[Storage]:
-    """Open the data directory for one command, with CLI-style errors."""
+def open_storage(data: Path, *, read_only: bool, when_locked: str | None = None) -> Iterator[Storage]:
+    """Open the data directory for one command, with CLI-style errors. ``when_locked``
+    replaces the generic advice when another writer holds the directory."""
     with cli_errors():
-        storage = Storage.open(data, read_only=read_only, holder=" ".join(["logtrove", *sys.argv[1:2]]))
+        try:
+            storage = Storage.open(data, read_only=read_only, holder=" ".join(["logtrove", *sys.argv[1:2]]))
+        except DataDirLockedError as exc:
+            if when_locked is None:
+                raise
+            fail(f"data directory {data} is held by {exc.holder}. {when_locked}")
     try:
         with cli_errors():
             yield storage

@@ -42,7 +42,11 @@ def compact(
 
       logtrove compact users --partition 0 --map-budget-mb 8
     """
-    with open_storage(data, read_only=False) as storage:
+    busy = (
+        f"A broker compacts {topic} itself in the background (its last clean: logtrove topics "
+        f"describe {topic}); to compact now, stop the broker and run this again."
+    )
+    with open_storage(data, read_only=False, when_locked=busy) as storage:
         info = storage.topic(topic)
         if not info.config.compact:
             fail(

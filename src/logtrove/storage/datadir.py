@@ -133,7 +133,8 @@ def _acquire_lock(path: Path, holder: str) -> int:
         raise DataDirLockedError(
             f"data directory {path} is locked by another writer: {who}. "
             "Stop that process, point this command at the running broker with --bootstrap, "
-            "or use a read-only command (query, lag, dump-log)."
+            "or use a read-only command (query, lag, dump-log).",
+            holder=who,
         ) from None
     info = {
         "pid": os.getpid(),

@@ -37,7 +37,12 @@ class DataDirError(StorageError):
 
 
 class DataDirLockedError(DataDirError):
-    """Another process holds the writer lock of the data directory."""
+    """Another process holds the writer lock of the data directory; ``holder`` says
+    which (pid, command, since when, host), for commands that give their own advice."""
+
+    def __init__(self, message: str, holder: str = "") -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 class ReadOnlyError(DataDirError):
