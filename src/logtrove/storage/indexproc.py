@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import multiprocessing
 import os
+import signal
 from multiprocessing.synchronize import Event
 from pathlib import Path
 
@@ -103,6 +104,9 @@ def run_indexer(
     path: str, stop: Event, parent: int, block_records: int, idle_s: float, tail_flush_s: float
 ) -> None:
     """The child's main loop."""
+    # Ctrl-C in a terminal reaches the whole process group: the broker stops the child
+    # through ``stop`` (after which it writes its pending blocks), not by the signal.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     until = _StopOrOrphaned(stop, parent)
     lock = _lock_indexing(Path(path), until)
     if lock is None:
