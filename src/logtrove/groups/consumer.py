@@ -1,18 +1,26 @@
 """Tag-filtered consumption for logtrove's own consumer (Python API and ``logtrove consume``).
 
-Where the filtering happens: **at the data**. A :class:`TagConsumer` reads the data
-directory itself — opened read-only while the broker runs, since readers never need the
-lock — and asks ``.tagidx`` which offsets carry a wanted tag (:func:`~.tags.fetch_matching`);
-only the batches holding them are read, and records of other tags never leave the disk.
-That is RocketMQ's broker-side consume-queue filter, done by the process that reads the
-segments (same machine as the broker), with no change to the Kafka protocol.
+Where the filtering happens: **at the data, on the broker's side**. A :class:`TagConsumer`
+asks a :class:`TagSource` for the records at or after a position that a tag expression
+wants; the source answers from ``.tagidx`` (:func:`~.tags.fetch_matching`): only the
+batches holding matching offsets are read, and records of other tags never leave the
+disk. That is RocketMQ's broker-side consume-queue filter, with no change to the Kafka
+protocol. Two sources:
+
+* :class:`StorageSource` reads a data directory itself — opened read-only while the
+  broker runs (readers never need the lock), so on the broker's machine. A
+  :class:`~logtrove.storage.Storage` given to :class:`TagConsumer` is wrapped in one.
+* ``logtrove.cli.remote_tags.RemoteTagSource`` asks a running broker: its HTTP API runs
+  ``fetch_matching`` next to the data (``GET /api/v1/topics/{t}/partitions/{p}/tags/fetch``)
+  and start positions come from Kafka ListOffsets, so the consumer can run anywhere.
 
 Progress goes to the group's committed offsets, through an :class:`OffsetCommitter`:
 :class:`StoreCommitter` appends to ``__consumer_offsets`` when this process holds the
-data directory (no broker), and the CLI's Kafka committer sends OffsetCommit to a
-running broker. A commit is the position after the last *examined* offset, not after
-the last matching record, so commits move past skipped records and the group's lag —
-raw and tag-aware — reaches 0 once every matching record is consumed.
+data directory (no broker), and the CLI's Kafka committer
+(``logtrove.cli.remote_groups.BrokerCommitter``) sends OffsetCommit to a running broker.
+A commit is the position after the last *examined* offset, not after the last matching
+record, so commits move past skipped records and the group's lag — raw and tag-aware —
+reaches 0 once every matching record is consumed.
 
 The consumer is a standalone member: it reads every partition of the topic (or those
 given) and commits without a generation, as admin tools do. Do not run it in a group
@@ -21,12 +29,12 @@ whose Kafka consumers are active (the broker refuses such commits).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 from logtrove.groups.offsets import CommittedOffset, OffsetStore
-from logtrove.groups.tags import TagFilter, fetch_matching
+from logtrove.groups.tags import TagFetch, TagFilter, fetch_matching
 from logtrove.records import Record
 from logtrove.storage import PartitionLog, Storage
 
@@ -84,27 +92,84 @@ class StartAt:
     from_end: int | None = None
 
     def resolve(self, log: PartitionLog) -> int:
+        def by_time(timestamp: int) -> int | None:
+            found = log.offset_for_timestamp(timestamp)
+            return found.offset if found is not None else None
+
+        return self.pick(log.log_start_offset, log.log_end_offset, by_time)
+
+    def pick(self, log_start: int, log_end: int, by_time: Callable[[int], int | None]) -> int:
+        """The start offset in a partition with these bounds; ``by_time(T)`` gives the
+        first offset with timestamp ≥ T, or ``None`` when no record is that recent."""
         if self.from_end is not None:
-            return max(log.log_end_offset - self.from_end, log.log_start_offset)
+            return max(log_end - self.from_end, log_start)
         if self.offset is not None:
-            return min(max(self.offset, log.log_start_offset), log.log_end_offset)
+            return min(max(self.offset, log_start), log_end)
         if self.timestamp is not None:
-            found = log.offset_for_timestamp(self.timestamp)
-            return found.offset if found is not None else log.log_end_offset
-        return log.log_end_offset if self.policy == LATEST else log.log_start_offset
+            found = by_time(self.timestamp)
+            return found if found is not None else log_end
+        return log_end if self.policy == LATEST else log_start
+
+
+class TagSource(Protocol):
+    """Where a :class:`TagConsumer` reads: a data directory (:class:`StorageSource`) or a
+    running broker (``logtrove.cli.remote_tags.RemoteTagSource``)."""
+
+    def partition_count(self, topic: str) -> int:
+        """Partitions of ``topic``; raises if it does not exist."""
+        ...
+
+    def start_offset(self, topic: str, partition: int, start: StartAt) -> int:
+        """Where ``start`` puts a partition without a committed offset."""
+        ...
+
+    def fetch(self, topic: str, partition: int, tags: TagFilter, offset: int, max_records: int) -> TagFetch:
+        """Up to ``max_records`` wanted records at offsets ≥ ``offset``; ``next_offset``
+        is past every examined offset and beyond ``offset`` unless it is the log end."""
+        ...
+
+    def refresh(self) -> None:
+        """Look again for records appended since the last fetch."""
+        ...
+
+
+class StorageSource:
+    """:class:`TagSource` over a data directory this process opened (read-only next to
+    a running broker); a fetch scans at most about ``max_scan_records`` un-indexed
+    records."""
+
+    def __init__(self, storage: Storage, *, max_scan_records: int = 50_000) -> None:
+        self.storage = storage
+        self.max_scan_records = max_scan_records
+
+    def partition_count(self, topic: str) -> int:
+        return self.storage.topic(topic).partitions
+
+    def start_offset(self, topic: str, partition: int, start: StartAt) -> int:
+        return start.resolve(self.storage.log(topic, partition))
+
+    def fetch(self, topic: str, partition: int, tags: TagFilter, offset: int, max_records: int) -> TagFetch:
+        log = self.storage.log(topic, partition)
+        return fetch_matching(log, tags, offset, max_records, max_scan_records=self.max_scan_records)
+
+    def refresh(self) -> None:
+        if self.storage.read_only:
+            self.storage.refresh()  # a read-only opening sees the writer's appends only then
 
 
 class TagConsumer:
     """Consume the records of ``topic`` that ``tags`` wants, optionally as ``group``.
 
-    ``start`` applies to partitions without a committed offset (all of them when there
-    is no group, or with ``ignore_committed``). :meth:`poll` returns the next matching
-    records; :meth:`commit` commits the current positions.
+    ``source`` is a :class:`TagSource`, or a :class:`Storage` to read directly (then
+    ``max_scan_records`` bounds the un-indexed records one fetch scans). ``start`` applies
+    to partitions without a committed offset (all of them when there is no group, or
+    with ``ignore_committed``). :meth:`poll` returns the next matching records;
+    :meth:`commit` commits the current positions.
     """
 
     def __init__(
         self,
-        storage: Storage,
+        source: Storage | TagSource,
         topic: str,
         tags: TagFilter | str = "*",
         *,
@@ -117,13 +182,14 @@ class TagConsumer:
     ) -> None:
         if group is not None and committer is None:
             raise ValueError("a group needs a committer (StoreCommitter, or a broker's)")
-        self.storage = storage
+        if isinstance(source, Storage):
+            source = StorageSource(source, max_scan_records=max_scan_records)
+        self.source: TagSource = source
         self.topic = topic
         self.tags = TagFilter.parse(tags) if isinstance(tags, str) else tags
         self.group = group
         self.committer = committer
-        self.max_scan_records = max_scan_records
-        count = storage.topic(topic).partitions
+        count = source.partition_count(topic)
         self.partitions = sorted(set(partitions)) if partitions is not None else list(range(count))
         start = start or StartAt()
         committed: dict[int, int | None] = {}
@@ -132,54 +198,58 @@ class TagConsumer:
         self.positions: dict[int, int] = {}
         for p in self.partitions:
             c = committed.get(p)
-            self.positions[p] = c if c is not None else start.resolve(storage.log(topic, p))
+            self.positions[p] = c if c is not None else source.start_offset(topic, p, start)
+        self._ends: dict[int, int | None] = dict.fromkeys(self.partitions)  # log ends as last seen
         self._committed = {p: c for p, c in committed.items() if c is not None}
         self._started = dict(self.positions)
         self._next = 0
 
-    def _logs(self) -> Iterator[tuple[int, PartitionLog]]:
+    def _in_turn(self) -> Iterator[int]:
         n = len(self.partitions)
         for i in range(n):  # round robin, starting after the last partition served
-            p = self.partitions[(self._next + i) % n]
-            yield p, self.storage.log(self.topic, p)
+            yield self.partitions[(self._next + i) % n]
 
     def poll(self, max_records: int = 500) -> list[ConsumedRecord]:
         """The next matching records (up to ``max_records``) from the partitions in turn;
-        an empty list only when every partition is at its end (a read-only storage is
-        refreshed first, to see what the writer appended)."""
+        an empty list only when every partition is at its end (after asking the source
+        to look again for what was appended meanwhile)."""
         out = self._drain(max_records)
-        if not out and self.storage.read_only:
-            self.storage.refresh()
+        if not out:
+            self.source.refresh()
+            self._ends = dict.fromkeys(self.partitions)
             out = self._drain(max_records)
         return out
 
     def _drain(self, max_records: int) -> list[ConsumedRecord]:
         """Fetch rounds until something matches or every partition is at its end (a
-        round may stop early, after ``max_scan_records`` un-indexed records)."""
+        fetch may stop early, after a scan budget, having matched nothing)."""
         while True:
-            out = self._poll_once(max_records)
-            if out or self.at_end():
+            out, moved = self._poll_once(max_records)
+            if out or not moved or self.at_end():
                 return out
 
-    def _poll_once(self, max_records: int) -> list[ConsumedRecord]:
+    def _poll_once(self, max_records: int) -> tuple[list[ConsumedRecord], bool]:
+        """One fetch per partition not known to be at its end; the records, and whether
+        any position moved or any log end was learnt."""
         out: list[ConsumedRecord] = []
-        for p, plog in self._logs():
+        moved = False
+        for p in self._in_turn():
             if len(out) >= max_records:
                 break
-            position = self.positions[p]
-            if position >= plog.log_end_offset:
+            position, end = self.positions[p], self._ends[p]
+            if end is not None and position >= end:
                 continue
-            fetched = fetch_matching(
-                plog, self.tags, position, max_records - len(out), max_scan_records=self.max_scan_records
-            )
+            fetched = self.source.fetch(self.topic, p, self.tags, position, max_records - len(out))
             self.positions[p] = max(position, fetched.next_offset)
+            moved = moved or end is None or self.positions[p] > position
+            self._ends[p] = fetched.log_end_offset
             out += [ConsumedRecord(self.topic, p, r) for r in fetched.records]
             self._next = (self.partitions.index(p) + 1) % len(self.partitions)
-        return out
+        return out, moved
 
     def at_end(self) -> bool:
         """Whether every partition's position is at its log end offset (as last seen)."""
-        return all(self.positions[p] >= plog.log_end_offset for p, plog in self._logs())
+        return all(e is not None and self.positions[p] >= e for p, e in self._ends.items())
 
     def commit(self) -> dict[int, int]:
         """Commit the positions that moved since the last commit (a partition this
