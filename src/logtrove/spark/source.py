@@ -3,18 +3,26 @@ batch and streaming writes. Imports pyspark; loaded only by :func:`logtrove.spar
 
 Pruning — why there is no ``pushFilters``
 -----------------------------------------
-PySpark 4.3.0 keeps the read plan made during filter pushdown on the data source object
-that the DataFrame shares with every later query on it. Querying the same DataFrame (or
-temp view) first with ``WHERE slice = 3`` and then without a pushable filter reuses the
-pruned plan and silently returns too few rows (``tests/spark/naive_source.py`` shows
-it). Nothing query-specific reaches the read tasks, so a plan pruned by one query's
-filters cannot be recognised as stale. This source therefore never lets a query's
-filters shape its plan: it prunes only by its options, which belong to the DataFrame
-itself and so cannot go stale — ``assign`` (partition), ``startingOffsets`` /
-``endingOffsets`` (offset), ``startingTimestamp`` / ``endingTimestamp`` (time, through
-the time indexes) and ``key`` / ``id`` / ``tag`` / ``contains`` (through the query
-engine's indexes). ``WHERE`` clauses are evaluated by Spark over the option range, so
-every query sees every row the options cover.
+PySpark 4.3.0 plans a read with pushed filters in one planner worker: it calls
+``pushFilters`` and then ``partitions()`` on a fresh reader, and caches the resulting
+partition list (with the pickled reader) on the data source object that the DataFrame
+shares with every later query on it. A later query with no pushable filter does not call
+Python at all: it runs the cached list. So querying the same DataFrame (or temp view)
+first with ``WHERE slice = 3`` — or only ``explain()``-ing that query — and then without
+a pushable filter silently returns too few rows. Clearing the recorded filters in
+``partitions()`` does not help, since ``partitions()`` is not called again, and the read
+tasks of the two queries get identical bytes, so a pruned plan cannot be recognised as
+stale at read time either (``tests/spark/naive_source.py`` and
+``tests/spark/test_pushdown.py`` show both). No plan made from a query's filters is
+therefore safe on 4.3.0, and this source never lets one shape its plan: it prunes only by
+its options, which belong to the DataFrame itself and so cannot go stale — ``assign``
+(partition), ``startingOffsets`` / ``endingOffsets`` (offset), ``startingTimestamp`` /
+``endingTimestamp`` and the ``…ByTimestamp`` variants (time, through the time indexes)
+and ``key`` / ``id`` / ``tag`` / ``contains`` (through the query engine's indexes).
+``WHERE`` clauses are evaluated by Spark over the option range, so every query sees every
+row the options cover. (Implementing ``pushFilters`` would also make every read fail
+with ``DATA_SOURCE_PUSHDOWN_DISABLED`` in sessions without
+``spark.sql.python.filterPushdown.enabled``.)
 """
 
 from __future__ import annotations
