@@ -8,6 +8,7 @@
     /api/v1/topics/{t}/…/messages     find messages (offset, time, range, ID, key, header, content)
     /api/v1/topics/{t}/messages POST  produce (REST proxy style)
     /api/v1/groups[/{group}]          consumer groups and lag
+    /api/v1/topics/{t}/…/tags/…       tag-filtered fetch and exact tag counts (.tagidx)
     /api/v1/compaction                compaction status
     /metrics                          Prometheus text format
     /ui/…                             the web console (static files, no build step)
@@ -25,7 +26,7 @@ from fastapi import FastAPI, Request, Response
 
 from logtrove import __version__
 from logtrove.http import console
-from logtrove.http.api import compaction, groups, health, messages, produce, search, topics
+from logtrove.http.api import compaction, groups, health, messages, produce, search, tags, topics
 from logtrove.http.context import Appender, HttpContext
 from logtrove.http.groups import GroupsSource, GroupStates
 from logtrove.http.problems import document_problems, install_handlers
@@ -70,7 +71,7 @@ def create_app(
     app.state.features = {"query": True, "groups": True, "lag": True, "tag_lag": True}
     install_handlers(app)
     document_problems(app)
-    for module in (health, topics, messages, search, produce, groups, compaction):
+    for module in (health, topics, messages, search, produce, groups, compaction, tags):
         app.include_router(module.router)
     console.install(app)
     _count_requests(app)
