@@ -24,6 +24,21 @@ def record(i: int, *, keys: int = 10) -> NewRecord:
     )
 
 
+def jittered_ts(i: int) -> int:
+    """Out of order within a partition: every 5th record is 3.5 s late, every 7th 2.5 s early."""
+    return BASE_TS + 1000 * i + (3500 if i % 5 == 2 else 0) - (2500 if i % 7 == 3 else 0)
+
+
+def jittered(i: int) -> NewRecord:
+    """Record ``i`` of a topic whose timestamps are not monotonic (keys over 9 values)."""
+    return NewRecord(
+        value=f"v{i}".encode(),
+        key=f"k{i % 9}".encode(),
+        headers=(("id", f"m-{i}".encode()),),
+        timestamp=jittered_ts(i),
+    )
+
+
 def make_topic(
     data: Path,
     topic: str,

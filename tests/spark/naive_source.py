@@ -37,7 +37,7 @@ class NaiveReader(DataSourceReader):
     def __init__(self) -> None:
         self.wanted: int | None = None
 
-    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
         for f in filters:
             if _wanted_slice(f) is not None:
                 self.wanted = _wanted_slice(f)
@@ -68,7 +68,7 @@ class ConsumeOnceReader(DataSourceReader):
     def __init__(self) -> None:
         self.pending: int | None = None
 
-    def pushFilters(self, filters: list[Filter]) -> list[Filter]:  # noqa: N802
+    def pushFilters(self, filters: list[Filter]) -> list[Filter]:
         for f in filters:
             if _wanted_slice(f) is not None:
                 self.pending = _wanted_slice(f)

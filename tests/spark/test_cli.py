@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.spark.helpers import BASE_TS, make_topic
+from tests.spark.helpers import BASE_TS, make_topic, record, stored
 from tests.spark.test_pipelines import ACCESS_LINES
 from typer.testing import CliRunner
 
@@ -80,3 +82,84 @@ def test_commands_without_pyspark_say_how_to_install_it(
         result = runner.invoke(app, args)
         assert result.exit_code == 1
         assert "pip install 'logtrove[spark]'" in result.output
+
+
+def test_export_with_a_given_json_schema_uses_and_keeps_it(spark: Any, tmp_path: Path) -> None:
+    from pyspark.sql.types import IntegerType, StringType
+
+    data, table = tmp_path / "data", tmp_path / "orders"
+    make_topic(data, "orders", (record(i) for i in range(40)), partitions=2)
+    make_topic(data, "orders", [NewRecord(b"not json", timestamp=BASE_TS)], partitions=2)
+    args = ["export", "orders", "--to", str(table), "--parse", "json", "--data", str(data), "--json"]
+    first = runner.invoke(app, [*args, "--schema", "n INT, text STRING, missing STRING"])
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.output)["rows_added"] == 41
+    df = spark.read.parquet(str(table))
+    # inference would have made n a bigint and found no `missing` column
+    assert (df.schema["n"].dataType, df.schema["text"].dataType) == (IntegerType(), StringType())
+    rows = sorted((r.n, r.text, r.missing) for r in df.where("n IS NOT NULL").collect())
+    assert rows == [(i, f"order {i}", None) for i in range(40)]
+    [bad] = df.where("n IS NULL").collect()
+    assert (bad.value, bad.text) == ("not json", None)
+    saved = json.loads((table / "_logtrove_export.json").read_text())
+    assert [f["name"] for f in json.loads(saved["json_schema"])["fields"]] == ["n", "text", "missing"]
+    make_topic(data, "orders", (record(i) for i in range(40, 45)), partitions=2)
+    again = runner.invoke(app, args)  # no --schema: the saved one, not a new inference
+    assert json.loads(again.output)["rows_added"] == 5
+    assert spark.read.parquet(str(table)).schema["n"].dataType == IntegerType()
+
+
+def test_export_stream_keeps_exporting_new_records_until_stopped(spark: Any, tmp_path: Path) -> None:
+    """``--stream`` runs micro-batches every ``--every`` seconds: records appended while
+    it runs reach the table exactly once; stopping the query ends the command."""
+    data, table = tmp_path / "data", tmp_path / "events"
+    make_topic(data, "events", (record(i) for i in range(30)), partitions=2)
+    problems: list[str] = []
+
+    def feed_then_stop() -> None:
+        try:
+            if not _wait_for_rows(spark, table, 30):
+                problems.append("the first 30 records never reached the table")
+                return
+            make_topic(data, "events", (record(i) for i in range(30, 50)), partitions=2)
+            if not _wait_for_rows(spark, table, 50):
+                problems.append("the 20 appended records never reached the table")
+        finally:
+            for query in spark.streams.active:
+                if query.name == "export_events":
+                    query.stop()
+
+    feeder = threading.Thread(target=feed_then_stop)
+    feeder.start()
+    result = runner.invoke(
+        app,
+        ["export", "events", "--to", str(table), "--stream", "--every", "1", "--data", str(data), "--json"],
+    )
+    feeder.join()
+    assert problems == []
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == {
+        "topic": "events",
+        "table": str(table),
+        "rows_added": 50,
+        "rows_total": 50,
+    }
+    rows = sorted((r.partition, r.offset, r.value) for r in spark.read.parquet(str(table)).collect())
+    assert rows == [(p, o, v.decode()) for p, o, v in stored(data, "events") if v is not None]
+
+
+def _wait_for_rows(spark: Any, table: Path, rows: int, deadline_s: float = 180.0) -> bool:
+    """Poll the table until it holds ``rows`` rows (a deadline only to fail, not a threshold)."""
+    from pyspark.errors import AnalysisException
+
+    from logtrove.spark.export import table_rows
+
+    give_up = time.monotonic() + deadline_s
+    while time.monotonic() < give_up:
+        try:
+            if table_rows(spark, table) >= rows:
+                return True
+        except AnalysisException:  # the sink's log exists, its first files not yet
+            pass
+        time.sleep(0.5)
+    return False

@@ -9,31 +9,18 @@ pushable filter on a DataFrame that was just queried with one must see every row
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.spark.helpers import BASE_TS, make_topic
+from tests.spark.helpers import BASE_TS, jittered, make_topic
 from tests.spark.naive_source import ROWS, SLICES, ConsumeOnceSource, NaiveSource
 
-from logtrove.records import NewRecord, Record
+from logtrove.records import Record
 from logtrove.storage import Storage
 
 N = 400
-
-
-def jittered_ts(i: int) -> int:
-    """Out of order within a partition: every 5th record is 3.5 s late, every 7th 2.5 s early."""
-    return BASE_TS + 1000 * i + (3500 if i % 5 == 2 else 0) - (2500 if i % 7 == 3 else 0)
-
-
-def jittered(i: int) -> NewRecord:
-    return NewRecord(
-        value=f"v{i}".encode(),
-        key=f"k{i % 9}".encode(),
-        headers=(("id", f"m-{i}".encode()),),
-        timestamp=jittered_ts(i),
-    )
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +55,7 @@ def _brute(data: Path, keep: Callable[[int, Record], bool]) -> list[tuple[int, i
 def test_the_topic_really_has_out_of_order_timestamps(topic: Path) -> None:
     for p in range(2):
         stamps = [r.timestamp for q, r in _records(topic) if q == p]
-        assert any(a > b for a, b in zip(stamps, stamps[1:], strict=False))
+        assert any(a > b for a, b in pairwise(stamps))
 
 
 # a boundary inside the jitter: records 102 (late) and 108 (early) sit exactly on it,
