@@ -1,12 +1,20 @@
 """``logtrove consume TOPIC``: print records, kcat-style, optionally as a group and by tag.
 
-Records are read from the data directory itself (read-only, so while the broker runs,
-on the broker's machine) by :class:`~logtrove.groups.consumer.TagConsumer`: with
-``--tags`` only the records of those tags are read, found through ``.tagidx``, and
-the rest never leave the disk. With ``--group`` the positions are committed — through
-the broker given ``--bootstrap``, else into the data directory (which this command then
-holds for writing) — and a commit moves past skipped records, so the group's lag
-reaches 0 once every matching record is consumed.
+Records are read by :class:`~logtrove.groups.consumer.TagConsumer`, filtered where the
+data is: with ``--tags`` only the records of those tags are read, found through
+``.tagidx``, and the rest never leave the broker's disk.
+
+* Without ``--bootstrap`` it reads the data directory (read-only, so also while the
+  broker runs, on its machine); with ``--group`` it commits into that directory, which
+  it then holds for writing (no broker may run).
+* With ``--bootstrap`` it works through the broker: records come from the broker's HTTP
+  API (``--http``, default the broker host on port 8080), which filters with ``.tagidx``
+  next to the data, and commits go over the Kafka protocol. When the data directory
+  given (or ``./data``) is that broker's own and ``--http`` is not given, it is read
+  directly instead (same machine, no HTTP).
+
+A commit moves past skipped records, so the group's lag reaches 0 once every matching
+record is consumed.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from logtrove.cli.common import DEFAULT_DATA, DataOption, JsonOption, cli_errors
 from logtrove.cli.main import app
 from logtrove.cli.query import message_json
 from logtrove.cli.remote import BootstrapOption, connect
+from logtrove.cli.remote_tags import HttpApi, HttpOption, RemoteTagSource, http_errors, http_url
 from logtrove.groups.consumer import (
     EARLIEST,
     LATEST,
@@ -34,6 +43,7 @@ from logtrove.groups.consumer import (
     StartAt,
     StoreCommitter,
     TagConsumer,
+    TagSource,
 )
 from logtrove.groups.tags import InvalidTagExpressionError, TagFilter
 from logtrove.query import Message
@@ -73,30 +83,43 @@ def _line(c: ConsumedRecord, show_headers: bool) -> str:
 
 @contextlib.contextmanager
 def _opened(
-    data: Path, group: str | None, bootstrap: str | None
-) -> Iterator[tuple[Storage, OffsetCommitter | None]]:
-    """The storage to read, and where commits go."""
-    if group is not None and bootstrap is None:
+    data: Path, group: str | None, bootstrap: str | None, http: str | None
+) -> Iterator[tuple[Storage | TagSource, OffsetCommitter | None]]:
+    """Where records are read from, and where commits go."""
+    if bootstrap is None:
+        read_only = group is None
+        holder = None if read_only else "logtrove consume --group"
         with cli_errors():
-            storage = Storage.open(data, read_only=False, holder="logtrove consume --group")
+            storage = Storage.open(data, read_only=read_only, holder=holder)
         try:
             with cli_errors():
-                yield storage, StoreCommitter(storage)
+                yield storage, None if read_only else StoreCommitter(storage)
         finally:
             storage.close()
         return
-    with cli_errors():
-        storage = Storage.open(data, read_only=True)
-    try:
-        if bootstrap is None:
-            yield storage, None
+    with connect(bootstrap) as client, cli_errors(), http_errors():
+        cluster = remote_groups.cluster_id(client)
+        committer = remote_groups.BrokerCommitter(client) if group is not None else None
+        local = _local_data(data, cluster) if http is None else None
+        if local is None:
+            api = HttpApi(http_url(bootstrap, http), cluster_id=cluster)
+            yield RemoteTagSource(client, api), committer
             return
-        with connect(bootstrap) as client, cli_errors():
-            if remote_groups.cluster_id(client) != storage.data_dir.cluster_id:
-                fail(f"{data} is not the data directory of the broker at {bootstrap} (cluster IDs differ)")
-            yield storage, remote_groups.BrokerCommitter(client)
-    finally:
-        storage.close()
+        try:
+            yield local, committer
+        finally:
+            local.close()
+
+
+def _local_data(data: Path, cluster: str | None) -> Storage | None:
+    """``data`` opened read-only if it is the data directory of the broker of ``cluster``."""
+    if not (data / "meta.json").is_file():
+        return None
+    storage = Storage.open(data, read_only=True)
+    if storage.data_dir.cluster_id == cluster:
+        return storage
+    storage.close()
+    return None
 
 
 @app.command()
@@ -130,11 +153,13 @@ def consume(
     ] = True,
     data: DataOption = DEFAULT_DATA,
     bootstrap: BootstrapOption = None,
+    http: HttpOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Print the records of TOPIC: one line each (partition:offset, key, value, headers),
-    or JSON lines with --json. Reads the data directory (read-only); with --group, commits
-    go through --bootstrap when a broker runs.
+    or JSON lines with --json. Reads the data directory (read-only); with --bootstrap,
+    reads through the broker instead (records from its HTTP API, --http, filtered by tag
+    there; commits over the Kafka protocol), from any machine.
 
     Examples:
 
@@ -143,16 +168,18 @@ def consume(
       logtrove consume orders --json -o s@2026-01-05T10:00:00Z
 
       logtrove consume orders --group billing --tags 'TagA || TagB' --follow --bootstrap 127.0.0.1:9092
+
+      logtrove consume orders -G billing --tags TagA -b broker:9092 --http http://broker:8080
     """
     try:
         wanted = TagFilter.parse(tags)
         start = parse_offset(offset)
     except (InvalidTagExpressionError, ValueError) as exc:
         fail(str(exc), 2)
-    with _opened(data, group, bootstrap) as (storage, committer):
+    with _opened(data, group, bootstrap, http) as (source, committer):
         with cli_errors():
             consumer = TagConsumer(
-                storage,
+                source,
                 topic,
                 wanted,
                 group=group,

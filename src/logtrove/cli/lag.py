@@ -2,8 +2,11 @@
 
 On a data directory (read-only, so it works while the broker runs) lag is computed by
 :class:`~logtrove.groups.lag.LagMonitor`; with ``--bootstrap`` it is asked of the broker
-over the Kafka protocol (:mod:`.remote_groups`), and tag-aware lag is then counted from
-the data directory when it is on this machine and belongs to that broker.
+over the Kafka protocol (:mod:`.remote_groups`), and tag-aware lag is counted next to the
+data: from the data directory when it is on this machine and belongs to that broker (and
+``--http`` is not given), else by the broker's HTTP API (:mod:`.remote_tags`; ``--http``,
+default the broker host on port 8080). When neither can count, tag lag is left out
+(``null``) with a warning.
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ from rich.text import Text
 
 from logtrove.broker.client import KafkaClient
 from logtrove.cli import remote_groups
-from logtrove.cli.common import DEFAULT_DATA, DataOption, JsonOption, cli_errors, console, fail
+from logtrove.cli.common import DEFAULT_DATA, DataOption, JsonOption, cli_errors, console, err_console, fail
 from logtrove.cli.main import app
 from logtrove.cli.remote import BootstrapOption, connect
+from logtrove.cli.remote_tags import HttpApi, HttpOption, HttpTagCounter, http_url
 from logtrove.groups.lag import GroupLag, LagMonitor, PartitionLag, TopicLag
 from logtrove.storage import Storage
 
@@ -100,19 +104,21 @@ def _topic_table(t: TopicLag) -> Table:
 
 
 class _Source:
-    """Where the lag comes from: the data directory, or a broker (plus, optionally, its
-    data directory for tag counts)."""
+    """Where the lag comes from: the data directory, or a broker (plus, for tag counts,
+    its data directory when it is here, else its HTTP API)."""
 
-    def __init__(self, data: Path, bootstrap: str | None) -> None:
+    def __init__(self, data: Path, bootstrap: str | None, http: str | None) -> None:
         self.bootstrap = bootstrap
-        self.client: KafkaClient | None = None
+        self.http = http
         self.storage: Storage | None = None
         self.monitor: LagMonitor | None = None
+        self.counter: remote_groups.TagCounter | None = None
+        self._warned: set[str] = set()
         if bootstrap is None:
             with cli_errors():
                 self.storage = Storage.open(data, read_only=True)
             self.monitor = LagMonitor(self.storage)
-        elif (data / "meta.json").is_file():
+        elif http is None and (data / "meta.json").is_file():
             with cli_errors():
                 self.storage = Storage.open(data, read_only=True)
 
@@ -121,14 +127,25 @@ class _Source:
             self.monitor.refresh()
             with cli_errors():
                 return self.monitor.lag(group, topic)
-        assert client is not None
-        local = self.storage
-        if local is not None:
-            if local.data_dir.cluster_id != remote_groups.cluster_id(client):
-                local = None  # another broker's data: no tag counts from it
-            else:
-                local.refresh()
-        return remote_groups.remote_lag(client, group, topic, local=local)
+        assert client is not None and self.bootstrap is not None
+        if self.counter is None:
+            self.counter = self._counter(client, self.bootstrap)
+        if self.storage is not None and isinstance(self.counter, remote_groups.StorageTagCounter):
+            self.storage.refresh()
+        found = remote_groups.remote_lag(client, group, topic, counter=self.counter)
+        if isinstance(self.counter, HttpTagCounter):
+            failure = self.counter.take_failure()
+            if failure is not None and str(failure) not in self._warned:
+                self._warned.add(str(failure))
+                err_console.print(f"[yellow]warning:[/] no tag-aware lag: {failure}", highlight=False)
+        return found
+
+    def _counter(self, client: KafkaClient, bootstrap: str) -> remote_groups.TagCounter:
+        """The data directory's counter if it is this broker's, else the HTTP API's."""
+        cluster = remote_groups.cluster_id(client)
+        if self.storage is not None and self.storage.data_dir.cluster_id == cluster:
+            return remote_groups.StorageTagCounter(self.storage)
+        return HttpTagCounter(HttpApi(http_url(bootstrap, self.http), cluster_id=cluster))
 
     def close(self) -> None:
         if self.storage is not None:
@@ -141,6 +158,7 @@ def lag(
     topic: Annotated[str | None, typer.Option("--topic", "-t", help="Only this topic.")] = None,
     data: DataOption = DEFAULT_DATA,
     bootstrap: BootstrapOption = None,
+    http: HttpOption = None,
     as_json: JsonOption = False,
     watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh until Ctrl-C.")] = False,
     interval: Annotated[
@@ -150,7 +168,8 @@ def lag(
     """Consumer lag per group, topic and partition: log end, committed offset, lag in
     messages and in time, and for groups with a tag subscription the exact number of
     unconsumed records that match it. Partitions a group never committed on are shown
-    as such, not as 0.
+    as such, not as 0. With --bootstrap, the broker is asked; tag counts then come from
+    its HTTP API (--http) unless its data directory is on this machine.
 
     Examples:
 
@@ -159,8 +178,10 @@ def lag(
       logtrove lag billing --json
 
       logtrove lag billing --watch --bootstrap 127.0.0.1:9092
+
+      logtrove lag billing --json -b broker:9092 --http http://broker:8080
     """
-    source = _Source(data, bootstrap)
+    source = _Source(data, bootstrap, http)
     try:
         if bootstrap is None:
             _run(source, None, group, topic, as_json, watch, interval)

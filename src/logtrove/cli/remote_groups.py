@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from logtrove.broker.client import KafkaClient, KafkaProtocolError, check
 from logtrove.clock import SYSTEM_CLOCK, Clock
@@ -211,19 +212,53 @@ def subscriptions(client: KafkaClient) -> dict[subs.SubscriptionKey, subs.TagSub
     return out
 
 
-# -- lag -------------------------------------------------------------------------------------
+# -- lag ------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class TagMatches:
+    """Records of an offset range that a tag expression wants, and the first one's time."""
+
+    matching: int
+    first_timestamp: int | None
+
+
+class TagCounter(Protocol):
+    """Who counts the tagged records of a range: the data directory on this machine
+    (:class:`StorageTagCounter`) or the broker's HTTP API (``remote_tags.HttpTagCounter``)."""
+
+    def count(self, topic: str, partition: int, tags: TagFilter, start: int, end: int) -> TagMatches | None:
+        """The matches in ``[start, end)``, or ``None`` when they cannot be counted."""
+        ...
+
+
+class StorageTagCounter:
+    """Counts from ``.tagidx`` of the broker's data directory, opened read-only here."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+
+    def count(self, topic: str, partition: int, tags: TagFilter, start: int, end: int) -> TagMatches | None:
+        try:
+            log = self.storage.log(topic, partition)
+            matching = count_matching(log, tags, start, end).matching
+            first = first_matching(log, tags, start) if matching else None
+        except StorageError:
+            return None
+        return TagMatches(matching, first.timestamp if first is not None else None)
+
+
 def remote_lag(
     client: KafkaClient,
     group: str | None = None,
     topic: str | None = None,
     *,
     clock: Clock = SYSTEM_CLOCK,
-    local: Storage | None = None,
+    counter: TagCounter | None = None,
 ) -> list[GroupLag]:
     """Lag through the broker: committed offsets (OffsetFetch), log ends (ListOffsets),
     the first unconsumed record's timestamp (Fetch). Tag lag needs the records' tags,
-    which the protocol does not index: it is counted from ``local`` (the broker's data
-    directory opened read-only, on the same machine) when given, else left ``None``."""
+    which the Kafka protocol does not index: ``counter`` counts them, from ``[committed,
+    log end)`` as read here, next to the data (the broker's data directory, or its HTTP
+    API); without one it is left ``None``."""
     groups = [group] if group is not None else sorted(g["group"] for g in list_groups(client))
     subscribed = subscriptions(client)
     rows: list[PartitionLag] = []
@@ -240,7 +275,9 @@ def remote_lag(
             starts = list_offsets(client, t, list(range(n)), EARLIEST)
             ends = list_offsets(client, t, list(range(n)), LATEST)
             for p in range(n):
-                rows.append(_row(client, g, t, p, starts[p], ends[p], commits.get((t, p)), sub, clock, local))
+                rows.append(
+                    _row(client, g, t, p, starts[p], ends[p], commits.get((t, p)), sub, clock, counter)
+                )
     found = aggregate(rows)
     if group is not None and not found:
         return [GroupLag(group, ())]
@@ -257,7 +294,7 @@ def _row(
     commit_offset: int | None,
     sub: subs.TagSubscription | None,
     clock: Clock,
-    local: Storage | None,
+    counter: TagCounter | None,
 ) -> PartitionLag:
     tags = sub.expression if sub is not None else None
     if commit_offset is None:
@@ -273,14 +310,12 @@ def _row(
         wanted = TagFilter.parse(sub.expression)
         if wanted.match_all:
             tag_lag, tag_time_lag = lag, time_lag
-        elif local is not None:
-            try:
-                log = local.log(topic, partition)
-                tag_lag = count_matching(log, wanted, commit_offset, end).matching
-                match = first_matching(log, wanted, commit_offset) if tag_lag else None
-                tag_time_lag = max(now - match.timestamp, 0) if match is not None else 0
-            except StorageError:
-                tag_lag = None
+        elif counter is not None:
+            found = counter.count(topic, partition, wanted, min(commit_offset, end), end)
+            if found is not None:
+                tag_lag = found.matching
+                first_ts = found.first_timestamp
+                tag_time_lag = max(now - first_ts, 0) if first_ts is not None else 0
     return PartitionLag(
         group, topic, partition, start, end, commit_offset, None, lag, time_lag, tags, tag_lag, tag_time_lag
     )
