@@ -4,7 +4,9 @@ How each question is answered (per partition; partitions are then merged):
 
 =============  ===========================================================================
 offset         the batch holding the offset (sparse offset index), or the next surviving
-position ID    decoded to (topic, partition, offset): an exact read, no index
+               data record (compacted away, a gap, a transaction marker; below the log
+               start: the first record); past the end is an error
+position ID    decoded to (topic, partition, offset), then read as an offset: no index
 time           the first record with timestamp ≥ T (time index, then a short scan)
 time range     from the first record ≥ T1, ``.skip`` blocks whose [min, max] miss
                [T1, T2) are skipped; records filtered by timestamp (clients may send
@@ -58,7 +60,7 @@ from logtrove.query.partition import (
     lookup_newest_first,
     scan_forward,
 )
-from logtrove.records import Record
+from logtrove.records import Record, iter_records
 from logtrove.storage import OffsetOutOfRangeError, PartitionLog, Storage
 from logtrove.storage.keyindex import header_digest, id_digest, key_digest
 
@@ -145,30 +147,31 @@ class QueryEngine:
 
     # -- offset, position, time -----------------------------------------------------------
     def _by_offset(self, topic: str, partition: int, offset: int) -> Message:
+        """The record at ``offset``, or the next surviving one: compaction, transaction
+        markers and offset gaps leave offsets without a record, and an offset below the
+        log start (retention, DeleteRecords) gives the first record. An offset at or
+        past the log end raises :class:`OffsetOutOfRangeError`."""
         log = self._logs(topic, (partition,))[partition]
         start, end = log.log_start_offset, log.log_end_offset
-        if offset >= end or offset < start:
-            where = "past the end" if offset >= end else "before the start"
+        if offset >= end:
             raise OffsetOutOfRangeError(
-                f"offset {offset} is {where} of {topic}-{partition}: valid offsets are [{start}, {end - 1}]"
+                f"offset {offset} is past the end of {topic}-{partition}: valid offsets are [{start}, {end - 1}]"
                 if end > start
-                else f"offset {offset} is {where} of {topic}-{partition}: the partition is empty",
+                else f"offset {offset} is past the end of {topic}-{partition}: the partition is empty",
                 log_start_offset=start,
                 log_end_offset=end,
             )
-        for record in log.records(offset):
-            return Message.of(topic, partition, record)
-        raise MessageNotFoundError(f"no record at or after offset {offset} in {topic}-{partition}")
+        record = _at_or_after(log, offset)
+        if record is None:
+            raise MessageNotFoundError(f"no record at or after offset {offset} in {topic}-{partition}")
+        return Message.of(topic, partition, record)
 
     def _by_position(self, position_id: str) -> Message:
+        """What :meth:`_by_offset` gives for the decoded (topic, partition, offset)."""
         decoded = decode_position_id(position_id)
         if decoded is None:
             raise InvalidQueryError(f"{position_id!r} is not a position ID")
-        topic, partition, offset = decoded
-        message = self._by_offset(topic, partition, offset)
-        if message.offset != offset:
-            raise MessageNotFoundError(f"the record at {topic}-{partition}@{offset} was compacted away")
-        return message
+        return self._by_offset(*decoded)
 
     def _exact(self, log: PartitionLog, offset: int) -> Record | None:
         if not log.log_start_offset <= offset < log.log_end_offset:
@@ -268,8 +271,9 @@ class QueryEngine:
         if position is not None and position[0] == q.topic and q.cursor is None:
             _, partition, offset = position
             if 0 <= partition < info.partitions and (q.partitions is None or partition in q.partitions):
-                record = self._exact(self.storage.log(q.topic, partition), offset)
-                if record is not None:
+                log = self.storage.log(q.topic, partition)
+                record = _at_or_after(log, offset) if offset < log.log_end_offset else None
+                if record is not None:  # as a position query answers it
                     found += 1
                     yield Message.of(q.topic, partition, record)
                     if q.limit is not None and found >= q.limit:
@@ -381,6 +385,19 @@ class QueryEngine:
         if open_parts:
             return Completion(Reason.BUDGET, count, stats, encode_cursor("content", open_parts))
         return Completion(Reason.EXHAUSTED, count, stats)
+
+
+def _at_or_after(log: PartitionLog, offset: int) -> Record | None:
+    """The first data record of ``log`` at or after ``max(offset, log start)``, skipping
+    control batches (transaction markers); ``None`` if there is none."""
+    begin = max(offset, log.log_start_offset)
+    for header, data in log.batches(begin):
+        if header.is_control:
+            continue
+        for record in iter_records(data, 0, header):
+            if record.offset >= begin:
+                return record
+    return None
 
 
 def _key_attr(key: bytes) -> Attribute:

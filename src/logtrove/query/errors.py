@@ -5,9 +5,10 @@
     QueryError
      ├── InvalidQueryError      a malformed question: bad regex, bad JSON path, bad cursor,
      │                          an empty time range, a limit below 1
-     └── MessageNotFoundError   a by-offset or by-position-ID read found no record
+     └── MessageNotFoundError   a by-offset or by-position-ID read found no record at or
+                                after the offset (only control batches follow it)
 
-Unknown topics or partitions and offsets outside the log raise the storage layer's errors
+Unknown topics or partitions and offsets past the log end raise the storage layer's errors
 (:class:`~logtrove.storage.UnknownTopicError`, :class:`~logtrove.storage.OffsetOutOfRangeError`).
 """
 

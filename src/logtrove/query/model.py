@@ -85,7 +85,8 @@ class Completion:
 # -- questions ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class OffsetQuery:
-    """The record at ``offset`` of one partition, or the next surviving one."""
+    """The record at ``offset`` of one partition, or the next surviving one (the first
+    record when ``offset`` is below the log start; past the log end is an error)."""
 
     topic: str
     partition: int
@@ -94,7 +95,8 @@ class OffsetQuery:
 
 @dataclass(frozen=True)
 class PositionQuery:
-    """The record a broker position ID names."""
+    """The record a broker position ID names, or the next surviving one, as
+    :class:`OffsetQuery` answers for the decoded topic, partition and offset."""
 
     position_id: str
 
