@@ -16,8 +16,11 @@ from tests.spark.helpers import make_topic, record
 @pytest.fixture
 def live(tmp_path: Path) -> Iterator[BrokerProcess]:
     data = tmp_path / "data"
-    make_topic(data, "orders", (record(i) for i in range(500)), partitions=2)
-    make_topic(data, "sink", [], partitions=2)
+    # records are stamped in 2023: without retention.ms=-1 the broker's retention would
+    # delete their segments a few seconds into a test
+    configs = {"segment.bytes": "20000", "retention.ms": "-1"}
+    make_topic(data, "orders", (record(i) for i in range(500)), partitions=2, configs=configs)
+    make_topic(data, "sink", [], partitions=2, configs=configs)
     proc = BrokerProcess(data, free_port())
     proc.start()
     try:
@@ -64,3 +67,45 @@ def test_direct_writer_refuses_while_a_broker_holds_the_directory(spark: Any, li
         df.write.format("logtrove").option("path", str(live.data)).option("topic", "sink").mode(
             "append"
         ).save()
+
+
+def _stream_available_now(spark: Any, bootstrap: str, checkpoint: Path, out: Path) -> list[int]:
+    """One availableNow run of a remote streaming read into Parquet; rows per micro-batch."""
+    query = (
+        spark.readStream.format("logtrove")
+        .options(bootstrap=bootstrap, subscribe="orders", startingOffsets="earliest")
+        .load()
+        .select("partition", "offset", "key", "value", "timestamp", "id", "tag")
+        .writeStream.format("parquet")
+        .option("checkpointLocation", str(checkpoint))
+        .option("path", str(out))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(180)
+    assert query.exception() is None
+    return [int(p["numInputRows"]) for p in query.recentProgress if p["numInputRows"]]
+
+
+def test_remote_streaming_picks_up_produced_records_exactly_once(
+    spark: Any, live: BrokerProcess, tmp_path: Path
+) -> None:
+    from confluent_kafka import Producer
+
+    checkpoint, out = tmp_path / "ckpt", tmp_path / "out"
+    assert _stream_available_now(spark, live.bootstrap, checkpoint, out) == [500]
+    producer = Producer({"bootstrap.servers": live.bootstrap, "linger.ms": 5})
+    for i in range(40):
+        producer.produce(
+            "orders", value=f"new {i}".encode(), key=b"fresh", partition=i % 2, headers=[("id", b"n-%d" % i)]
+        )
+    assert producer.flush(30) == 0
+    assert _stream_available_now(spark, live.bootstrap, checkpoint, out) == [40]
+    streamed = spark.read.parquet(str(out))
+    direct = spark.read.format("logtrove").options(path=str(live.data), subscribe="orders").load()
+    cols = ["partition", "offset", "key", "value", "timestamp", "id", "tag"]
+    got = sorted(tuple(r) for r in streamed.select(*cols).collect())
+    assert len(got) == len(set(got)) == 540
+    assert got == sorted(tuple(r) for r in direct.select(*cols).collect())
+    fresh = sorted((r.partition, bytes(r.value), r.id) for r in streamed.where("key = 'fresh'").collect())
+    assert fresh == sorted((i % 2, f"new {i}".encode(), f"n-{i}") for i in range(40))
