@@ -2,7 +2,7 @@
 
 Records are read by :class:`~logtrove.groups.consumer.TagConsumer`, filtered where the
 data is: with ``--tags`` only the records of those tags are read, found through
-``.tagidx``, and the rest never leave the broker's disk.
+``.tagidx``, and the rest never leave the broker.
 
 * Without ``--bootstrap`` it reads the data directory (read-only, so also while the
   broker runs, on its machine); with ``--group`` it commits into that directory, which
