@@ -229,24 +229,23 @@ class QueryEngine:
         attr: Attribute,
         q: KeyQuery | HeaderQuery | IdQuery,
         *,
-        block_window: tuple[int, int] | None = None,
+        window: tuple[int, int] | None = None,
         stats: Stats | None = None,
         limit: int | None = None,
     ) -> Generated:
+        """Records matching ``attr``, newest first; ``window`` overrides the question's
+        time window (the hint stage of a by-ID query)."""
         self._check_limit(q.limit)
         logs = self._logs(topic, q.partitions)
         resume = decode_cursor(kind, q.cursor)
         if resume is not None:
             logs = {p: log for p, log in logs.items() if p in resume}
         stats = stats if stats is not None else Stats()
-        start_ms = getattr(q, "start_ms", None)
-        end_ms = getattr(q, "end_ms", None)
+        start_ms, end_ms = window or (getattr(q, "start_ms", None), getattr(q, "end_ms", None))
 
         def stream(p: int, log: PartitionLog) -> Iterator[Record]:
             before = resume.get(p) if resume else None
-            return lookup_newest_first(
-                log, attr, stats, before=before, start_ms=start_ms, end_ms=end_ms, block_window=block_window
-            )
+            return lookup_newest_first(log, attr, stats, before=before, start_ms=start_ms, end_ms=end_ms)
 
         limit = q.limit if limit is None else limit
         return (
@@ -256,6 +255,14 @@ class QueryEngine:
         )
 
     def _by_id(self, q: IdQuery) -> Generated:
+        """The record a position ID names, then client-ID matches newest first.
+
+        A time-ordered ID's time is a hint: first only records stamped within
+        ``hint_window_ms`` of it are looked for, and if there are any the search stops
+        there (clocks agreed, so copies sit together). Otherwise, when the client's clock
+        was off, every segment is searched. The hint stage filters records by timestamp,
+        not just blocks: a match outside the window (one the scan of an unindexed tail
+        came across) says nothing about where other copies are."""
         self._check_limit(q.limit)
         info = self.storage.topic(q.topic)
         id_header = info.config.message_id_header
@@ -282,11 +289,9 @@ class QueryEngine:
         if hinted is not None and q.cursor is None and not q.exhaustive:
             window = (hinted - q.hint_window_ms, hinted + q.hint_window_ms)
             limit = None if q.limit is None else q.limit - found
-            first = yield from self._by_hash(
-                q.topic, "id", attr, q, block_window=window, stats=stats, limit=limit
-            )
+            first = yield from self._by_hash(q.topic, "id", attr, q, window=window, stats=stats, limit=limit)
             if first.results:
-                note = "searched the segments around the ID's time; pass exhaustive for all"
+                note = "searched the records stamped around the ID's time; pass exhaustive for all"
                 return Completion(Reason.HINT, found + first.results, stats, None, (note,))
         rest = yield from self._by_hash(
             q.topic, "id", attr, q, stats=stats, limit=None if q.limit is None else q.limit - found

@@ -153,8 +153,9 @@ class HeaderQuery:
 class IdQuery:
     """Records whose client message ID (the topic's ID header) is ``message_id``, newest
     first, and the record ``message_id`` names if it is a position ID of this topic.
-    With a time-ordered ID, the segments around its time are searched first and the
-    search stops there if it found the message, unless ``exhaustive``."""
+    With a time-ordered ID, the records stamped within ``hint_window_ms`` of its time are
+    searched first and the search stops there if it found the message, unless
+    ``exhaustive``; when nothing there matches (the client's clock was off), everything is."""
 
     topic: str
     message_id: str

@@ -175,13 +175,12 @@ def lookup_newest_first(
     before: int | None = None,
     start_ms: int | None = None,
     end_ms: int | None = None,
-    block_window: tuple[int, int] | None = None,
 ) -> Iterator[Record]:
     """Records matching ``attr`` with offsets below ``before``, newest (highest offset)
-    first, optionally within ``[start_ms, end_ms)``. ``block_window`` (a hint) limits the
-    search to blocks whose timestamps overlap it, without filtering records by time."""
+    first, optionally within ``[start_ms, end_ms)``: segments and blocks whose
+    timestamps miss the window are skipped."""
     first = log.log_start_offset
-    win_lo, win_hi = block_window if block_window else (start_ms, end_ms)
+    win_lo, win_hi = start_ms, end_ms
 
     def keep(r: Record) -> bool:
         return (
