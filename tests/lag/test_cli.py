@@ -145,3 +145,52 @@ def test_follow_prints_records_appended_later(mixed: MixedTopic) -> None:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_lag_watch_refreshes_as_commits_move_and_stops_on_sigint(mixed: MixedTopic) -> None:
+    import signal
+
+    from logtrove.groups.consumer import StoreCommitter
+
+    with Storage.open(mixed.path) as storage:
+        StoreCommitter(storage).commit("watcher", TOPIC, {0: 10, 1: 20})
+    args = ["lag", "watcher", "-d", str(mixed.path), "--watch", "--json", "--interval", "0.2"]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from logtrove.cli.main import main; main()", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    assert proc.stdout is not None
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+
+    def next_lag() -> int:
+        (group,) = json.loads(lines.get(timeout=30))
+        assert group["group"] == "watcher"
+        return int(group["lag"])
+
+    ends = len(mixed.tags[0]), len(mixed.tags[1])
+    try:
+        first = next_lag()
+        assert first == (ends[0] - 10) + (ends[1] - 20)
+        assert next_lag() == first  # a second refresh, nothing changed yet
+        with Storage.open(mixed.path) as storage:
+            StoreCommitter(storage).commit("watcher", TOPIC, {0: 150, 1: ends[1]})
+        later = [next_lag() for _ in range(3)]
+        while later[-1] == first and len(later) < 100:  # refreshes that began before the commit
+            later.append(next_lag())
+        assert later[-1] == ends[0] - 150
+        assert set(later) <= {first, ends[0] - 150}
+    finally:
+        proc.send_signal(signal.SIGINT)
+        for _ in range(100):
+            if proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        else:
+            proc.kill()
+            proc.wait(10)
+    err = proc.stderr.read() if proc.stderr else ""
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
