@@ -162,8 +162,14 @@ def test_lag_watch_refreshes_as_commits_move_and_stops_on_sigint(mixed: MixedTop
         text=True,
     )
     lines: queue.Queue[str] = queue.Queue()
-    assert proc.stdout is not None
-    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+    stdout = proc.stdout
+    assert stdout is not None
+
+    def pump() -> None:
+        for line in stdout:
+            lines.put(line)
+
+    threading.Thread(target=pump, daemon=True).start()
 
     def next_lag() -> int:
         (group,) = json.loads(lines.get(timeout=30))
