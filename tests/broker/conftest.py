@@ -36,9 +36,17 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    def http_args(self) -> list[str]:
+        return ["--no-http"]
+
+    def ready(self) -> bool:
+        """Whether the started broker answers (here: accepts Kafka connections)."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+            return True
+
     def start(self) -> None:
         args = [sys.executable, "-c", SERVE, "serve", "--data", str(self.data), "--listen", self.bootstrap]
-        args += ["--initial-rebalance-delay-ms", "200", "--no-http", *self.extra]
+        args += ["--initial-rebalance-delay-ms", "200", *self.http_args(), *self.extra]
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
@@ -46,11 +54,12 @@ class BrokerProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited: {self.log.read_text()}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                if self.ready():
                     return
             except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("broker did not start listening")
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"broker did not start: {self.log.read_text()}")
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int | None:
         if self.proc is None:

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.conftest import SERVE, BrokerProcess, free_port
+from tests.broker.conftest import BrokerProcess, free_port
 
 from logtrove.broker.client import KafkaClient
 from logtrove.cli import remote_groups
@@ -49,22 +49,12 @@ class HttpBrokerProcess(BrokerProcess):
     def http(self) -> str:
         return f"http://127.0.0.1:{self.http_port}"
 
-    def start(self) -> None:
-        args = [sys.executable, "-c", SERVE, "serve", "--data", str(self.data), "--listen", self.bootstrap]
-        args += ["--initial-rebalance-delay-ms", "200", "--http", f"127.0.0.1:{self.http_port}"]
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"broker exited: {self.log.read_text()}")
-            try:
-                with urllib.request.urlopen(f"{self.http}/api/v1/health", timeout=1) as answer:
-                    if answer.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"broker HTTP API did not start: {self.log.read_text()}")
+    def http_args(self) -> list[str]:
+        return ["--http", f"127.0.0.1:{self.http_port}"]
+
+    def ready(self) -> bool:
+        with urllib.request.urlopen(f"{self.http}/api/v1/health", timeout=1) as answer:
+            return bool(answer.status == 200)
 
 
 @pytest.fixture(scope="module")
