@@ -112,6 +112,13 @@ def _check_one_record_per_live_key(
     assert not set(tombstones) & set(expected)
 
 
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``logtrove ARGS…`` in a subprocess."""
+    return subprocess.run(
+        [sys.executable, "-c", SERVE, *args], capture_output=True, check=False, text=True, timeout=120
+    )
+
+
 CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "8192", "min.cleanable.dirty.ratio": "0.01"}
 
 
@@ -127,24 +134,12 @@ def test_logtrove_compact_then_a_fresh_confluent_consumer_reads_one_record_per_l
         assert offsets == list(range(len(writes)))
         before = _read_all(broker.bootstrap, "users")
         assert len(before) == len(writes), "nothing is compacted before the compact command"
-        busy = subprocess.run(
-            [sys.executable, "-c", SERVE, "compact", "users", "--data", str(broker.data)],
-            capture_output=True,
-            check=False,
-            text=True,
-            timeout=120,
-        )
+        busy = _cli("compact", "users", "--data", str(broker.data))
         assert busy.returncode == 1
         assert "logtrove serve" in busy.stderr and "stop the broker" in busy.stderr
     finally:
         assert broker.stop() == 0
-    done = subprocess.run(
-        [sys.executable, "-c", SERVE, "compact", "users", "--data", str(broker.data)],
-        capture_output=True,
-        check=False,
-        text=True,
-        timeout=120,
-    )
+    done = _cli("compact", "users", "--data", str(broker.data))
     assert done.returncode == 0, done.stderr
     assert "removed" in done.stdout
     broker.start()
@@ -170,23 +165,7 @@ def test_the_brokers_background_cleaner_compacts_while_it_serves(tmp_path: Path)
             time.sleep(0.5)
             got = _read_all(broker.bootstrap, "users")
         _check_one_record_per_live_key(got, expected)
-        status = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                SERVE,
-                "topics",
-                "describe",
-                "users",
-                "--data",
-                str(broker.data),
-                "--json",
-            ],
-            capture_output=True,
-            check=False,
-            text=True,
-            timeout=60,
-        )
+        status = _cli("topics", "describe", "users", "--data", str(broker.data), "--json")
         assert status.returncode == 0, status.stderr
         assert '"last_clean' in status.stdout
     finally:
