@@ -100,7 +100,7 @@ def _opened(
     with connect(bootstrap) as client, cli_errors(), http_errors():
         cluster = remote_groups.cluster_id(client)
         committer = remote_groups.BrokerCommitter(client) if group is not None else None
-        local = _local_data(data, cluster) if http is None else None
+        local = remote_groups.open_brokers_data(data, cluster) if http is None else None
         if local is None:
             api = HttpApi(http_url(bootstrap, http), cluster_id=cluster)
             yield RemoteTagSource(client, api), committer
@@ -109,17 +109,6 @@ def _opened(
             yield local, committer
         finally:
             local.close()
-
-
-def _local_data(data: Path, cluster: str | None) -> Storage | None:
-    """``data`` opened read-only if it is the data directory of the broker of ``cluster``."""
-    if not (data / "meta.json").is_file():
-        return None
-    storage = Storage.open(data, read_only=True)
-    if storage.data_dir.cluster_id == cluster:
-        return storage
-    storage.close()
-    return None
 
 
 @app.command()

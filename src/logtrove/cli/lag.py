@@ -108,6 +108,7 @@ class _Source:
     its data directory when it is here, else its HTTP API)."""
 
     def __init__(self, data: Path, bootstrap: str | None, http: str | None) -> None:
+        self.data = data
         self.bootstrap = bootstrap
         self.http = http
         self.storage: Storage | None = None
@@ -118,9 +119,6 @@ class _Source:
             with cli_errors():
                 self.storage = Storage.open(data, read_only=True)
             self.monitor = LagMonitor(self.storage)
-        elif http is None and (data / "meta.json").is_file():
-            with cli_errors():
-                self.storage = Storage.open(data, read_only=True)
 
     def lag(self, client: KafkaClient | None, group: str | None, topic: str | None) -> list[GroupLag]:
         if self.monitor is not None:
@@ -143,7 +141,10 @@ class _Source:
     def _counter(self, client: KafkaClient, bootstrap: str) -> remote_groups.TagCounter:
         """The data directory's counter if it is this broker's, else the HTTP API's."""
         cluster = remote_groups.cluster_id(client)
-        if self.storage is not None and self.storage.data_dir.cluster_id == cluster:
+        if self.http is None:
+            with cli_errors():
+                self.storage = remote_groups.open_brokers_data(self.data, cluster)
+        if self.storage is not None:
             return remote_groups.StorageTagCounter(self.storage)
         return HttpTagCounter(HttpApi(http_url(bootstrap, self.http), cluster_id=cluster))
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from logtrove.broker.client import KafkaClient, KafkaProtocolError, check
@@ -32,6 +33,18 @@ EARLIEST, LATEST = -2, -1
 def cluster_id(client: KafkaClient) -> str | None:
     meta = client.request(METADATA, 12, {"topics": [], "allow_auto_topic_creation": False})
     return meta.cluster_id  # type: ignore[no-any-return]
+
+
+def open_brokers_data(data: Path, cluster: str | None) -> Storage | None:
+    """``data`` opened read-only if it is the data directory of the broker of ``cluster``
+    (that broker runs on this machine), else ``None``."""
+    if not (data / "meta.json").is_file():
+        return None
+    storage = Storage.open(data, read_only=True)
+    if storage.data_dir.cluster_id == cluster:
+        return storage
+    storage.close()
+    return None
 
 
 def topic_partitions(client: KafkaClient, topic: str) -> int | None:
