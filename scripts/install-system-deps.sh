@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# System packages the tests use, from Debian's registry: kcat (a real Kafka client),
-# chromium and chromium-driver (the web console's browser tests).
+# System packages, from Debian's registry: libxxhash-dev (xxHash's header, to compile the
+# indexer's loop; see setup.py), kcat (a real Kafka client), chromium and chromium-driver
+# (the web console's browser tests).
 # Idempotent; without root it only says what is missing.
 set -euo pipefail
 missing=()
+[ -f /usr/include/xxhash.h ] || missing+=(libxxhash-dev)               # compiled indexer loop
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)            # console browser tests
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)

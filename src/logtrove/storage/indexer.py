@@ -9,9 +9,10 @@ themselves. ``index-offset-checkpoint`` records, per partition, the offset below
 every segment is indexed, for operators and for lag (issue 6).
 
 Work is per batch, off the produce path: :class:`PartitionIndexer.step` reads batches
-with ``pread`` (appends are never blocked) and parses only what the indexes need, the
-key, the ID / tag / indexed headers and the timestamp, skipping values by their length
-(values are tokenised a batch at a time with one regex). A block is written every
+with ``pread`` (appends are never blocked) and hands each one to a
+:class:`~logtrove.storage.pending.Pending`, compiled when available, which parses only
+what the indexes need: the key, the ID / tag / indexed headers, the timestamp and the
+tokens of the value. A block is written every
 ``block_records`` records, when a segment is sealed, or when asked to flush the tail;
 queries scan whatever is not in a block yet. :class:`Indexer` runs the steps of every
 partition of a :class:`~logtrove.storage.store.Storage` in one background thread.
@@ -27,22 +28,20 @@ import logging
 import os
 import threading
 import time
-from array import array
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-import xxhash
-
 from logtrove.records import HEADER_SIZE, BatchHeader, RecordsError, read_header
 from logtrove.records.batch import ATTR_TIMESTAMP_TYPE, MIN_BATCH_LENGTH
 from logtrove.records.record import batch_payload
-from logtrove.records.varint import decode_varint
 from logtrove.storage import keyindex, skipindex, tagindex
 from logtrove.storage.blockfile import Block, encode_block, read_blocks, valid_length
 from logtrove.storage.checkpoint import INDEX_OFFSET, CheckpointFile
 from logtrove.storage.config import TopicConfig
+from logtrove.storage.errors import StorageError
 from logtrove.storage.log import PartitionLog, TopicPartition
+from logtrove.storage.pending import new_pending
 from logtrove.storage.segment import Segment, segment_file_name
 from logtrove.storage.store import Storage
 
@@ -79,6 +78,16 @@ def common_blocks(segment: Segment, *, verify: bool = True) -> dict[int, list[Bl
     return {kind: blocks[:n] for kind, blocks in lists.items()}
 
 
+def recorded_index_offsets(data_dir: Path) -> dict[tuple[str, int], int]:
+    """What ``index-offset-checkpoint`` says: per (topic, partition), the offset below
+    which every record is in index blocks. Empty when no indexer has run, or when the file
+    is damaged (the indexer rewrites it; queries never depend on it)."""
+    try:
+        return CheckpointFile(data_dir / INDEX_OFFSET).read()
+    except StorageError:
+        return {}
+
+
 class SegmentIndexBuilder:
     """Indexes one segment incrementally: parse batches into pending entries, then
     append one block to each derived file."""
@@ -107,17 +116,14 @@ class SegmentIndexBuilder:
         self._reset_pending()
 
     def _reset_pending(self) -> None:
-        self.pending_records = 0
         self.pending_end_offset = self.end_offset
         self.pending_end_position = self.end_position
-        self._key_digests: array[int] = array("Q")
-        self._key_rel: array[int] = array("I")
-        self._tag_rel: array[int] = array("I")
-        self._tag_hashes: array[int] = array("I")
-        self._tags: dict[bytes, int] = {}  # tag → records in the pending block
-        self._tokens: set[bytes] = set()
-        self._min_ts = 2**63 - 1
-        self._max_ts = -(2**63)
+        self._pending = new_pending(self.id_name, self.tag_name, self._indexed)
+
+    @property
+    def pending_records(self) -> int:
+        """Records parsed into the pending block."""
+        return self._pending.records
 
     @property
     def up_to_date(self) -> bool:
@@ -161,137 +167,16 @@ class SegmentIndexBuilder:
     def _index_batch(self, buf: bytes, pos: int, header: BatchHeader) -> int:
         if header.is_control or header.record_count == 0:
             return 0
+        append_ts = header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None
         try:
             payload = batch_payload(buf, header, pos)
-            return self._index_records(bytes(payload), header)
-        except RecordsError as exc:
+            rel_base = header.base_offset - self.segment.base_offset
+            return self._pending.add(payload, rel_base, header.base_timestamp, append_ts)
+        except (RecordsError, ValueError) as exc:
             log.warning(
                 "%s: batch at offset %d not indexed: %s", self.segment.log_path.name, header.base_offset, exc
             )
             return 0
-
-    def _index_records(self, payload: bytes, header: BatchHeader) -> int:  # noqa: PLR0915
-        """The hot loop: fields needed by the indexes, values skipped by their length.
-
-        Written out inline (no helper calls for one- and two-byte varints) because it
-        runs once per record: about 2-4 µs a record in CPython.
-        """
-        rel_base = header.base_offset - self.segment.base_offset
-        base_ts = header.base_timestamp
-        key_digests, key_rel = self._key_digests, self._key_rel
-        key_append, rel_append = key_digests.append, key_rel.append
-        digest = xxhash.xxh3_64_intdigest
-        id_name, tag_name, indexed = self.id_name, self.tag_name, self._indexed
-        values: list[bytes] = []
-        values_append = values.append
-        tags: list[tuple[int, bytes]] = []
-        min_ts, max_ts = self._min_ts, self._max_ts
-        end = len(payload)
-        p = 0
-        count = 0
-        while p < end:
-            b = payload[p]
-            if b < 0x80:
-                record_end = p + 1 + (b >> 1)
-                p += 2  # length, attributes
-            else:
-                length, p = decode_varint(payload, p)
-                record_end = p + length
-                p += 1
-            b = payload[p]
-            if b < 0x80:
-                ts = base_ts + ((b >> 1) ^ -(b & 1))
-                p += 1
-            else:
-                ts_delta, p = decode_varint(payload, p)
-                ts = base_ts + ts_delta
-            b = payload[p]
-            if b < 0x80:
-                rel = rel_base + (b >> 1)
-                p += 1
-            else:
-                off_delta, p = decode_varint(payload, p)
-                rel = rel_base + off_delta
-            b = payload[p]
-            if b < 0x80:
-                klen = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                klen, p = decode_varint(payload, p)
-            if klen >= 0:
-                key_append(digest(b"k:" + payload[p : p + klen]))
-                rel_append(rel)
-                p += klen
-            b = payload[p]
-            if b < 0x80:
-                vlen = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                vlen, p = decode_varint(payload, p)
-            if vlen > 0:
-                values_append(payload[p : p + vlen])
-                p += vlen
-            n = 0
-            if p < record_end:
-                b = payload[p]
-                if b < 0x80:
-                    n = b >> 1
-                    p += 1
-                else:
-                    n, p = decode_varint(payload, p)
-            if n > 0:
-                tag: bytes | None = None
-                for _ in range(n):
-                    b = payload[p]
-                    if b < 0x80:
-                        nlen = b >> 1
-                        p += 1
-                    else:
-                        nlen, p = decode_varint(payload, p)
-                    name = payload[p : p + nlen]
-                    p += nlen
-                    b = payload[p]
-                    if b < 0x80:
-                        hlen = (b >> 1) ^ -(b & 1)
-                        p += 1
-                    else:
-                        hlen, p = decode_varint(payload, p)
-                    if hlen < 0:
-                        if name == tag_name:
-                            tag = None
-                        continue
-                    value = payload[p : p + hlen]
-                    p += hlen
-                    if name == id_name:
-                        key_append(digest(b"i:" + value))
-                        rel_append(rel)
-                    if name == tag_name:
-                        tag = value
-                    prefix = indexed.get(name)
-                    if prefix is not None:
-                        key_append(digest(prefix + value))
-                        rel_append(rel)
-                if tag is not None:
-                    tags.append((rel, tag))
-            p = record_end
-            if ts < min_ts:  # noqa: PLR1730 (a branch is cheaper than a call here)
-                min_ts = ts
-            if ts > max_ts:  # noqa: PLR1730
-                max_ts = ts
-            count += 1
-        if header.attributes & ATTR_TIMESTAMP_TYPE:  # LogAppendTime: every record has it
-            min_ts = min(self._min_ts, header.max_timestamp)
-            max_ts = max(self._max_ts, header.max_timestamp)
-        self._min_ts, self._max_ts = min_ts, max_ts
-        if values:
-            self._tokens.update(skipindex.TOKEN.findall(b"\n".join(values)))
-        counts = self._tags
-        for rel, tag in tags:
-            self._tag_rel.append(rel)
-            self._tag_hashes.append(tagindex.tag_hash(tag))
-            counts[tag] = counts.get(tag, 0) + 1
-        self.pending_records += count
-        return count
 
     # -- writing ----------------------------------------------------------------------
     def flush(self) -> bool:
@@ -301,14 +186,15 @@ class SegmentIndexBuilder:
         if not self.segment.is_current_file():
             return False  # replaced by the cleaner: its new segment gets its own builder
         start, end, end_pos = self.end_offset, self.pending_end_offset, self.pending_end_position
-        count = self.pending_records
-        min_ts, max_ts = (self._min_ts, self._max_ts) if count else (-1, -1)
+        pending = self._pending
+        count = pending.records
+        min_ts, max_ts = (pending.min_ts, pending.max_ts) if count else (-1, -1)
         payloads = {
             tagindex.KIND: tagindex.encode_payload(
-                self.tag_name.decode(), self._tag_rel, self._tag_hashes, self._tags
+                self.tag_name.decode(), pending.tag_entries(), pending.tag_counts()
             ),
-            skipindex.KIND: skipindex.encode_payload(count, min_ts, max_ts, self._tokens),
-            keyindex.KIND: keyindex.encode_payload(self.names, self._key_digests, self._key_rel),
+            skipindex.KIND: skipindex.encode_summary(count, min_ts, max_ts, *pending.bloom()),
+            keyindex.KIND: keyindex.encode_names(self.names) + pending.key_table(),
         }
         for kind, _suffix in _FILES:  # the key index last: it completes the block
             block = encode_block(kind, start, end, end_pos, payloads[kind])

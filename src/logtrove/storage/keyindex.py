@@ -89,7 +89,13 @@ def read_names(fd: int, block: Block) -> tuple[tuple[str, ...], int]:
 
 
 def encode_payload(names: tuple[str, ...], digests: array[int], rel_offsets: array[int]) -> bytes:
-    """Build the slot table and chains for entries given in offset order."""
+    """A whole block payload for entries given in offset order."""
+    return encode_names(names) + encode_table(digests, rel_offsets)
+
+
+def encode_table(digests: array[int], rel_offsets: array[int]) -> bytes:
+    """The payload after the names: slot and entry counts, the slot table and the
+    chained entries, for entries given in offset order."""
     n = len(digests)
     slots = 1
     while slots < n:
@@ -108,7 +114,7 @@ def encode_payload(names: tuple[str, ...], digests: array[int], rel_offsets: arr
     if _native_little_endian():
         table_array.byteswap()
         entries.byteswap()
-    return encode_names(names) + _COUNTS.pack(slots, n) + table_array.tobytes() + entries.tobytes()
+    return _COUNTS.pack(slots, n) + table_array.tobytes() + entries.tobytes()
 
 
 def _native_little_endian() -> bool:

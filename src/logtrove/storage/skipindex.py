@@ -75,7 +75,7 @@ class SkipSummary:
     def may_contain(self, token: bytes) -> bool:
         """False only if no value of the block holds ``token``."""
         mask = (1 << self.log2_bits) - 1
-        d = xxhash.xxh3_64_intdigest(b"w:" + token)
+        d = token_digest(token)
         h1, h2 = d & _U32, (d >> 32) | 1
         bloom = self.bloom
         for i in range(self.hashes):
@@ -93,19 +93,29 @@ class SkipSummary:
         return end_ms is None or self.min_timestamp < end_ms
 
 
-def encode_payload(record_count: int, min_ts: int, max_ts: int, tokens: set[bytes]) -> bytes:
-    """Summary plus a Bloom filter sized to ``tokens`` (16-32 bits and 2 hashes a token:
-    at most 1.4 % false positives)."""
+def token_digest(token: bytes) -> int:
+    """The 64-bit hash a token's Bloom bits are taken from."""
+    return xxhash.xxh3_64_intdigest(b"w:" + token)
+
+
+def bloom_of(digests: Iterable[int]) -> tuple[int, bytes]:
+    """(log2 of the bit count, filter) for distinct token digests: 16-32 bits and 2
+    hashes a token, at most 1.4 % false positives."""
+    digests = list(digests)
     log2 = _MIN_LOG2
-    while (1 << log2) < _BITS_PER_TOKEN * len(tokens):
+    while (1 << log2) < _BITS_PER_TOKEN * len(digests):
         log2 += 1
     mask = (1 << log2) - 1
     bloom = bytearray(1 << (log2 - 3))
-    digests = [xxhash.xxh3_64_intdigest(b"w:" + token) for token in tokens]
     for i in range(_HASHES):  # bit i of a token: (h1 + i*h2) mod 2**log2, as may_contain reads it
         for bit in [((d & _U32) + i * ((d >> 32) | 1)) & mask for d in digests]:
             bloom[bit >> 3] |= 1 << (bit & 7)
-    return _SUMMARY.pack(record_count, min_ts, max_ts, log2, _HASHES) + bytes(bloom)
+    return log2, bytes(bloom)
+
+
+def encode_summary(record_count: int, min_ts: int, max_ts: int, log2: int, bloom: bytes) -> bytes:
+    """A block payload from its parts (:func:`bloom_of` gives the last two)."""
+    return _SUMMARY.pack(record_count, min_ts, max_ts, log2, _HASHES) + bloom
 
 
 def decode_payload(payload: bytes) -> SkipSummary:

@@ -64,19 +64,22 @@ def _tag_list(tags: Mapping[bytes, int] | None) -> bytes:
     return _U16.pack(len(tags)) + b"".join(_U16.pack(len(t)) + t + _U32S.pack(tags[t]) for t in sorted(tags))
 
 
-def encode_payload(
-    tag_header: str, rel_offsets: array[int], hashes: array[int], tags: Mapping[bytes, int] | None = None
-) -> bytes:
-    """The tag header name, the block's distinct tags with their record counts
-    (``None``: not listed), then interleaved (relative offset, tag hash) pairs. For
-    blocks of the current version."""
+def encode_entries(rel_offsets: array[int], hashes: array[int]) -> bytes:
+    """Interleaved big-endian (relative offset, tag hash) pairs, as blocks store them."""
     out = array("I", bytes(8 * len(rel_offsets)))
     out[0::2] = rel_offsets
     out[1::2] = hashes
     if _LITTLE_ENDIAN:
         out.byteswap()
+    return out.tobytes()
+
+
+def encode_payload(tag_header: str, entries: bytes, tags: Mapping[bytes, int] | None = None) -> bytes:
+    """The tag header name, the block's distinct tags with their record counts
+    (``None``: not listed), then the entries (:func:`encode_entries`). For blocks of the
+    current version."""
     name = tag_header.encode("utf-8")
-    return _U16.pack(len(name)) + name + _tag_list(tags) + out.tobytes()
+    return _U16.pack(len(name)) + name + _tag_list(tags) + entries
 
 
 class TagEntries:
