@@ -13,6 +13,7 @@ import pytest
 from tests.broker import clients
 from tests.broker.conftest import SERVE, BrokerProcess, free_port
 
+from logtrove.storage.checkpoint import INDEX_OFFSET, CheckpointFile
 from logtrove.storage.datadir import CLEAN_SHUTDOWN_FILE
 
 
@@ -81,3 +82,26 @@ def test_the_brokers_indexer_child_indexes_and_exits_when_the_broker_is_killed(b
     assert not _alive(indexers[0]), "an orphaned indexer stops by itself"
     broker.start()  # and a new broker (with a new indexer) starts on the same directory
     assert clients.consume_confluent(broker.bootstrap, "t", 50)[-1] == (b"k49", b"v", [])
+
+
+def test_indexer_flush_interval_is_a_serve_option(tmp_path: Path) -> None:
+    """``--indexer-flush-s`` sets how soon the newest records get an index block (and the
+    checkpoint records them); a value below its minimum is refused with a clear error."""
+    broker = BrokerProcess(tmp_path / "data", free_port(), "--indexer-flush-s", "0.2")
+    broker.start()
+    try:
+        for burst in (1, 2):
+            clients.produce_confluent(broker.bootstrap, "t", [(b"k", b"v%d" % i, []) for i in range(20)])
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                indexed = CheckpointFile(broker.data / INDEX_OFFSET).read()  # replaced atomically
+                if indexed.get(("t", 0)) == 20 * burst:
+                    break
+                time.sleep(0.05)
+            assert indexed.get(("t", 0)) == 20 * burst
+    finally:
+        broker.stop()
+    args = [sys.executable, "-c", SERVE, "serve", "--data", str(tmp_path / "other"), "--indexer-flush-s", "0"]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 2
+    assert "--indexer-flush-s" in out.stderr

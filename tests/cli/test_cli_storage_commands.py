@@ -13,6 +13,8 @@ from typer.testing import CliRunner
 
 from logtrove.cli.main import app
 from logtrove.storage import Storage
+from logtrove.storage.checkpoint import INDEX_OFFSET
+from logtrove.storage.indexer import Indexer
 
 runner = CliRunner()
 
@@ -49,6 +51,27 @@ def test_topics_lifecycle_with_json_output(tmp_path: Path) -> None:
     assert code == 0
     code, out = run("topics", "list", "--data", data, "--json")
     assert json.loads(out) == []
+
+
+def test_describe_shows_how_far_the_indexer_got(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    assert run("topics", "create", "t", "-p", "2", "--data", str(data))[0] == 0
+    lines = "".join(json.dumps({"key": f"k{i}", "value": "v", "partition": i % 2}) + "\n" for i in range(7))
+    assert run("produce", "t", "--data", str(data), input=lines)[0] == 0
+
+    def indexed() -> list[int | None]:
+        code, out = run("topics", "describe", "t", "--data", str(data), "--json")
+        assert code == 0, out
+        return [p["indexed_offset"] for p in json.loads(out)["partition_details"]]
+
+    assert indexed() == [None, None]  # no indexer has run: no figure rather than a wrong 0
+    with Storage.open(data) as storage:
+        Indexer(storage).catch_up()
+    assert indexed() == [4, 3]
+    code, out = run("topics", "describe", "t", "--data", str(data))
+    assert code == 0 and "indexed" in out
+    (data / INDEX_OFFSET).write_text("garbage\n")  # damaged: the indexer rewrites it
+    assert indexed() == [None, None]
 
 
 @pytest.mark.parametrize(

@@ -64,6 +64,7 @@ def test_partition_detail_lists_segments_in_order(client: httpx.Client) -> None:
     assert segments[-1]["next_offset"] == body["log_end_offset"] == ORDERS_PER_PARTITION
     assert sum(s["size_bytes"] for s in segments) == body["size_bytes"]
     assert segments[0]["file"] == "00000000000000000000.log"
+    assert body["indexed_offset"] is None  # no indexer has run over this data directory
 
 
 def test_message_by_offset_matches_what_was_written(client: httpx.Client, dataset: Dataset) -> None:
@@ -301,6 +302,7 @@ def test_metrics_are_prometheus_text(client: httpx.Client) -> None:
         )
         for line in lines
     )
+    assert not any(line.startswith("logtrove_index_") for line in lines), "no indexer ran: no index figures"
     names = [line.split()[2] for line in lines if line.startswith("# TYPE")]
     assert len(names) == len(set(names)), "one TYPE line per family"
     for line in lines:

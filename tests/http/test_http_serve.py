@@ -19,7 +19,7 @@ kafka = pytest.importorskip("confluent_kafka")
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[ServeProcess]:
-    proc = ServeProcess(tmp_path / "data")
+    proc = ServeProcess(tmp_path / "data", "--indexer-flush-s", "0.5")
     proc.start()
     try:
         proc.wait_http()
@@ -86,6 +86,14 @@ def test_kafka_produced_records_are_found_over_http(served: ServeProcess) -> Non
         assert [m["value"] for m in found["messages"]] == ["order 7"]
         metrics = client.get("/metrics").text
         assert 'logtrove_log_end_offset{topic="orders",partition="0"} 20' in metrics
+        deadline = time.monotonic() + 60  # the indexer writes the partial block within --indexer-flush-s
+        while 'logtrove_index_lag_records{topic="orders",partition="0"} 0' not in metrics:
+            assert time.monotonic() < deadline, metrics
+            time.sleep(0.2)
+            metrics = client.get("/metrics").text
+        assert 'logtrove_index_offset{topic="orders",partition="0"} 20' in metrics
+        assert client.get("/api/v1/topics/orders/partitions/0").json()["indexed_offset"] == 20
+        assert [p["indexed_offset"] for p in client.get("/api/v1/topics/orders/partitions").json()] == [20]
 
 
 def test_no_http_serves_only_kafka(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ from logtrove.broker.protocol import (
     response_header,
 )
 from logtrove.groups import GroupCoordinator, OffsetStore
-from logtrove.storage import Storage
+from logtrove.storage import Storage, pending
 from logtrove.storage.cleaner import Cleaner
 from logtrove.storage.cleaner.scheduler import DEFAULT_MAP_BUDGET
 from logtrove.storage.indexproc import IndexerProcess
@@ -68,6 +68,7 @@ class BrokerConfig:
     maintenance_interval_ms: int = 1000
     offsets_partitions: int = 1
     indexer: bool = True  # a child process writes the key, tag and skip indexes
+    indexer_flush_ms: int = 5000  # a partial block for the newest records at least this often
     cleaner: bool = True  # a thread compacts the compacted topics (incl. __consumer_offsets)
     cleaner_interval_ms: int = 5000
     cleaner_map_bytes: int = DEFAULT_MAP_BUDGET
@@ -183,8 +184,13 @@ class Broker:
             self.cleaner = Cleaner(self.storage, map_budget_bytes=self.config.cleaner_map_bytes)
             self.cleaner.start(self.config.cleaner_interval_ms / 1000)
         if self.config.indexer:
-            self.indexer = IndexerProcess(self.storage.path)
+            self.indexer = IndexerProcess(self.storage.path, tail_flush_s=self.config.indexer_flush_ms / 1000)
             self.indexer.start()
+            if pending.NATIVE is None:
+                log.warning(
+                    "the indexer runs its pure-Python loop (about 200 k records/s): it falls behind "
+                    "sustained produce; install gcc and libxxhash-dev and reinstall logtrove to compile it"
+                )
         self.groups.start()
 
     async def stop(self) -> None:

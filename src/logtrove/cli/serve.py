@@ -65,6 +65,14 @@ def serve(
             help="Index keys, IDs, tags and content in a child process (queries scan what is not indexed).",
         ),
     ] = True,
+    indexer_flush_s: Annotated[
+        float,
+        typer.Option(
+            "--indexer-flush-s",
+            min=0.01,
+            help="Seconds after which the indexer writes a partial block for the newest records.",
+        ),
+    ] = 5.0,
     cleaner: Annotated[
         bool,
         typer.Option("--cleaner/--no-cleaner", help="Compact the compacted topics in the background."),
@@ -94,6 +102,7 @@ def serve(
         max_frame_bytes=max_frame_bytes,
         initial_rebalance_delay_ms=initial_rebalance_delay_ms,
         indexer=indexer,
+        indexer_flush_ms=max(1, round(indexer_flush_s * 1000)),
         cleaner=cleaner,
         cleaner_interval_ms=max(1, round(cleaner_interval_s * 1000)),
         cleaner_map_bytes=cleaner_map_mb << 20,

@@ -14,6 +14,7 @@ from logtrove.cli.main import app
 from logtrove.cli.remote import BootstrapOption
 from logtrove.storage import CONFIG_DEFS, Storage, TopicInfo
 from logtrove.storage.cleaner import status_of
+from logtrove.storage.indexer import recorded_index_offsets
 
 topics_app = typer.Typer(
     help="Create, list, describe, alter and delete topics.",
@@ -125,17 +126,21 @@ def describe(
     with open_storage(data, read_only=True) as storage:
         info = storage.topic(name)
         out = _topic_json(info)
-        out["partition_details"] = [_partition_json(storage, name, p) for p in range(info.partitions)]
+        indexed = recorded_index_offsets(storage.path)
+        out["partition_details"] = [
+            _partition_json(storage, name, p, indexed.get((name, p))) for p in range(info.partitions)
+        ]
     if as_json:
         console.print_json(json.dumps(out))
         return
     console.print(f"[bold]{info.name}[/]  id {info.topic_id}  created {format_time(info.created_ms)}")
-    table = Table("partition", "log start", "log end", "size", "segments", "max timestamp")
+    table = Table("partition", "log start", "log end", "indexed below", "size", "segments", "max timestamp")
     for p in out["partition_details"]:
         table.add_row(
             str(p["partition"]),
             f"{p['log_start_offset']:,}",
             f"{p['log_end_offset']:,}",
+            "-" if p["indexed_offset"] is None else f"{p['indexed_offset']:,}",
             _size(p["size_bytes"]),
             str(p["segments"]),
             format_time(p["max_timestamp"]),
@@ -222,7 +227,9 @@ def _topic_json(info: TopicInfo) -> dict[str, Any]:
     }
 
 
-def _partition_json(storage: Storage, topic: str, partition: int) -> dict[str, Any]:
+def _partition_json(storage: Storage, topic: str, partition: int, indexed: int | None) -> dict[str, Any]:
+    """One partition of ``topics describe --json``; ``indexed_offset`` is what the
+    indexer's checkpoint records (None: no indexer has recorded this partition)."""
     log = storage.log(topic, partition)
     segments = log.segments
     compaction = None
@@ -239,6 +246,7 @@ def _partition_json(storage: Storage, topic: str, partition: int) -> dict[str, A
         "partition": partition,
         "log_start_offset": log.log_start_offset,
         "log_end_offset": log.log_end_offset,
+        "indexed_offset": indexed,
         "size_bytes": sum(s.size for s in segments),
         "segments": len(segments),
         "max_timestamp": max((s.max_timestamp for s in segments), default=-1),

@@ -39,6 +39,11 @@ class PartitionSummary(_Model):
     size_bytes: int
     segments: int
     max_timestamp: int | None = Field(description="Largest record timestamp, null when empty.")
+    indexed_offset: int | None = Field(
+        description="Offset below which every record is in the key, tag and content indexes (the "
+        "indexer's checkpoint, rewritten about once a second); null when no indexer has recorded "
+        "this partition. Queries scan what is not indexed, so answers are complete either way."
+    )
 
 
 class SegmentInfo(_Model):

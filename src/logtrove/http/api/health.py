@@ -15,8 +15,18 @@ from logtrove import __version__
 from logtrove.http.context import HttpContext, get_context
 from logtrove.http.groups import GroupsSource
 from logtrove.http.models import Health
+from logtrove.storage.indexer import recorded_index_offsets
 
 router = APIRouter(tags=["health"])
+INDEX_OFFSET_DOC = (
+    "Offset below which every record is in index blocks (index-offset-checkpoint, rewritten "
+    "about once a second by the indexer)."
+)
+INDEX_LAG_DOC = (
+    "Records not in index blocks yet; queries scan them. A partial block waits up to "
+    "--indexer-flush-s, so a few seconds of produce is normal; steady growth means the "
+    "indexer is falling behind."
+)
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -59,6 +69,7 @@ class _Families:
 def _storage_metrics(out: _Families, ctx: HttpContext) -> None:
     storage = ctx.fresh_storage()
     out.add("logtrove_topics", "gauge", "Topics in the data directory.", len(storage.topics()))
+    indexed = recorded_index_offsets(storage.path)
     for log in storage.logs():
         labels = {"topic": log.tp.topic, "partition": log.tp.partition}
         segments = log.segments
@@ -69,6 +80,12 @@ def _storage_metrics(out: _Families, ctx: HttpContext) -> None:
             ("logtrove_log_segments", "Segments in the partition.", len(segments)),
         ):
             out.add(name, "gauge", doc, value, **labels)
+        offset = indexed.get((log.tp.topic, log.tp.partition))
+        if offset is None:
+            continue  # no indexer has recorded this partition: no number beats a wrong one
+        out.add("logtrove_index_offset", "gauge", INDEX_OFFSET_DOC, offset, **labels)
+        lag = max(0, log.log_end_offset - offset)
+        out.add("logtrove_index_lag_records", "gauge", INDEX_LAG_DOC, lag, **labels)
 
 
 def _lag_metrics(out: _Families, groups: GroupsSource) -> None:

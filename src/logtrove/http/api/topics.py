@@ -20,6 +20,7 @@ from logtrove.http.models import (
 )
 from logtrove.http.problems import Problem, problem_responses
 from logtrove.storage import CONFIG_DEFS, PartitionLog, Storage, TopicInfo
+from logtrove.storage.indexer import recorded_index_offsets
 
 router = APIRouter(prefix="/api/v1/topics", tags=["topics"])
 
@@ -28,7 +29,7 @@ PartitionPath = Annotated[int, Path(ge=0, le=9_999, description="Partition numbe
 StorageDep = Annotated[Storage, Depends(get_storage)]
 
 
-def partition_summary(log: PartitionLog) -> PartitionSummary:
+def partition_summary(log: PartitionLog, indexed_offset: int | None) -> PartitionSummary:
     start, end = log.log_start_offset, log.log_end_offset
     segments = log.segments
     max_ts = max((s.max_timestamp for s in segments), default=-1)
@@ -40,11 +41,16 @@ def partition_summary(log: PartitionLog) -> PartitionSummary:
         size_bytes=sum(s.size for s in segments),
         segments=len(segments),
         max_timestamp=max_ts if max_ts >= 0 else None,
+        indexed_offset=indexed_offset,
     )
 
 
 def _partitions(storage: Storage, info: TopicInfo) -> list[PartitionSummary]:
-    return [partition_summary(storage.log(info.name, p)) for p in range(info.partitions)]
+    indexed = recorded_index_offsets(storage.path)
+    return [
+        partition_summary(storage.log(info.name, p), indexed.get((info.name, p)))
+        for p in range(info.partitions)
+    ]
 
 
 def config_entries(info: TopicInfo) -> list[ConfigEntry]:
@@ -163,7 +169,7 @@ def list_partitions(topic: TopicPath, storage: StorageDep) -> list[PartitionSumm
 def describe_partition(topic: TopicPath, partition: PartitionPath, storage: StorageDep) -> PartitionDetail:
     log = storage.log(topic, partition)
     segments = log.segments
-    summary = partition_summary(log)
+    summary = partition_summary(log, recorded_index_offsets(storage.path).get((topic, partition)))
     return PartitionDetail(
         **summary.model_dump(),
         topic=topic,

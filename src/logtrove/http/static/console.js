@@ -493,6 +493,7 @@ async function topicView(name) {
         el("td", {}, link(`/ui/search?topic=${encodeURIComponent(t.name)}&by=offset&partition=${p.partition}&offset=${p.log_start_offset}`, String(p.partition))),
         el("td", { text: fmtNum(p.log_start_offset) }),
         el("td", { text: fmtNum(p.log_end_offset) }),
+        el("td", { text: p.indexed_offset === null ? "–" : fmtNum(p.indexed_offset) }),
         el("td", { text: fmtNum(p.messages) }),
         el("td", { text: fmtBytes(p.size_bytes) }),
         el("td", { text: p.segments }),
