@@ -118,13 +118,20 @@ def _chunks(records: list[NewRecord]) -> Iterable[list[NewRecord]]:
 
 
 def _open_writer(path: str) -> Storage:
-    """The writer opening; waits while another task of a Spark job holds the lock."""
+    """The writer opening; waits while another task of a Spark job holds the lock.
+
+    A lock whose holder info cannot be read yet counts as another task's: the
+    holder writes its info just after taking the lock, so a task that looks in
+    between sees an empty file. It waits for that too, up to ``LOCK_WAIT_S``.
+    """
     deadline = time.monotonic() + LOCK_WAIT_S
     while True:
         try:
             return Storage.open(path, holder=WRITER_HOLDER)
         except DataDirLockedError as exc:
-            holder = (read_holder(Path(path)) or {}).get("command")
+            info = read_holder(Path(path))
+            # No holder info yet: another task has just taken the lock and is writing it.
+            holder = WRITER_HOLDER if info is None else info.get("command")
             if holder != WRITER_HOLDER:
                 raise DataDirLockedError(
                     f"{exc} The Spark writer appends directly only when no broker runs: "
