@@ -100,14 +100,15 @@ class Broker:
 INDEXER = os.environ.get("BENCH_BROKER_INDEXER", "") not in ("", "0")
 
 
-def start_logtrove(data: Path) -> Broker:
+def start_logtrove(data: Path, extra: list[str] | None = None) -> Broker:
+    """``logtrove serve`` on a free port. The indexer (a child process parsing every
+    record: bench/indexer_bench.py measures what it costs) is off unless
+    BENCH_BROKER_INDEXER=1 or ``extra`` says otherwise: tansu indexes nothing."""
     port = free_port()
     code = "from logtrove.cli.main import main; main()"
     args = [sys.executable, "-c", code, "serve", "--data", str(data), "--listen", f"127.0.0.1:{port}"]
-    # The indexer (a child process parsing every record, ~75 k records/s per core: see the
-    # query bench) is off unless BENCH_BROKER_INDEXER=1: on two cores it would take the
-    # client's core, and tansu indexes nothing.
-    extra = [] if INDEXER else ["--no-indexer"]
+    if extra is None:
+        extra = [] if INDEXER else ["--no-indexer"]
     return Broker(
         "logtrove", [*args, "--log-level", "info", "--no-http", *extra], port, data.parent / "logtrove.log"
     )

@@ -20,11 +20,12 @@ from typing import Any
 from _common import RESULTS, machine
 
 ROOT = Path(__file__).resolve().parent.parent
-ORDER = ["storage", "broker", "query", "compaction", "lag", "spark"]
+ORDER = ["storage", "broker", "query", "indexer", "compaction", "lag", "spark"]
 TITLES = {
     "storage": "Storage: append, read, lookups, recovery",
     "broker": "Broker: logtrove vs tansu (same run, same clients)",
     "query": "Query: indexes vs consume-and-filter",
+    "indexer": "Indexer: keeping up with sustained produce",
     "compaction": "Compaction",
     "lag": "Lag: tag-aware from .tagidx vs scanning the log",
     "spark": "Spark: data source vs Parquet",
