@@ -561,10 +561,16 @@ function groupRow(g, focus) {
   );
 }
 
+// Each lagView call bumps this; an older call still awaiting the API returns
+// instead of drawing stale figures over a newer call's (e.g. after a subscription).
+let lagGeneration = 0;
+
 async function lagView(params) {
   show("lag");
+  const generation = ++lagGeneration;
   const group = params.get("group");
   const groups = await api("/groups");
+  if (generation !== lagGeneration) return;
   $("#groups-table tbody").replaceChildren(...groups.map((g) => groupRow(g, group)));
   if (!groups.length) {
     $("#groups-table tbody").append(el("tr", {}, el("td", { colspan: 7, class: "muted", text: "No consumer group has committed offsets." })));
@@ -575,6 +581,7 @@ async function lagView(params) {
     return;
   }
   const g = await api(`/groups/${encodeURIComponent(group)}`);
+  if (generation !== lagGeneration) return;
   detail.hidden = false;
   $("#group-title").textContent = `Group ${g.group}`;
   $("#group-members").textContent = g.member_list.length
@@ -602,6 +609,7 @@ async function lagView(params) {
   form.dataset.group = g.group;
   if (writable) {
     const topics = await loadTopicChoices();
+    if (generation !== lagGeneration) return;
     $("#topic-names").replaceChildren(...topics.map((t) => el("option", { value: t.name })));
   }
   $("#group-partitions tbody").replaceChildren(
@@ -622,6 +630,11 @@ async function lagView(params) {
   );
 }
 
+function setSubscribeStatus(text, className) {
+  $("#subscribe-status").textContent = text;
+  $("#subscribe-status").className = className;
+}
+
 async function writeSubscription(method, group, topic, body) {
   const url = `${API}/groups/${encodeURIComponent(group)}/subscriptions/${encodeURIComponent(topic)}`;
   const response = await fetch(url, {
@@ -634,13 +647,13 @@ async function writeSubscription(method, group, topic, body) {
 
 async function unsubscribe(group, topic) {
   try {
+    setSubscribeStatus("Removing…", "status");
     await writeSubscription("DELETE", group, topic);
-    $("#subscribe-status").textContent = `Removed the tag subscription on ${topic}.`;
-    $("#subscribe-status").className = "status ok";
+    // Refresh first: "ok" means the tables below already show the change.
     await lagView(new URLSearchParams(location.search));
+    setSubscribeStatus(`Removed the tag subscription on ${topic}.`, "status ok");
   } catch (err) {
-    $("#subscribe-status").textContent = err.message;
-    $("#subscribe-status").className = "status error";
+    setSubscribeStatus(err.message, "status error");
   }
 }
 
@@ -649,14 +662,13 @@ $("#subscribe-form").addEventListener("submit", async (event) => {
   const form = event.target;
   const data = new FormData(form);
   try {
+    setSubscribeStatus("Saving…", "status");
     await writeSubscription("PUT", form.dataset.group, data.get("topic"), { tags: data.get("tags") });
-    $("#subscribe-status").textContent = `Subscribed to ${data.get("tags")} on ${data.get("topic")}.`;
-    $("#subscribe-status").className = "status ok";
     form.reset();
     await lagView(new URLSearchParams(location.search));
+    setSubscribeStatus(`Subscribed to ${data.get("tags")} on ${data.get("topic")}.`, "status ok");
   } catch (err) {
-    $("#subscribe-status").textContent = err.message;
-    $("#subscribe-status").className = "status error";
+    setSubscribeStatus(err.message, "status error");
   }
 });
 
