@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -76,6 +77,25 @@ class BrokerProcess:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+class HttpBrokerProcess(BrokerProcess):
+    """A broker subprocess that also serves its HTTP API on ``http_port``."""
+
+    def __init__(self, data: Path, port: int, http_port: int, *extra: str) -> None:
+        super().__init__(data, port, *extra)
+        self.http_port = http_port
+
+    @property
+    def http(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    def http_args(self) -> list[str]:
+        return ["--http", f"127.0.0.1:{self.http_port}"]
+
+    def ready(self) -> bool:
+        with urllib.request.urlopen(f"{self.http}/api/v1/health", timeout=1) as answer:
+            return bool(answer.status == 200)
 
 
 @pytest.fixture

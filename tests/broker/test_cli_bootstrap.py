@@ -4,11 +4,14 @@ running broker (which holds the data directory's lock)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 from tests.broker import clients
-from tests.broker.conftest import SERVE, BrokerProcess
+from tests.broker.conftest import SERVE, BrokerProcess, HttpBrokerProcess, free_port
 
 
 def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -60,3 +63,46 @@ def test_unreachable_broker_is_a_clear_error() -> None:
     out = _cli("topics", "list", "--bootstrap", "127.0.0.1:1")
     assert out.returncode == 1
     assert "cannot connect to the broker at 127.0.0.1:1" in out.stderr
+
+
+def _indexed(args: list[str], cwd: Path) -> tuple[list[int | None], str]:
+    out = subprocess.run(
+        [sys.executable, "-c", SERVE, "topics", "describe", "idx-t", "--json", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=cwd,
+    )
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)["partition_details"]
+    return [row.get("indexed_offset", "absent") for row in rows], out.stderr
+
+
+def test_describe_through_the_broker_says_how_far_it_indexed(tmp_path: Path) -> None:
+    broker = HttpBrokerProcess(tmp_path / "data", free_port(), free_port(), "--indexer-flush-s", "0.2")
+    broker.start()
+    try:
+        b = ["--bootstrap", broker.bootstrap]
+        assert _cli("topics", "create", "idx-t", "--partitions", "2", *b).returncode == 0
+        clients.produce_confluent(broker.bootstrap, "idx-t", [(b"k", b"v%d" % i, []) for i in range(40)])
+        elsewhere = tmp_path / "elsewhere"  # no data directory: "another machine"
+        elsewhere.mkdir()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # the indexer catches up within a few flushes
+            over_http, _ = _indexed([*b, "--http", broker.http], elsewhere)
+            if over_http == [40, 0]:
+                break
+            time.sleep(0.2)
+        assert over_http == [40, 0]  # partition 1 is empty: indexed below its end, 0
+        table = _cli("topics", "describe", "idx-t", *b, "--http", broker.http).stdout
+        assert "indexed below" in table and re.search(r"│\s+0\s+│\s+0\s+│\s+40\s+│\s+40\s+│", table)
+        # on the broker's machine its data directory answers without HTTP
+        assert _indexed([*b, "--data", str(broker.data), "--http", broker.http], elsewhere)[0] == [40, 0]
+        assert _indexed([*b, "--data", str(broker.data)], elsewhere)[0] == [40, 0]
+        # no way to the broker's files: the offsets are left out with a warning, not made up
+        left_out, warning = _indexed([*b, "--http", f"127.0.0.1:{free_port()}"], elsewhere)
+        assert left_out == ["absent", "absent"]
+        assert "warning: indexed offsets left out: cannot use the broker's HTTP API" in warning
+    finally:
+        broker.stop()

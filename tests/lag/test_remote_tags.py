@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.conftest import BrokerProcess, free_port
+from tests.broker.conftest import HttpBrokerProcess, free_port
 
 from logtrove.broker.client import KafkaClient
 from logtrove.cli import remote_groups
@@ -36,25 +36,6 @@ PARTITIONS = 2
 PER_PARTITION = 2500
 TAGS: list[bytes | None] = [b"TagA", b"TagB", b"TagC", None, b"TagA", b"TagB", b"TagD"]
 Tags = dict[int, list[bytes | None]]  # partition -> tag of each offset (None: untagged)
-
-
-class HttpBrokerProcess(BrokerProcess):
-    """A broker subprocess that also serves its HTTP API on ``http_port``."""
-
-    def __init__(self, data: Path, port: int, http_port: int) -> None:
-        super().__init__(data, port)
-        self.http_port = http_port
-
-    @property
-    def http(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
-
-    def http_args(self) -> list[str]:
-        return ["--http", f"127.0.0.1:{self.http_port}"]
-
-    def ready(self) -> bool:
-        with urllib.request.urlopen(f"{self.http}/api/v1/health", timeout=1) as answer:
-            return bool(answer.status == 200)
 
 
 @pytest.fixture(scope="module")

@@ -10,15 +10,22 @@ from __future__ import annotations
 
 import contextlib
 import json
+import urllib.parse
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
 from logtrove.broker.client import KafkaClient, KafkaProtocolError, check
+from logtrove.cli import remote_groups
 from logtrove.cli.common import console, err_console, fail
+from logtrove.cli.remote_groups import topic_partitions
+from logtrove.cli.remote_tags import HttpApi, HttpApiError, http_url
 from logtrove.records import Compression, NewRecord, build_batch
+from logtrove.storage import StorageError
+from logtrove.storage.indexer import recorded_index_offsets
 
 BootstrapOption = Annotated[
     str | None,
@@ -56,12 +63,6 @@ def _metadata(client: KafkaClient, topics: list[str] | None) -> Any:
         "allow_auto_topic_creation": False,
     }
     return client.request(3, 12, body)
-
-
-def topic_partitions(client: KafkaClient, topic: str) -> int | None:
-    """The partition count of ``topic``, or ``None`` if it does not exist."""
-    found = _metadata(client, [topic]).topics[0]
-    return None if int(found.error_code) else len(found.partitions)
 
 
 def _offsets(client: KafkaClient, topic: str, partitions: int, timestamp: int) -> list[int]:
@@ -119,7 +120,11 @@ def list_topics(bootstrap: str, internal: bool, as_json: bool) -> None:
     console.print(table if rows else "[dim]no topics[/]")
 
 
-def describe_topic(bootstrap: str, name: str, as_json: bool) -> None:
+def describe_topic(bootstrap: str, name: str, as_json: bool, *, data: Path, http: str | None) -> None:
+    """Offsets and configs over the Kafka protocol; how far the broker's indexer got from
+    its data directory when it is this machine's ``data`` (and ``http`` is not given),
+    else from its HTTP API. Without either, the indexed offsets are left out with a
+    warning: the rest of the answer does not depend on them."""
     with connect(bootstrap) as client:
         n = topic_partitions(client, name)
         if n is None:
@@ -132,22 +137,30 @@ def describe_topic(bootstrap: str, name: str, as_json: bool) -> None:
         }
         result = client.request(32, 4, body).results[0]
         check(result.error_code, result.error_message, f"describe {name}")
+        indexed = _indexed_offsets(client, bootstrap, name, data, http)
     configs = [
         {"name": c.name, "value": c.value, "source": "topic" if c.config_source == 1 else "default"}
         for c in result.configs
     ]
-    partitions = [
+    partitions: list[dict[str, Any]] = [
         {"partition": p, "log_start_offset": starts[p], "log_end_offset": ends[p]} for p in range(n)
     ]
+    if indexed is not None:
+        for row in partitions:
+            row["indexed_offset"] = indexed.get(row["partition"])
     if as_json:
         console.print_json(
             json.dumps({"name": name, "partitions": n, "partition_details": partitions, "configs": configs})
         )
         return
     console.print(f"[bold]{name}[/]  ({bootstrap})")
-    table = Table("partition", "log start", "log end")
+    columns = ["partition", "log start", "log end"] + (["indexed below"] if indexed is not None else [])
+    table = Table(*columns)
     for p in partitions:
-        table.add_row(str(p["partition"]), f"{p['log_start_offset']:,}", f"{p['log_end_offset']:,}")
+        cells = [str(p["partition"]), f"{p['log_start_offset']:,}", f"{p['log_end_offset']:,}"]
+        if indexed is not None:
+            cells.append("-" if p["indexed_offset"] is None else f"{p['indexed_offset']:,}")
+        table.add_row(*cells)
     console.print(table)
     config_table = Table("config", "value", "source")
     for c in configs:
@@ -155,6 +168,31 @@ def describe_topic(bootstrap: str, name: str, as_json: bool) -> None:
             c["name"], c["value"] or "", c["source"], style=None if c["source"] == "topic" else "dim"
         )
     console.print(config_table)
+
+
+def _indexed_offsets(
+    client: KafkaClient, bootstrap: str, name: str, data: Path, http: str | None
+) -> dict[int, int | None] | None:
+    """Per partition of ``name``, the broker indexer's checkpoint (``None`` where it has
+    not recorded the partition); ``None`` with a warning when neither the broker's data
+    directory nor its HTTP API can be read."""
+    cluster = remote_groups.cluster_id(client)
+    if http is None:
+        try:
+            storage = remote_groups.open_brokers_data(data, cluster)
+        except StorageError:
+            storage = None
+        if storage is not None:
+            with storage:
+                recorded = recorded_index_offsets(storage.path)
+            return {p: offset for (topic, p), offset in recorded.items() if topic == name}
+    api = HttpApi(http_url(bootstrap, http), cluster_id=cluster)
+    try:
+        detail = api.get(f"/api/v1/topics/{urllib.parse.quote(name, safe='')}", {})
+    except HttpApiError as exc:
+        err_console.print(f"[yellow]warning:[/] indexed offsets left out: {exc}", highlight=False)
+        return None
+    return {int(row["partition"]): row.get("indexed_offset") for row in detail.get("partition_list", [])}
 
 
 def alter_topic(

@@ -53,8 +53,9 @@ HttpOption = Annotated[
     typer.Option(
         "--http",
         envvar="LOGTROVE_HTTP",
-        help="With --bootstrap: the broker's HTTP API (URL or HOST:PORT), which filters by tag "
-        "next to the data. Default: the --bootstrap host, port 8080.",
+        help="With --bootstrap: the broker's HTTP API (URL or HOST:PORT), for what only its "
+        "files know (tag filters and counts, indexed offsets). Default: the --bootstrap host, "
+        "port 8080.",
         show_default=False,
     ),
 ]

@@ -12,6 +12,7 @@ from logtrove.cli import remote
 from logtrove.cli.common import DEFAULT_DATA, DataOption, JsonOption, console, fail, format_time, open_storage
 from logtrove.cli.main import app
 from logtrove.cli.remote import BootstrapOption
+from logtrove.cli.remote_tags import HttpOption
 from logtrove.storage import CONFIG_DEFS, Storage, TopicInfo
 from logtrove.storage.cleaner import status_of
 from logtrove.storage.indexer import recorded_index_offsets
@@ -115,13 +116,18 @@ def describe(
     data: DataOption = DEFAULT_DATA,
     as_json: JsonOption = False,
     bootstrap: BootstrapOption = None,
+    http: HttpOption = None,
 ) -> None:
-    """Show a topic's partitions (offsets, sizes, segments) and configs.
+    """Show a topic's partitions (offsets, how far they are indexed, sizes, segments) and configs.
+
+    With --bootstrap, offsets and configs come over the Kafka protocol; how far the
+    indexer got comes from the broker's data directory when --data is it (on the
+    broker's machine), else from its HTTP API (--http).
 
     Example: logtrove topics describe orders
     """
     if bootstrap:
-        remote.describe_topic(bootstrap, name, as_json)
+        remote.describe_topic(bootstrap, name, as_json, data=data, http=http)
         return
     with open_storage(data, read_only=True) as storage:
         info = storage.topic(name)

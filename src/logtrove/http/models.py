@@ -78,6 +78,7 @@ class ConfigEntry(_Model):
 
 
 class TopicDetail(_Model):
+    cluster_id: str = Field(description="The data directory's cluster ID (the broker's).")
     name: str
     topic_id: str
     partitions: int

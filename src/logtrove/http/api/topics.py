@@ -70,6 +70,7 @@ def config_entries(info: TopicInfo) -> list[ConfigEntry]:
 def topic_detail(storage: Storage, info: TopicInfo) -> TopicDetail:
     parts = _partitions(storage, info)
     return TopicDetail(
+        cluster_id=storage.data_dir.cluster_id,
         name=info.name,
         topic_id=str(info.topic_id),
         partitions=info.partitions,
