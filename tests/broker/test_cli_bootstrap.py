@@ -3,7 +3,9 @@ running broker (which holds the data directory's lock)."""
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import re
 import subprocess
 import sys
@@ -12,6 +14,10 @@ from pathlib import Path
 
 from tests.broker import clients
 from tests.broker.conftest import SERVE, BrokerProcess, HttpBrokerProcess, free_port
+
+from logtrove.broker.client import KafkaClient
+from logtrove.cli.remote_tags import HttpApi, RemoteTagSource
+from logtrove.groups.tags import TagFilter
 
 
 def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -106,3 +112,43 @@ def test_describe_through_the_broker_says_how_far_it_indexed(tmp_path: Path) -> 
         assert "warning: indexed offsets left out: cannot use the broker's HTTP API" in warning
     finally:
         broker.stop()
+
+
+def test_consume_every_record_through_a_broker_without_http(
+    shared_broker: BrokerProcess, tmp_path: Path
+) -> None:
+    """``--tags '*'`` (the default) reads over Kafka Fetch: the shared broker serves no
+    HTTP API, and a position below the log start moves to it."""
+    b = ["--bootstrap", shared_broker.bootstrap]
+    assert _cli("topics", "create", "plain-c", "--partitions", "2", *b).returncode == 0
+    clients.produce_confluent(shared_broker.bootstrap, "plain-c", [(b"k", b"v%d" % i, []) for i in range(30)])
+    with KafkaClient(shared_broker.bootstrap) as client:
+        body = {"topics": [{"name": "plain-c", "partitions": [{"partition_index": 0, "offset": 5}]}]}
+        done = client.request(21, 2, {**body, "timeout_ms": 10_000}).topics[0].partitions[0]
+        assert int(done.error_code) == 0 and done.low_watermark == 5
+        source = RemoteTagSource(client, HttpApi(f"http://127.0.0.1:{free_port()}"), max_bytes=64)
+        below_start = source.fetch("plain-c", 0, TagFilter.parse("*"), 0, 1000)
+        assert below_start.records and below_start.records[0].offset == 5
+        assert (
+            below_start.next_offset == below_start.records[-1].offset + 1 and below_start.log_end_offset == 30
+        )
+        capped = source.fetch("plain-c", 0, TagFilter.parse("*"), 7, 2)
+        assert [r.offset for r in capped.records] == [7, 8] and capped.next_offset == 9
+
+    elsewhere = tmp_path / "elsewhere"  # no data directory here: only the broker can answer
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOGTROVE_")}
+    run = functools.partial(
+        subprocess.run, capture_output=True, text=True, timeout=60, cwd=elsewhere, env=env
+    )
+    out = run([sys.executable, "-c", SERVE, "consume", "plain-c", "-G", "plain", "--json", *b])
+    assert out.returncode == 0, out.stderr
+    got = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [(m["partition"], m["offset"], m["value"]) for m in got] == [(0, i, f"v{i}") for i in range(5, 30)]
+    lag = run([sys.executable, "-c", SERVE, "lag", "plain", "--json", *b])
+    assert lag.returncode == 0, lag.stderr
+    rows = json.loads(lag.stdout)[0]["topics"][0]["partitions"]
+    assert [(r["partition"], r["committed_offset"], r["lag"]) for r in rows] == [
+        (0, 30, 0),
+        (1, None, None),
+    ]  # p1: empty, nothing to commit

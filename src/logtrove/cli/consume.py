@@ -7,9 +7,11 @@ data is: with ``--tags`` only the records of those tags are read, found through
 * Without ``--bootstrap`` it reads the data directory (read-only, so also while the
   broker runs, on its machine); with ``--group`` it commits into that directory, which
   it then holds for writing (no broker may run).
-* With ``--bootstrap`` it works through the broker: records come from the broker's HTTP
-  API (``--http``, default the broker host on port 8080), which filters with ``.tagidx``
-  next to the data, and commits go over the Kafka protocol. When the data directory
+* With ``--bootstrap`` it works through the broker: records of some tags come from the
+  broker's HTTP API (``--http``, default the broker host on port 8080), which filters with
+  ``.tagidx`` next to the data; every record (``--tags '*'``, the default) comes over
+  Kafka Fetch, so that works with any Kafka broker; commits go over the Kafka protocol.
+  When the data directory
   given (or ``./data``) is that broker's own and ``--http`` is not given, it is read
   directly instead (same machine, no HTTP).
 
@@ -147,8 +149,9 @@ def consume(
 ) -> None:
     """Print the records of TOPIC: one line each (partition:offset, key, value, headers),
     or JSON lines with --json. Reads the data directory (read-only); with --bootstrap,
-    reads through the broker instead (records from its HTTP API, --http, filtered by tag
-    there; commits over the Kafka protocol), from any machine.
+    reads through the broker instead, from any machine: every record over the Kafka
+    protocol, or with --tags the records of those tags from its HTTP API (--http,
+    filtered there); commits go over the Kafka protocol.
 
     Examples:
 

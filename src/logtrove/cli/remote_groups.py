@@ -125,10 +125,24 @@ def commit(client: KafkaClient, group: str, topic: str, offsets: Mapping[int, in
             check(p.error_code, None, f"commit {group} on {t.name}-{p.partition_index}")
 
 
-def fetch(
-    client: KafkaClient, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20
-) -> list[Record]:
-    """The records of the first batches at ``offset`` or after (none at the end)."""
+@dataclass(frozen=True)
+class Fetched:
+    """What one Fetch returned: the records at ``offset`` or after, ``next_offset`` past
+    the last whole batch in the answer (control batches and undecodable ones included,
+    so a reader never stalls on them; ``offset`` itself when the answer held no whole
+    batch), and the partition's high watermark."""
+
+    records: list[Record]
+    next_offset: int
+    high_watermark: int
+
+
+def fetch(client: KafkaClient, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20) -> Fetched:
+    """The records of the first batches at ``offset`` or after (none at the end).
+
+    Raises :class:`KafkaProtocolError` (code 1, OFFSET_OUT_OF_RANGE) for an offset below
+    the log start or past the end, as Kafka does.
+    """
     body: dict[str, Any] = {
         "replica_id": -1,
         "max_wait": 0,
@@ -159,7 +173,7 @@ def fetch(
     check(part.error_code, None, f"fetch {topic}-{partition}")
     data = bytes(part.records or b"")
     out: list[Record] = []
-    pos = 0
+    pos, next_offset = 0, offset
     while pos + HEADER_SIZE <= len(data):
         header = read_header(data, pos)
         if pos + header.size > len(data):
@@ -167,8 +181,9 @@ def fetch(
         if not header.is_control:
             with contextlib.suppress(RecordsError):  # an undecodable batch: skipped, as the indexer does
                 out += [r for r in iter_records(data, pos, header) if r.offset >= offset]
+        next_offset = max(next_offset, header.last_offset + 1)
         pos += header.size
-    return out
+    return Fetched(out, next_offset, int(part.high_watermark))
 
 
 def produce(client: KafkaClient, topic: str, partition: int, records: list[NewRecord]) -> int:
@@ -208,10 +223,10 @@ def subscriptions(client: KafkaClient) -> dict[subs.SubscriptionKey, subs.TagSub
     for p in parts:
         position = starts[p]
         while position < ends[p]:
-            records = fetch(client, OFFSETS_TOPIC, p, position)
-            if not records:
+            got = fetch(client, OFFSETS_TOPIC, p, position)
+            if got.next_offset <= position:
                 break
-            for r in records:
+            for r in got.records:
                 if subs.is_subscription_key(r.key) and r.key is not None:
                     try:
                         key = subs.decode_key(r.key)
@@ -221,7 +236,7 @@ def subscriptions(client: KafkaClient) -> dict[subs.SubscriptionKey, subs.TagSub
                             out[key] = subs.decode_value(key, r.value)
                     except subs.SubscriptionRecordError:
                         continue
-            position = records[-1].offset + 1
+            position = got.next_offset
     return out
 
 
@@ -316,7 +331,7 @@ def _row(
     lag = max(end - commit_offset, 0)
     time_lag = 0
     if lag:
-        first = fetch(client, topic, partition, max(commit_offset, start), 64 * 1024)
+        first = fetch(client, topic, partition, max(commit_offset, start), 64 * 1024).records
         time_lag = max(now - first[0].timestamp, 0) if first else 0
     tag_lag = tag_time_lag = None
     if sub is not None:

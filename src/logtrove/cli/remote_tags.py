@@ -3,7 +3,8 @@
 
 The Kafka protocol has no tag filter, so matching records and tag counts come from the
 broker's HTTP API, which filters next to the data with ``.tagidx``
-(:mod:`logtrove.http.api.tags`); start positions (ListOffsets) and commits
+(:mod:`logtrove.http.api.tags`); every record (``*``) comes over Kafka Fetch, and start
+positions (ListOffsets) and commits
 (OffsetCommit) go over the Kafka protocol (:mod:`.remote_groups`). Every HTTP answer
 carries the broker's cluster ID, checked against the Kafka side's, so records never come
 from one broker while commits go to another.
@@ -47,6 +48,7 @@ from logtrove.records import Record
 
 DEFAULT_HTTP_PORT = 8080
 MAX_RECORDS_PER_FETCH = 10_000  # the endpoint's limit
+OFFSET_OUT_OF_RANGE = 1  # Kafka's error code
 
 HttpOption = Annotated[
     str | None,
@@ -142,7 +144,8 @@ def record_of(message: Mapping[str, Any]) -> Record:
 
 class RemoteTagSource:
     """:class:`~logtrove.groups.consumer.TagSource` of a running broker: records from its
-    HTTP API (filtered there), start offsets from Kafka ListOffsets through ``client``.
+    HTTP API (filtered there) or, for ``*``, from Kafka Fetch; start offsets from Kafka
+    ListOffsets through ``client``.
     A fetch returns at most ``max_bytes`` of keys, values and headers (and at least one
     record)."""
 
@@ -168,6 +171,8 @@ class RemoteTagSource:
         return start.pick(offsets(remote_groups.EARLIEST), offsets(remote_groups.LATEST), by_time)
 
     def fetch(self, topic: str, partition: int, tags: TagFilter, offset: int, max_records: int) -> TagFetch:
+        if tags.match_all:
+            return self._fetch_all(topic, partition, offset, max_records)
         params: dict[str, str | int] = {
             "tags": str(tags),
             "offset": offset,
@@ -177,6 +182,22 @@ class RemoteTagSource:
         body = self.api.get(self.api.partition_path(topic, partition, "fetch"), params)
         records = [record_of(m) for m in body["messages"]]
         return TagFetch(records, int(body["next_offset"]), int(body["log_end_offset"]))
+
+    def _fetch_all(self, topic: str, partition: int, offset: int, max_records: int) -> TagFetch:
+        """Every record (``*``) needs no tag index: a Kafka Fetch, so it works without the
+        HTTP API and against any Kafka broker. A position below the log start (retention
+        deleted it) moves to the log start, as the HTTP endpoint does."""
+        try:
+            got = remote_groups.fetch(self.client, topic, partition, offset, self.max_bytes)
+        except KafkaProtocolError as exc:
+            start = remote_groups.list_offsets(self.client, topic, [partition], remote_groups.EARLIEST)
+            if exc.code != OFFSET_OUT_OF_RANGE or offset >= start[partition]:
+                raise
+            offset = start[partition]
+            got = remote_groups.fetch(self.client, topic, partition, offset, self.max_bytes)
+        records = got.records[:max_records]
+        next_offset = records[-1].offset + 1 if len(got.records) > max_records else got.next_offset
+        return TagFetch(records, next_offset, got.high_watermark)
 
     def refresh(self) -> None:
         """Nothing to do: every fetch asks the broker."""
