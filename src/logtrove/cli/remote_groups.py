@@ -28,6 +28,7 @@ from logtrove.storage import Storage, StorageError
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS = 0, 1, 2, 3, 8, 9, 16
 EARLIEST, LATEST = -2, -1
+FETCH_WAIT_MS = 100
 
 
 def cluster_id(client: KafkaClient) -> str | None:
@@ -140,13 +141,17 @@ class Fetched:
 def fetch(client: KafkaClient, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20) -> Fetched:
     """The records of the first batches at ``offset`` or after (none at the end).
 
+    At the log end the broker holds the answer up to ``FETCH_WAIT_MS`` for new records,
+    the long poll of Kafka consumers (with a wait of 0, some brokers, tansu among them,
+    answer without the partition at all).
+
     Raises :class:`KafkaProtocolError` (code 1, OFFSET_OUT_OF_RANGE) for an offset below
     the log start or past the end, as Kafka does.
     """
     body: dict[str, Any] = {
         "replica_id": -1,
-        "max_wait": 0,
-        "min_bytes": 0,
+        "max_wait": FETCH_WAIT_MS,
+        "min_bytes": 1,
         "max_bytes": max_bytes,
         "isolation_level": 0,
         "session_id": 0,
@@ -169,7 +174,10 @@ def fetch(client: KafkaClient, topic: str, partition: int, offset: int, max_byte
         "forgotten_topics_data": [],
         "rack_id": "",
     }
-    part = client.request(FETCH, 12, body).responses[0].partitions[0]
+    answer = client.request(FETCH, 12, body).responses
+    if not answer or not answer[0].partitions:
+        raise KafkaProtocolError(f"fetch {topic}-{partition}: the broker's answer left the partition out")
+    part = answer[0].partitions[0]
     check(part.error_code, None, f"fetch {topic}-{partition}")
     data = bytes(part.records or b"")
     out: list[Record] = []
