@@ -17,6 +17,21 @@ import pytest
 SERVE = "from logtrove.cli.main import main; main()"
 
 
+def cli_in(cwd: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """``logtrove ARGS`` run from ``cwd`` without LOGTROVE_* settings: from a directory
+    with no data directory in it, that is another machine as far as the CLI can tell."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOGTROVE_")}
+    return subprocess.run(
+        [sys.executable, "-c", SERVE, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=cwd,
+        env=env,
+    )
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

