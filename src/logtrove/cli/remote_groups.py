@@ -21,7 +21,7 @@ from logtrove.clock import SYSTEM_CLOCK, Clock
 from logtrove.groups import OFFSETS_TOPIC
 from logtrove.groups import subscriptions as subs
 from logtrove.groups.lag import GroupLag, PartitionLag, aggregate
-from logtrove.groups.tags import TagFilter, count_matching, first_matching
+from logtrove.groups.tags import TagFetch, TagFilter, count_matching, first_matching
 from logtrove.records import NewRecord, Record, RecordsError, build_batch, iter_records, read_header
 from logtrove.records.batch import HEADER_SIZE
 from logtrove.storage import Storage, StorageError
@@ -126,20 +126,12 @@ def commit(client: KafkaClient, group: str, topic: str, offsets: Mapping[int, in
             check(p.error_code, None, f"commit {group} on {t.name}-{p.partition_index}")
 
 
-@dataclass(frozen=True)
-class Fetched:
-    """What one Fetch returned: the records at ``offset`` or after, ``next_offset`` past
-    the last whole batch in the answer (control batches and undecodable ones included,
-    so a reader never stalls on them; ``offset`` itself when the answer held no whole
-    batch), and the partition's high watermark."""
-
-    records: list[Record]
-    next_offset: int
-    high_watermark: int
-
-
-def fetch(client: KafkaClient, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20) -> Fetched:
-    """The records of the first batches at ``offset`` or after (none at the end).
+def fetch(client: KafkaClient, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20) -> TagFetch:
+    """The records of the first batches at ``offset`` or after (none at the end), as a
+    fetch of every tag: ``next_offset`` is past the last whole batch in the answer
+    (control batches and undecodable ones included, so a reader never stalls on them;
+    ``offset`` itself when the answer held no whole batch), ``log_end_offset`` the
+    partition's high watermark.
 
     At the log end the broker holds the answer up to ``FETCH_WAIT_MS`` for new records,
     the long poll of Kafka consumers (with a wait of 0, some brokers, tansu among them,
@@ -191,7 +183,7 @@ def fetch(client: KafkaClient, topic: str, partition: int, offset: int, max_byte
                 out += [r for r in iter_records(data, pos, header) if r.offset >= offset]
         next_offset = max(next_offset, header.last_offset + 1)
         pos += header.size
-    return Fetched(out, next_offset, int(part.high_watermark))
+    return TagFetch(out, next_offset, int(part.high_watermark))
 
 
 def produce(client: KafkaClient, topic: str, partition: int, records: list[NewRecord]) -> int:

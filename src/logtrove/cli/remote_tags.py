@@ -37,6 +37,7 @@ from collections.abc import Iterator, Mapping
 from typing import Annotated, Any
 
 import typer
+from kio.schema.errors import ErrorCode
 
 from logtrove.broker.client import KafkaClient, KafkaProtocolError
 from logtrove.cli import remote_groups
@@ -48,7 +49,6 @@ from logtrove.records import Record
 
 DEFAULT_HTTP_PORT = 8080
 MAX_RECORDS_PER_FETCH = 10_000  # the endpoint's limit
-OFFSET_OUT_OF_RANGE = 1  # Kafka's error code
 
 HttpOption = Annotated[
     str | None,
@@ -191,13 +191,13 @@ class RemoteTagSource:
             got = remote_groups.fetch(self.client, topic, partition, offset, self.max_bytes)
         except KafkaProtocolError as exc:
             start = remote_groups.list_offsets(self.client, topic, [partition], remote_groups.EARLIEST)
-            if exc.code != OFFSET_OUT_OF_RANGE or offset >= start[partition]:
+            if exc.code != ErrorCode.offset_out_of_range or offset >= start[partition]:
                 raise
             offset = start[partition]
             got = remote_groups.fetch(self.client, topic, partition, offset, self.max_bytes)
         records = got.records[:max_records]
         next_offset = records[-1].offset + 1 if len(got.records) > max_records else got.next_offset
-        return TagFetch(records, next_offset, got.high_watermark)
+        return TagFetch(records, next_offset, got.log_end_offset)
 
     def refresh(self) -> None:
         """Nothing to do: every fetch asks the broker."""

@@ -83,8 +83,7 @@ async function api(path, params) {
   return body;
 }
 
-function setStatus(text, kind = "") {
-  const node = $("#status");
+function setStatus(text, kind = "", node = $("#status")) {
   node.textContent = text;
   node.className = "status " + kind;
 }
@@ -630,9 +629,8 @@ async function lagView(params) {
   );
 }
 
-function setSubscribeStatus(text, className) {
-  $("#subscribe-status").textContent = text;
-  $("#subscribe-status").className = className;
+function setSubscribeStatus(text, kind = "") {
+  setStatus(text, kind, $("#subscribe-status"));
 }
 
 async function writeSubscription(method, group, topic, body) {
@@ -647,13 +645,13 @@ async function writeSubscription(method, group, topic, body) {
 
 async function unsubscribe(group, topic) {
   try {
-    setSubscribeStatus("Removing…", "status");
+    setSubscribeStatus("Removing…");
     await writeSubscription("DELETE", group, topic);
     // Refresh first: "ok" means the tables below already show the change.
     await lagView(new URLSearchParams(location.search));
-    setSubscribeStatus(`Removed the tag subscription on ${topic}.`, "status ok");
+    setSubscribeStatus(`Removed the tag subscription on ${topic}.`, "ok");
   } catch (err) {
-    setSubscribeStatus(err.message, "status error");
+    setSubscribeStatus(err.message, "error");
   }
 }
 
@@ -662,13 +660,13 @@ $("#subscribe-form").addEventListener("submit", async (event) => {
   const form = event.target;
   const data = new FormData(form);
   try {
-    setSubscribeStatus("Saving…", "status");
+    setSubscribeStatus("Saving…");
     await writeSubscription("PUT", form.dataset.group, data.get("topic"), { tags: data.get("tags") });
     form.reset();
     await lagView(new URLSearchParams(location.search));
-    setSubscribeStatus(`Subscribed to ${data.get("tags")} on ${data.get("topic")}.`, "status ok");
+    setSubscribeStatus(`Subscribed to ${data.get("tags")} on ${data.get("topic")}.`, "ok");
   } catch (err) {
-    setSubscribeStatus(err.message, "status error");
+    setSubscribeStatus(err.message, "error");
   }
 });
 
