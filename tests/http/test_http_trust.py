@@ -199,5 +199,7 @@ def test_chunked_body_past_the_limit_gets_413_while_streaming(served: ServeProce
     assert sent < cap
     assert _vm_hwm_mb(served.proc.pid) < 300
     with httpx.Client(base_url=served.url, timeout=30) as client:  # still serving
-        assert client.post("/api/v1/topics/web/messages", json={"records": [{"value": "x"}]}).status_code == 201
+        assert (
+            client.post("/api/v1/topics/web/messages", json={"records": [{"value": "x"}]}).status_code == 201
+        )
     assert max(api_versions_latencies(served.kafka_port, probes=3)) < 2
