@@ -99,3 +99,8 @@ def test_json_nested_deeper_than_python_parses_is_no_match(tmp_path: Path) -> No
         storage.log("t", 0).append(build_batch([NewRecord(b"[" * 100_000), NewRecord(b'{"a": 1}')]))
         found, completion = QueryEngine(storage).run(ContentQuery("t", JsonField.parse("a=1"))).all()
         assert [m.value for m in found] == [b'{"a": 1}'] and completion.reason == Reason.EXHAUSTED
+
+
+def test_repetition_count_of_thousands_of_digits_is_a_query_error() -> None:
+    with pytest.raises(InvalidQueryError, match=r"5000 digits\) is over the limit of 1000"):
+        Regex("a{" + "9" * 5000 + "}")

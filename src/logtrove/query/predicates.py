@@ -33,7 +33,7 @@ MAX_REPEAT = 1000
 """RE2's largest repetition count (``a{1000}``); a larger one is refused, not read as text."""
 # A counted repetition where RE2 would read one: {n}, {n,} or {n,m} (checked outside
 # character classes and escapes by _check_repetitions).
-_REPEAT = re.compile(r"\{(\d+)(?:,(\d*))?\}")
+_REPEAT = re.compile(r"\{([0-9]+)(?:,([0-9]*))?\}")
 # RE2's errors for constructs it does not have, and what to tell the user instead.
 _UNSUPPORTED = (
     (re.compile(r"escape sequence: \\[1-9k]|operator: \(\?P$"), "backreferences are not supported"),
@@ -112,7 +112,7 @@ def compile_regex(pattern: str) -> Any:
         raw = pattern.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidQueryError(
-            f"invalid regular expression {pattern!r}: it is not valid Unicode text (a lone surrogate)"
+            f"invalid regular expression {_quote(pattern)}: it is not valid Unicode text (a lone surrogate)"
         ) from None
     _check_repetitions(pattern)
     options = re2.Options()
@@ -130,10 +130,10 @@ def _explain(pattern: str, exc: Exception) -> str:
     for found, what in _UNSUPPORTED:
         if found.search(text):
             return (
-                f"invalid regular expression {pattern!r}: {what}; logtrove uses RE2, which "
+                f"invalid regular expression {_quote(pattern)}: {what}; logtrove uses RE2, which "
                 f"matches in linear time ({RE2_SYNTAX})"
             )
-    return f"invalid regular expression {pattern!r}: {text} (RE2 syntax: {RE2_SYNTAX})"
+    return f"invalid regular expression {_quote(pattern)}: {text} (RE2 syntax: {RE2_SYNTAX})"
 
 
 def _check_repetitions(pattern: str) -> None:
@@ -153,14 +153,21 @@ def _check_repetitions(pattern: str) -> None:
             i = _class_end(pattern, i)
         elif c == "{" and (found := _REPEAT.match(pattern, i)):
             for count in found.groups():
-                if count and int(count) > MAX_REPEAT:
+                digits = (count or "0").lstrip("0")
+                if len(digits) > len(str(MAX_REPEAT)) or int(digits or "0") > MAX_REPEAT:
+                    shown = digits if len(digits) <= 20 else f"{digits[:20]}… ({len(digits)} digits)"
                     raise InvalidQueryError(
-                        f"invalid regular expression {pattern!r}: repetition count {count} is over "
+                        f"invalid regular expression {_quote(pattern)}: repetition count {shown} is over "
                         f"the limit of {MAX_REPEAT} (write \\{{ for a literal brace)"
                     )
             i = found.end()
         else:
             i += 1
+
+
+def _quote(pattern: str) -> str:
+    """``pattern`` quoted for an error line, cut short if it is long."""
+    return repr(pattern) if len(pattern) <= 200 else f"{pattern[:200]!r}… ({len(pattern)} characters)"
 
 
 def _class_end(pattern: str, i: int) -> int:
