@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TextIO
@@ -81,11 +81,14 @@ def _parse_object(obj: Any, number: int) -> InputRecord:
     value_bytes = (
         None
         if value is None
-        else (value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))).encode()
+        else _utf8(
+            value if isinstance(value, str) else json.dumps(value, separators=(",", ":")), '"value"', bad
+        )
     )
     key = obj.get("key")
     if key is not None and not isinstance(key, str):
         raise bad('"key" must be a string or null')
+    key_bytes = None if key is None else _utf8(key, '"key"', bad)
     timestamp = obj.get("timestamp")
     if timestamp is not None and (
         isinstance(timestamp, bool) or not isinstance(timestamp, int) or timestamp < 0
@@ -97,12 +100,18 @@ def _parse_object(obj: Any, number: int) -> InputRecord:
     ):
         raise bad('"partition" must be a non-negative integer')
     headers = _parse_headers(obj.get("headers"), bad)
-    return InputRecord(
-        number, NewRecord(value_bytes, None if key is None else key.encode(), headers, timestamp), partition
-    )
+    return InputRecord(number, NewRecord(value_bytes, key_bytes, headers, timestamp), partition)
 
 
-def _parse_headers(raw: Any, bad: Any) -> tuple[tuple[str, bytes | None], ...]:
+def _utf8(text: str, what: str, bad: Callable[[str], InputError]) -> bytes:
+    """``text`` as UTF-8; JSON can spell a lone surrogate (``"\\ud800"``), UTF-8 cannot."""
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        raise bad(f"{what} is not valid Unicode text: it holds a lone surrogate such as \\ud800") from None
+
+
+def _parse_headers(raw: Any, bad: Callable[[str], InputError]) -> tuple[tuple[str, bytes | None], ...]:
     if raw is None:
         return ()
     items = raw.items() if isinstance(raw, dict) else raw
@@ -115,7 +124,8 @@ def _parse_headers(raw: Any, bad: Any) -> tuple[tuple[str, bytes | None], ...]:
         name, value = item
         if not isinstance(name, str) or not (value is None or isinstance(value, str)):
             raise bad("header names must be strings and values strings or null")
-        out.append((name, None if value is None else value.encode()))
+        _utf8(name, f"header name {name!r}", bad)
+        out.append((name, None if value is None else _utf8(value, f"header {name!r}", bad)))
     return tuple(out)
 
 

@@ -60,7 +60,9 @@ def query(
     key: Annotated[str | None, typer.Option("--key", help="Records with this key, newest first.")] = None,
     header: Annotated[str | None, typer.Option("--header", help="NAME=VALUE of an indexed header.")] = None,
     contains: Annotated[str | None, typer.Option("--contains", help="Values containing this text.")] = None,
-    regex: Annotated[str | None, typer.Option("--regex", help="Values matching this regex.")] = None,
+    regex: Annotated[
+        str | None, typer.Option("--regex", help="Values matching this regex (RE2 syntax).")
+    ] = None,
     json_field: Annotated[
         str | None, typer.Option("--json-field", help="JSON values with PATH=VALUE, e.g. order.id=4711.")
     ] = None,

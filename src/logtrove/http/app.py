@@ -29,9 +29,14 @@ from logtrove.http import console
 from logtrove.http.api import compaction, groups, health, messages, produce, search, tags, topics
 from logtrove.http.context import Appender, HttpContext
 from logtrove.http.groups import GroupsSource, GroupStates
+from logtrove.http.limits import DEFAULT_MAX_BODY_BYTES, BodyLimit
 from logtrove.http.problems import document_problems, install_handlers
 from logtrove.query import QueryEngine
 from logtrove.storage import Storage
+
+SEARCH_TIME_LIMIT_S = 30.0
+"""How long one content search may run: searches run in worker threads of the broker's
+process, and a question with ``budget_mb=0`` would otherwise read every byte."""
 
 DESCRIPTION = """\
 Find any message of a logtrove data directory — by offset, time, range, message ID,
@@ -50,11 +55,16 @@ def create_app(
     group_states: GroupStates | None = None,
     allow_writes: bool | None = None,
     refresh_interval_s: float = 1.0,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    search_time_limit_s: float = SEARCH_TIME_LIMIT_S,
 ) -> FastAPI:
     """Build the app over an open :class:`Storage` (which the caller keeps and closes).
 
     ``appender`` routes REST produce through a broker's writer; ``group_states`` adds
     a broker's live group states; ``allow_writes`` defaults to "the storage is writable".
+    Request bodies over ``max_body_bytes`` get 413 while they are read (see
+    :mod:`logtrove.http.limits`); a content search ends after ``search_time_limit_s``
+    with reason "budget exhausted" and a cursor to continue.
     """
     app = FastAPI(
         title="logtrove",
@@ -67,14 +77,15 @@ def create_app(
         storage, appender=appender, refresh_interval_s=refresh_interval_s, allow_writes=allow_writes
     )
     app.state.groups = GroupsSource(storage, states=group_states, reload_interval_s=refresh_interval_s)
-    app.state.engine = QueryEngine(storage)
+    app.state.engine = QueryEngine(storage, content_time_limit_s=search_time_limit_s)
     app.state.features = {"query": True, "groups": True, "lag": True, "tag_lag": True}
     install_handlers(app)
     document_problems(app)
     for module in (health, topics, messages, search, produce, groups, compaction, tags):
         app.include_router(module.router)
     console.install(app)
-    _count_requests(app)
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    _count_requests(app)  # outside the body limit, so that its 413s are counted
     return app
 
 

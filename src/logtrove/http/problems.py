@@ -13,6 +13,7 @@ unexpected becomes a 500 problem with no internals in it.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -108,17 +109,33 @@ def problem_from_exception(exc: Exception) -> Problem | None:
     return None
 
 
-def problem_response(problem: Problem, request: Request) -> JSONResponse:
-    body: dict[str, Any] = {
+class ProblemJSONResponse(JSONResponse):
+    """``application/problem+json``, rendered with non-ASCII characters escaped: a detail
+    that quotes hostile text (a lone surrogate) cannot make the error answer fail too."""
+
+    media_type = PROBLEM_JSON
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, separators=(",", ":")).encode("ascii")
+
+
+def problem_body(problem: Problem, instance: str) -> dict[str, Any]:
+    """The RFC 7807 document of ``problem`` for the resource ``instance``."""
+    return {
         "type": f"urn:logtrove:problem:{problem.kind}",
         "title": problem.title,
         "status": problem.status,
         "detail": problem.detail,
-        "instance": request.url.path,
+        "instance": instance,
         **problem.extra,
     }
+
+
+def problem_response(problem: Problem, request: Request) -> JSONResponse:
     headers = {"Allow": problem.extra["allow"]} if "allow" in problem.extra else None
-    return JSONResponse(body, status_code=problem.status, media_type=PROBLEM_JSON, headers=headers)
+    return ProblemJSONResponse(
+        problem_body(problem, request.url.path), status_code=problem.status, headers=headers
+    )
 
 
 def _validation_detail(errors: list[Any]) -> tuple[str, list[dict[str, Any]]]:

@@ -16,6 +16,7 @@ key / header   ``.keyidx`` hash chains newest first, each candidate checked agai
 content        batches read in order; ``.skip`` token filters and time bounds skip
                blocks, the raw-batch prefilter skips batches, records are parsed only
                in batches that can match; partitions in parallel threads, a byte budget
+               (and the engine's time budget) checked before each batch
 =============  ===========================================================================
 
 Results stream as they are found. A multi-result query stops at ``limit`` and its
@@ -69,11 +70,19 @@ _NEWEST = "newest"
 
 
 class QueryEngine:
-    """Answers :data:`~logtrove.query.model.Query` values over one storage."""
+    """Answers :data:`~logtrove.query.model.Query` values over one storage.
 
-    def __init__(self, storage: Storage, *, workers: int | None = None) -> None:
+    ``content_time_limit_s`` bounds every content search in time, whatever byte budget
+    its question asks for (a server sets it so that no request can keep a worker busy
+    for long); past it the search ends with :attr:`Reason.BUDGET` and a cursor.
+    """
+
+    def __init__(
+        self, storage: Storage, *, workers: int | None = None, content_time_limit_s: float | None = None
+    ) -> None:
         self.storage = storage
         self.workers = workers or max(2, min(8, os.cpu_count() or 2))
+        self.content_time_limit_s = content_time_limit_s
         self._seen: dict[str | None, tuple[int, ...] | None] = {}
 
     # -- entry point -----------------------------------------------------------------------
@@ -356,7 +365,7 @@ class QueryEngine:
         if resume is not None:
             logs = {p: log for p, log in logs.items() if p in resume}
         stats = Stats()
-        workers = _ContentWorkers(q, stats, resume)
+        workers = _ContentWorkers(q, stats, resume, Budget(q.budget_bytes, self.content_time_limit_s))
         progress = {p: (resume.get(p, 0) if resume else (q.start_offset or 0)) for p in logs}
         finished: dict[int, str] = {}
         count = 0
@@ -416,11 +425,11 @@ class _ContentWorkers:
     """Per-partition scans of a content query, feeding one queue: matches, progress
     offsets, then a final outcome string ("done", "budget", "stopped", "error: …")."""
 
-    def __init__(self, q: ContentQuery, stats: Stats, resume: dict[int, int] | None) -> None:
+    def __init__(self, q: ContentQuery, stats: Stats, resume: dict[int, int] | None, budget: Budget) -> None:
         self.q = q
         self.stats = stats
         self.resume = resume
-        self.budget = Budget(q.budget_bytes)
+        self.budget = budget
         self.stop = threading.Event()
         self.out: queue.Queue[tuple[int, Record | int | str]] = queue.Queue(maxsize=4096)
 

@@ -10,6 +10,7 @@ against the decoded record.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -47,14 +48,30 @@ class Attribute:
 
 
 class Budget:
-    """Bytes a search may still read, shared by the partitions searched in parallel."""
+    """What a search may still spend, shared by the partitions searched in parallel:
+    bytes read, and optionally time (seconds from the budget's creation).
 
-    def __init__(self, limit: int | None) -> None:
+    Scans call :meth:`take` before each batch, so a search overruns its budget by at
+    most one batch per partition: a batch is bounded (``max.message.bytes``, decompressed
+    under the bounded-decompression cap) and every predicate is linear in its bytes.
+    """
+
+    def __init__(
+        self,
+        limit: int | None,
+        time_limit_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.left = limit
+        self._clock = clock
+        self._deadline = None if time_limit_s is None else clock() + time_limit_s
         self._lock = threading.Lock()
 
     def take(self, n: int) -> bool:
-        """Spend ``n`` bytes; False (nothing spent) when the budget cannot cover them."""
+        """Spend ``n`` bytes; False (nothing spent) when the budget cannot cover them or
+        its time is up."""
+        if self._deadline is not None and self._clock() >= self._deadline:
+            return False
         if self.left is None:
             return True
         with self._lock:

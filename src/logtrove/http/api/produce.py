@@ -30,11 +30,23 @@ _round_robin = itertools.count()
 _rr_lock = threading.Lock()
 
 
+def _utf8(text: str, where: str) -> bytes:
+    """``text`` as UTF-8; a 422 naming ``where`` if it holds a lone surrogate (JSON allows
+    ``"\\ud800"``, UTF-8 cannot encode it)."""
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        raise bad_request(
+            f"{where} is not valid Unicode text: it holds a lone surrogate such as \\ud800 "
+            "(send binary data base64-encoded in key_b64 / value_b64)"
+        ) from None
+
+
 def _bytes(text: str | None, b64: str | None, field: str, index: int) -> bytes | None:
     if text is not None and b64 is not None:
         raise bad_request(f"records[{index}]: give {field} or {field}_b64, not both")
     if b64 is None:
-        return None if text is None else text.encode()
+        return None if text is None else _utf8(text, f"records[{index}].{field}")
     try:
         return base64.b64decode(b64, validate=True)
     except (binascii.Error, ValueError):
@@ -50,9 +62,20 @@ def to_new_record(item: ProduceRecord, index: int) -> NewRecord:
     return NewRecord(
         value=_bytes(value, item.value_b64, "value", index),
         key=_bytes(item.key, item.key_b64, "key", index),
-        headers=tuple((name, None if v is None else v.encode()) for name, v in headers),
+        headers=tuple(
+            (
+                _checked_name(name, index),
+                None if v is None else _utf8(v, f"records[{index}].headers[{name!r}]"),
+            )
+            for name, v in headers
+        ),
         timestamp=item.timestamp,
     )
+
+
+def _checked_name(name: str, index: int) -> str:
+    _utf8(name, f"records[{index}]: header name {name!r}")
+    return name
 
 
 def _partition_of(item: ProduceRecord, record: NewRecord, partitions: int, index: int) -> int:

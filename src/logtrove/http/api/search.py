@@ -5,6 +5,9 @@ Multi-result answers are pages: ``limit`` messages, then ``next_cursor`` (pass i
 as ``cursor``) and the completion ``reason``. Content search can also stream
 (``stream=true``): NDJSON, one message per line as it is found, then one line
 ``{"completion": {...}}`` (or ``{"error": problem}`` if the scan fails midway).
+
+Routes are plain ``def``: FastAPI runs them in its worker threads, never on the event
+loop, and a content search also stops at the app's time limit (reason "budget exhausted").
 """
 
 from __future__ import annotations
@@ -270,7 +273,13 @@ def search(
     contains: Annotated[
         str | None, Query(max_length=4096, description="Values containing this text.")
     ] = None,
-    regex: Annotated[str | None, Query(max_length=4096, description="Values matching this regex.")] = None,
+    regex: Annotated[
+        str | None,
+        Query(
+            max_length=4096,
+            description="Values matching this regex (RE2 syntax: no backreferences or lookaround).",
+        ),
+    ] = None,
     json_field: Annotated[
         str | None, Query(max_length=4096, description="JSON values with PATH=VALUE, e.g. order.id=4711.")
     ] = None,
@@ -280,7 +289,12 @@ def search(
     end_offset: Annotated[int | None, Query(ge=0, le=2**62)] = None,
     partition: Partition = None,
     budget_mb: Annotated[
-        float, Query(ge=0, le=1_000_000, description="Most MB to read; 0 = no limit.")
+        float,
+        Query(
+            ge=0,
+            le=1_000_000,
+            description="Most MB to read; 0 = no byte limit (the server's time limit stays).",
+        ),
     ] = 1024,
     limit: Annotated[int, Query(ge=1, le=100_000, description="Most messages.")] = 50,
     cursor: Cursor = None,
