@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import threading
+import time
 import traceback
 import uuid
 from collections.abc import Callable
@@ -49,8 +50,9 @@ def old_version_data_dir(path: Path) -> uuid.UUID:
     it is split in two. Returns the illegal topic's id."""
     with Storage.open(path) as storage:
         storage.create_topic("audit")
-        storage.log("audit", 0).append(batch(b"a1"))
-        storage.log("audit", 0).append(batch(b"a2"))
+        now = int(time.time() * 1000)  # recent: a broker's retention keeps them
+        storage.log("audit", 0).append(batch(b"a1", now))
+        storage.log("audit", 0).append(batch(b"a2", now))
     bad_id = uuid.uuid4()
     topic = {"name": "orders\n", "topic_id": str(bad_id), "partitions": 1, "configs": {}, "created_ms": 1}
     (path / "topics" / "orders\n.json").write_text(json.dumps(topic, indent=2) + "\n")
