@@ -98,6 +98,20 @@ def test_an_illegal_topic_is_deleted_by_name_escaped_name_or_id(tmp_path: Path, 
         assert values(storage, "audit") == [b"a1", b"a2"]
 
 
+def test_a_topic_file_holding_another_topic_is_reported_and_deleting_it_spares_that_topic(
+    tmp_path: Path,
+) -> None:
+    old_version_data_dir(tmp_path)
+    (tmp_path / "topics" / "copy.json").write_text((tmp_path / "topics" / "audit.json").read_text())
+    (tmp_path / "topics" / "broken.json").write_text("{not json")
+    with Storage.open(tmp_path) as storage:
+        assert sorted(b.stem for b in storage.invalid_topics()) == ["broken", "copy", "orders\n"]
+        storage.delete_topic("copy")
+        storage.delete_topic("broken")
+        assert values(storage, "audit") == [b"a1", b"a2"]
+    assert sorted(p.name for p in (tmp_path / "topics").iterdir()) == ["audit.json", "orders\n.json"]
+
+
 def test_checkpoint_reader_skips_bad_lines_and_writer_refuses_illegal_names(tmp_path: Path) -> None:
     path = tmp_path / RECOVERY_POINT
     path.write_text("0\n4\na 0 5\norders\n 0 7\nb x 1\nc 1 9\n")

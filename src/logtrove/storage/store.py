@@ -350,7 +350,9 @@ class Storage:
             )
         bad = found[0]
         owner = bad.name if bad.name is not None else bad.stem
-        marked = self._mark_partition_dirs(owner, bad.partitions)
+        # a file holding another name's topic owns no directories: those are that name's
+        owns_dirs = owner == bad.stem and owner not in self._topics
+        marked = self._mark_partition_dirs(owner, bad.partitions) if owns_dirs else []
         self._unlink_topic(marked, bad.file)
         del self._invalid[bad.file.name]
         return bad.topic_id
