@@ -18,7 +18,14 @@ from pathlib import Path
 import pytest
 
 from logtrove.records import NewRecord, build_batch
-from logtrove.storage import DataDirError, InvalidTopicError, Storage, StorageError, UnknownTopicError
+from logtrove.storage import (
+    DataDirError,
+    InvalidTopicError,
+    Storage,
+    StorageError,
+    TopicExistsError,
+    UnknownTopicError,
+)
 from logtrove.storage.checkpoint import LOG_START_OFFSET, RECOVERY_POINT, CheckpointFile
 from logtrove.storage.indexer import Indexer
 
@@ -165,12 +172,15 @@ def test_user_folders_in_a_data_dir_survive_topic_create_delete_and_restarts(tmp
     assert {name: (tmp_path / name).read_bytes() for name in files} == files
 
 
-def test_partition_dir_without_topic_file_is_kept(tmp_path: Path) -> None:
+def test_partition_dir_without_topic_file_is_kept_and_not_taken_by_a_new_topic(tmp_path: Path) -> None:
     with Storage.open(tmp_path) as storage:
         storage.create_topic("orders", 1)
         storage.log("orders", 0).append(batch(b"x"))
     (tmp_path / "topics" / "orders.json").unlink()  # not logtrove's deletion: nothing marks it
     with Storage.open(tmp_path) as storage:
+        assert storage.topics() == []
+        with pytest.raises(TopicExistsError, match="no topic owns it"):
+            storage.create_topic("orders")  # a new topic never takes on old records
         assert storage.topics() == []
     assert (tmp_path / "orders-0" / "00000000000000000000.log").stat().st_size > 0
 

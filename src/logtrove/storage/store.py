@@ -306,9 +306,12 @@ class Storage:
                 created_ms=self.clock.now_ms(),
                 config=TopicConfig.from_overrides(overrides),
             )
-            for p in range(partitions):
-                (self.path / str(TopicPartition(name, p))).mkdir(exist_ok=True)
-            fsync_dir(self.path)
+            if f"{name}.json" in self._invalid:
+                raise TopicExistsError(
+                    f"topic file of {name!r} exists but cannot be loaded; remove it first with "
+                    f"`logtrove topics delete {name}`"
+                )
+            self._make_partition_dirs(name, range(partitions))
             self._write_topic_file(info)
             self._topics[name] = info
             for p in range(partitions):
@@ -429,13 +432,27 @@ class Storage:
                 raise InvalidTopicError(
                     f"topic {name!r} has {info.partitions} partitions; new count must be larger"
                 )
-            for p in range(info.partitions, total):
-                (self.path / str(TopicPartition(name, p))).mkdir(exist_ok=True)
-            fsync_dir(self.path)
+            self._make_partition_dirs(name, range(info.partitions, total))
             new = TopicInfo(info.name, info.topic_id, total, info.overrides, info.created_ms, info.config)
             self._write_topic_file(new)
             self._topics[name] = new
             return new
+
+    def _make_partition_dirs(self, name: str, partitions: range) -> None:
+        """Create new partition directories, durably (the data directory is fsynced). An
+        existing empty one is a crash's leftover and is taken; one with files in it was
+        not made for this topic (an older version's, or restored by hand) and is refused,
+        so that a new topic never takes on old records."""
+        dirs = [self.path / str(TopicPartition(name, p)) for p in partitions]
+        for d in dirs:
+            if d.is_dir() and any(d.iterdir()):
+                raise TopicExistsError(
+                    f"{d} already holds files but no topic owns it; move it out of the data "
+                    f"directory (or restore topics/{name}.json) before creating {name!r}"
+                )
+        for d in dirs:
+            d.mkdir(exist_ok=True)
+        fsync_dir(self.path)
 
     def _write_topic_file(self, info: TopicInfo, *, deleting: bool = False) -> None:
         (self.path / TOPICS_DIR).mkdir(exist_ok=True)
