@@ -6,6 +6,8 @@ folder that is not a logtrove data directory is refused by every writer."""
 from __future__ import annotations
 
 import json
+import shutil
+import uuid
 from pathlib import Path
 
 from confluent_kafka import KafkaError, Producer
@@ -50,9 +52,17 @@ def test_producer_to_a_name_with_a_newline_gets_invalid_topic_and_the_broker_sta
 def test_data_dir_with_an_illegal_topic_is_served_listed_and_cleaned(tmp_path: Path) -> None:
     data = tmp_path / "data"
     bad_id = old_version_data_dir(data)
+    second = {"name": "billing\t", "topic_id": str(uuid.uuid4()), "partitions": 1, "configs": {}}
+    (data / "topics" / "billing\t.json").write_text(json.dumps(second))
+    shutil.copytree(data / "audit-0", data / "billing\t-0")
     broker = BrokerProcess(data, free_port())
     broker.start()
     try:
+        while_serving = cli_in(tmp_path, "topics", "list", "--data", str(data))  # read-only, beside it
+        assert while_serving.returncode == 0 and "invalid topic billing\\t" in while_serving.stderr
+        remote = cli_in(tmp_path, "topics", "delete", second["topic_id"], "--bootstrap", broker.bootstrap)
+        assert remote.returncode == 0, remote.stderr
+        assert not (data / "billing\t-0").exists() and not (data / "topics" / "billing\t.json").exists()
         clients.produce_confluent(broker.bootstrap, "audit", [(None, b"a3", [])])
         got = clients.consume_confluent(broker.bootstrap, "audit", 3)
         assert [v for _, v, _ in got] == [b"a1", b"a2", b"a3"]
