@@ -6,11 +6,13 @@
       meta.json, .lock, .clean-shutdown      see storage.datadir
       .indexer.lock                          held by the one indexer, see storage.indexproc
       topics/<topic>.json                    {"name", "topic_id", "partitions", "configs", "created_ms"}
+                                             (+ "deleting": true while the topic is deleted)
       <topic>-<partition>/                   segments, see storage.segment
+      <topic>-<partition>.<uuid hex>-delete/ a partition being deleted (only these are removed)
       recovery-point-offset-checkpoint       see storage.checkpoint
       log-start-offset-checkpoint
 
-A topic exists when its JSON file exists: creation writes the partition directories
+A topic exists when its JSON file exists (and does not say ``deleting``): creation writes the partition directories
 first and the JSON last (atomically). Deletion, so that a crash at any point leaves
 either the whole topic or directories marked for deletion:
 
