@@ -113,13 +113,29 @@ def test_checkpoint_file_round_trips_and_is_replaced_atomically(tmp_path: Path) 
 
 
 @pytest.mark.parametrize(
-    "content", ["", "1\n1\nt 0 5\n", "0\n2\nt 0 5\n", "0\n1\nt x 5\n", "0\nmany\n"], ids=repr
+    ("content", "kept"),
+    [
+        ("", {}),
+        ("0\n2\nt 0 5\n", {("t", 0): 5}),
+        ("0\n1\nt x 5\n", {}),
+        ("0\nmany\n", {}),
+        ("0\n2\nt\n 0 5\nu 1 6\n", {("u", 1): 6}),
+    ],
+    ids=repr,
 )
-def test_malformed_checkpoint_file_is_reported_with_its_name(tmp_path: Path, content: str) -> None:
+def test_malformed_checkpoint_file_is_reported_with_its_name_and_what_parses_is_kept(
+    tmp_path: Path, content: str, kept: dict[tuple[str, int], int], caplog: pytest.LogCaptureFixture
+) -> None:
     (tmp_path / "cp").write_text(content)
+    assert CheckpointFile(tmp_path / "cp").read() == kept
+    assert str(tmp_path / "cp") in caplog.text
+
+
+def test_checkpoint_file_of_a_newer_version_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "cp").write_text("1\n1\nt 0 5\n")
     with pytest.raises(StorageError) as excinfo:
         CheckpointFile(tmp_path / "cp").read()
-    assert "cp" in str(excinfo.value)
+    assert "cp" in str(excinfo.value) and "version 1" in str(excinfo.value)
 
 
 def test_clean_reopen_trusts_the_recovery_point(tmp_path: Path) -> None:

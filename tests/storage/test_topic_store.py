@@ -88,16 +88,6 @@ def test_deleted_topic_is_gone_with_its_files_and_can_be_recreated(tmp_path: Pat
         assert storage.log("orders", 0).log_end_offset == 0
 
 
-def test_leftover_partition_dir_of_a_deleted_topic_is_removed_on_open(tmp_path: Path) -> None:
-    with Storage.open(tmp_path) as storage:
-        storage.create_topic("orders", 1)
-        storage.log("orders", 0).append(batch(b"x"))
-    (tmp_path / "topics" / "orders.json").unlink()  # a crash right after this step of a delete
-    with Storage.open(tmp_path) as storage:
-        assert storage.topics() == []
-        assert not (tmp_path / "orders-0").exists()
-
-
 @pytest.mark.parametrize("name", ["", ".", "..", "a b", "a/b", "ü", "x" * 250, "a:b", "a\nb"], ids=repr)
 def test_invalid_topic_names_are_refused(tmp_path: Path, name: str) -> None:
     with Storage.open(tmp_path) as storage:

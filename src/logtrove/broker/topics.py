@@ -144,8 +144,7 @@ async def handle_delete_topics(broker: Broker, request: Request) -> Reply:
             if name is None:
                 result["error_code"] = ErrorCode.unknown_topic_id
             else:
-                result["topic_id"] = broker.storage.topic(name).topic_id
-                broker.storage.delete_topic(name)
+                result["topic_id"] = broker.storage.delete_topic(name) or ZERO_UUID
                 broker.offsets.delete(broker.offsets.for_topic(name))  # tombstones for its commits
         except StorageError as exc:
             result["error_code"] = error_code(exc)

@@ -6,16 +6,27 @@ import json
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from logtrove.cli import remote
-from logtrove.cli.common import DEFAULT_DATA, DataOption, JsonOption, console, fail, format_time, open_storage
+from logtrove.cli.common import (
+    DEFAULT_DATA,
+    DataOption,
+    JsonOption,
+    console,
+    err_console,
+    fail,
+    format_time,
+    open_storage,
+)
 from logtrove.cli.main import app
 from logtrove.cli.remote import BootstrapOption
 from logtrove.cli.remote_tags import HttpOption
 from logtrove.storage import CONFIG_DEFS, Storage, TopicInfo
 from logtrove.storage.cleaner import status_of
 from logtrove.storage.indexer import recorded_index_offsets
+from logtrove.storage.names import escaped_name
 
 topics_app = typer.Typer(
     help="Create, list, describe, alter and delete topics.",
@@ -75,6 +86,10 @@ def list_topics(
 ) -> None:
     """List topics with their partition counts and sizes.
 
+    Topic files that cannot be loaded (e.g. a name with a newline, written by an older
+    version) are listed after the table with the reason and the topic id to delete them
+    by; with --json they are rows with an "invalid" field.
+
     Example: logtrove topics list --json
     """
     if bootstrap:
@@ -95,8 +110,19 @@ def list_topics(
                     "cleanup.policy": info.config.cleanup_policy,
                 }
             )
+        invalid = storage.invalid_topics()
+    bad_rows = [
+        {
+            "name": bad.shown,
+            "file": escaped_name(str(bad.file)),
+            "topic_id": None if bad.topic_id is None else str(bad.topic_id),
+            "partitions": bad.partitions,
+            "invalid": bad.reason,
+        }
+        for bad in invalid
+    ]
     if as_json:
-        console.print_json(json.dumps(rows))
+        console.print_json(json.dumps(rows + bad_rows))
         return
     table = Table("topic", "partitions", "messages (approx.)", "size", "cleanup.policy")
     for row in rows:
@@ -108,6 +134,13 @@ def list_topics(
             row["cleanup.policy"],
         )
     console.print(table if rows else "[dim]no topics[/]")
+    for bad in invalid:
+        err_console.print(
+            f"[bold yellow]invalid topic[/] {escape(bad.shown)} ({escape(escaped_name(str(bad.file)))}): "
+            f"{escape(bad.reason)}; remove it with `logtrove topics delete {escape(str(bad.topic_id or bad.shown))}`",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @topics_app.command("describe")
@@ -206,11 +239,20 @@ def alter(
 
 @topics_app.command("delete")
 def delete(
-    name: Annotated[str, typer.Argument(help="Topic name.")],
+    name: Annotated[
+        str,
+        typer.Argument(
+            help="Topic name; for an invalid topic also its id or escaped name (see `topics list`)."
+        ),
+    ],
     data: DataOption = DEFAULT_DATA,
     bootstrap: BootstrapOption = None,
 ) -> None:
     """Delete a topic and all of its data.
+
+    A topic that `topics list` reports as invalid (e.g. "orders\\n", a name with a
+    newline written by an older version) is deleted by its topic id, by its name as
+    `topics list` shows it (escaped: orders\\n), or by its exact name ($'orders\\n' in bash).
 
     Example: logtrove topics delete orders
     """
@@ -219,7 +261,7 @@ def delete(
         return
     with open_storage(data, read_only=False) as storage:
         storage.delete_topic(name)
-    console.print(f"Deleted topic [bold]{name}[/].")
+    console.print(f"Deleted topic [bold]{escape(escaped_name(name))}[/].")
 
 
 def _topic_json(info: TopicInfo) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Per-partition offset checkpoint files, in Kafka's text format.
+"""Per-partition offset checkpoint files, in Kafka's text format, and atomic file writes.
 
 ::
 
@@ -10,24 +10,42 @@
 
 Files in the data directory: ``recovery-point-offset-checkpoint`` (offset up to which
 data is known fsynced), ``log-start-offset-checkpoint`` (first visible offset), and later
-``cleaner-offset-checkpoint`` and ``index-offset-checkpoint``. A checkpoint is replaced
-atomically (write a temporary file, fsync, rename, fsync the directory), so a crash
-leaves either the old or the new file, never a mix.
+``cleaner-offset-checkpoint`` and ``index-offset-checkpoint``.
+
+Every file logtrove replaces (checkpoints, topic files, ``meta.json``) goes through
+:func:`atomic_write`: a temporary file of its own (``.<name>.<random>.tmp`` in the same
+directory, so two writers never share one), written, fsynced, renamed over the target,
+and the directory fsynced, so a crash leaves either the old or the new file, never a mix.
+Writers of one :class:`CheckpointFile` also take turns (a lock), so the last one to
+compute its entries is the last one to write them.
+
+The reader is tolerant: a line it cannot parse (a data directory from a version that
+allowed a newline in a topic name) is reported in the log and skipped, so no name can
+make a checkpoint unreadable; the writer refuses names outside Kafka's rule, whose
+characters could break a line.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import tempfile
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 
 from logtrove.storage.errors import StorageError
+from logtrove.storage.names import is_legal_topic_name
+
+log = logging.getLogger(__name__)
 
 RECOVERY_POINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET = "log-start-offset-checkpoint"
 CLEANER_OFFSET = "cleaner-offset-checkpoint"
 INDEX_OFFSET = "index-offset-checkpoint"
 _VERSION = 0
+TMP_SUFFIX = ".tmp"
 
 
 class CheckpointFile:
@@ -35,41 +53,104 @@ class CheckpointFile:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._write_lock = threading.Lock()
 
     def read(self) -> dict[tuple[str, int], int]:
         """The stored map; empty when the file does not exist.
 
-        Raises :class:`StorageError` naming the line when the file is malformed.
+        Lines that do not parse are logged and skipped, as is a header that does not; only
+        a version number other than 0 (a newer logtrove wrote it) raises
+        :class:`StorageError`, so the file is not overwritten with less than it holds.
         """
         try:
-            lines = self.path.read_text("utf-8").splitlines()
+            lines = self.path.read_text("utf-8", errors="replace").split("\n")
         except FileNotFoundError:
             return {}
         try:
             version, count = int(lines[0]), int(lines[1])
-            if version != _VERSION:
-                raise ValueError(f"unknown version {version}")
-            out: dict[tuple[str, int], int] = {}
-            for line in lines[2 : 2 + count]:
-                topic, partition, offset = line.rsplit(" ", 2)
-                out[(topic, int(partition))] = int(offset)
-            if len(out) != count:
-                raise ValueError(f"expected {count} entries, found {len(out)}")
-            return out
-        except (ValueError, IndexError) as exc:
-            raise StorageError(f"checkpoint file {self.path} is malformed: {exc}") from exc
+        except (ValueError, IndexError):
+            log.warning("checkpoint file %s has no valid header; its entries are ignored", self.path)
+            return {}
+        if version != _VERSION:
+            raise StorageError(
+                f"checkpoint file {self.path} has version {version}; this logtrove reads version {_VERSION}"
+            )
+        out: dict[tuple[str, int], int] = {}
+        for number, line in enumerate(lines[2:], start=3):
+            entry = _parse_entry(line)
+            if entry is not None:
+                out[entry[0]] = entry[1]
+            elif line:
+                log.warning(
+                    "checkpoint file %s: line %d (%r) is not 'topic partition offset'; skipped",
+                    self.path,
+                    number,
+                    line[:300],
+                )
+        if len(out) != count:
+            log.warning(
+                "checkpoint file %s announces %d entries and holds %d valid ones", self.path, count, len(out)
+            )
+        return out
 
     def write(self, offsets: Mapping[tuple[str, int], int]) -> None:
-        """Replace the file atomically."""
+        """Replace the file atomically. Raises :class:`StorageError`, writing nothing, if a
+        topic name breaks Kafka's rule (it could break the line format)."""
+        bad = sorted({topic for topic, _ in offsets if not is_legal_topic_name(topic)})
+        if bad:
+            raise StorageError(f"checkpoint file {self.path}: refusing illegal topic name(s) {bad!r}")
         lines = [str(_VERSION), str(len(offsets))]
         lines += [f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())]
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with tmp.open("w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        tmp.replace(self.path)
-        fsync_dir(self.path.parent)
+        with self._write_lock:
+            atomic_write(self.path, ("\n".join(lines) + "\n").encode("utf-8"))
+
+
+def _parse_entry(line: str) -> tuple[tuple[str, int], int] | None:
+    parts = line.split(" ")
+    if len(parts) != 3 or not is_legal_topic_name(parts[0]):
+        return None
+    topic, partition, offset = parts
+    if not (
+        partition.isdecimal() and partition.isascii() and offset.lstrip("-").isdecimal() and offset.isascii()
+    ):
+        return None
+    return (topic, int(partition)), int(offset)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data``: a temporary file of this call's own in the same
+    directory, fsync, rename, fsync of the directory. Concurrent calls for one path never
+    disturb each other (the last rename wins); a crash leaves the old or the new file and,
+    at worst, a temporary file that :func:`remove_temp_files` clears."""
+    prefix = "." + path.name[:100] + "."
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=TMP_SUFFIX)
+    tmp = Path(tmp_name)
+    try:
+        try:
+            os.fchmod(fd, 0o644)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        tmp.replace(path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    fsync_dir(path.parent)
+
+
+def remove_temp_files(directory: Path, names: tuple[str, ...] | None = None) -> None:
+    """Remove what a crash in :func:`atomic_write` can leave for the files ``names`` of
+    ``directory``, or for any file when ``names`` is None (a folder only logtrove writes).
+    Writers only; nothing else is touched."""
+    prefixes = tuple("." + name[:100] + "." for name in names) if names is not None else (".",)
+    with contextlib.suppress(FileNotFoundError):
+        for entry in os.scandir(directory):
+            if entry.name.startswith(prefixes) and entry.name.endswith(TMP_SUFFIX) and entry.is_file():
+                Path(entry.path).unlink(missing_ok=True)
 
 
 def fsync_dir(path: Path) -> None:

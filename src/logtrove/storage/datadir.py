@@ -7,6 +7,10 @@
       .lock              flock()ed by the one writer; holds JSON naming it (pid, command, since)
       .clean-shutdown    present only between a clean close and the next writer opening
 
+A directory is logtrove's only when it holds ``meta.json``: a writer initialises an empty
+(or missing) directory, and refuses a non-empty one without it, so that ``--data`` pointed
+at the wrong folder never changes, let alone deletes, anything in it.
+
 One process writes (the broker, or a CLI command when no broker runs); any number may
 read. The lock is an advisory ``flock`` so it disappears with its process, even on
 SIGKILL; the JSON in the file is only there to name the holder in error messages.
@@ -26,7 +30,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from logtrove.storage.checkpoint import fsync_dir
+from logtrove.storage.checkpoint import TMP_SUFFIX, atomic_write, fsync_dir, remove_temp_files
 from logtrove.storage.errors import DataDirError, DataDirLockedError
 
 FORMAT_VERSION = 1
@@ -62,7 +66,8 @@ class DataDir:
         """Open ``path``; a writer creates it if needed and takes the lock.
 
         Raises :class:`DataDirLockedError` (naming the holder) when another writer holds
-        it, and :class:`DataDirError` when a read-only opening finds no data directory.
+        it, and :class:`DataDirError` when a read-only opening finds no data directory or a
+        writer finds a non-empty directory without ``meta.json``.
         """
         path = Path(path)
         if read_only:
@@ -72,13 +77,19 @@ class DataDir:
                     "create a topic there first, e.g. `logtrove topics create NAME --data DIR`"
                 )
             return cls(path, read_only=True, meta=_read_meta(path), lock_fd=None)
+        _check_ours_or_empty(path)  # before the lock file: a refused folder stays untouched
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise DataDirError(f"cannot create data directory {path}: {exc.strerror}") from exc
         lock_fd = _acquire_lock(path, holder or _default_holder())
         try:
-            meta = _read_meta(path) if (path / META_FILE).exists() else _write_new_meta(path)
+            if (path / META_FILE).exists():
+                meta = _read_meta(path)
+            else:
+                _check_ours_or_empty(path)  # again, now that no other writer can be at it
+                meta = _write_new_meta(path)
+            remove_temp_files(path, (META_FILE,))
         except BaseException:
             os.close(lock_fd)
             raise
@@ -157,6 +168,27 @@ def read_holder(path: Path) -> dict[str, Any] | None:
     return info if isinstance(info, dict) else None
 
 
+def _check_ours_or_empty(path: Path) -> None:
+    """Refuse a directory that has files but no ``meta.json``: it is not logtrove's."""
+    if (path / META_FILE).exists() or not path.is_dir():
+        return
+    try:
+        foreign = [p.name for p in path.iterdir() if not _ours_before_meta(p.name)]
+    except OSError as exc:
+        raise DataDirError(f"cannot read data directory {path}: {exc.strerror}") from exc
+    if foreign:
+        raise DataDirError(
+            f"{path} is not empty and has no {META_FILE}, so it is not a logtrove data directory "
+            f"(it holds e.g. {sorted(foreign)[0]!r}); nothing was written there. "
+            "Use --data with an empty or new directory, or an existing logtrove data directory."
+        )
+
+
+def _ours_before_meta(name: str) -> bool:
+    """What a writer leaves if it dies before ``meta.json`` is in place."""
+    return name == LOCK_FILE or (name.startswith("." + META_FILE + ".") and name.endswith(TMP_SUFFIX))
+
+
 def _read_meta(path: Path) -> dict[str, Any]:
     try:
         meta = json.loads((path / META_FILE).read_text("utf-8"))
@@ -174,8 +206,5 @@ def _read_meta(path: Path) -> dict[str, Any]:
 
 def _write_new_meta(path: Path) -> dict[str, Any]:
     meta = {"cluster_id": new_cluster_id(), "broker_id": 0, "format_version": FORMAT_VERSION}
-    tmp = path / (META_FILE + ".tmp")
-    tmp.write_text(json.dumps(meta, indent=2) + "\n", "utf-8")
-    tmp.replace(path / META_FILE)
-    fsync_dir(path)
+    atomic_write(path / META_FILE, (json.dumps(meta, indent=2) + "\n").encode("utf-8"))
     return meta

@@ -345,10 +345,22 @@ class Indexer:
             for tp in [tp for tp in self._partitions if tp not in live]:
                 del self._partitions[tp]
             for plog in logs:
-                done += self._partition(plog).step(max_records, flush_tail=flush_tail)
+                done += self._step(plog, max_records, flush_tail)
             self.records_indexed += done
             self.write_checkpoint(force=flush_tail)
             return done
+
+    def _step(self, plog: PartitionLog, max_records: int, flush_tail: bool) -> int:
+        """One partition's step; a partition whose directory vanished (its topic was just
+        deleted) is dropped, not an error: the next refresh no longer lists it."""
+        try:
+            return self._partition(plog).step(max_records, flush_tail=flush_tail)
+        except FileNotFoundError:
+            if plog.directory.is_dir():
+                raise
+            log.debug("%s vanished (topic deleted); no longer indexed", plog.tp)
+            self._partitions.pop(plog.tp, None)
+            return 0
 
     def catch_up(self, *, flush_tail: bool = True) -> int:
         """Index everything there is now; returns the records indexed."""

@@ -6,18 +6,37 @@
       meta.json, .lock, .clean-shutdown      see storage.datadir
       .indexer.lock                          held by the one indexer, see storage.indexproc
       topics/<topic>.json                    {"name", "topic_id", "partitions", "configs", "created_ms"}
+                                             (+ "deleting": true while the topic is deleted)
       <topic>-<partition>/                   segments, see storage.segment
+      <topic>-<partition>.<uuid hex>-delete/ a partition being deleted (only these are removed)
       recovery-point-offset-checkpoint       see storage.checkpoint
       log-start-offset-checkpoint
 
-A topic exists when its JSON file exists: creation writes the partition directories
-first and the JSON last (atomically), deletion removes the JSON first; leftovers of a
-crash in between are ignored or cleaned at the next writer opening.
+A topic exists when its JSON file exists (and does not say ``deleting``): creation writes the partition directories
+first and the JSON last (atomically). Deletion, so that a crash at any point leaves
+either the whole topic or directories marked for deletion:
+
+1. the topic file is rewritten with ``"deleting": true`` (atomically): from here on the
+   topic is gone for every reader, and the next writer opening finishes the deletion;
+2. each partition directory is renamed to Kafka's marked form
+   ``<topic>-<partition>.<uuid hex>-delete`` (the topic cut so the name fits 255 bytes);
+3. the topic file is removed;
+4. the marked directories are removed (and, at every writer opening, any left over).
+
+Only marked directories are ever removed: a folder logtrove did not create and mark (a
+user's ``photos-2023/``) is never touched, whatever its name.
+
+A topic file whose name breaks Kafka's rule (written by an older version), that does
+not parse, or whose name is not its file's, is not loaded: everything else is, the file
+is reported in the log and by :meth:`Storage.invalid_topics`, and
+:meth:`Storage.delete_topic` removes it by its name, escaped name, file stem or topic id.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
 import shutil
 import threading
@@ -28,7 +47,16 @@ from pathlib import Path
 from typing import Any
 
 from logtrove.clock import SYSTEM_CLOCK, Clock
-from logtrove.storage.checkpoint import LOG_START_OFFSET, RECOVERY_POINT, CheckpointFile, fsync_dir
+from logtrove.storage.checkpoint import (
+    CLEANER_OFFSET,
+    INDEX_OFFSET,
+    LOG_START_OFFSET,
+    RECOVERY_POINT,
+    CheckpointFile,
+    atomic_write,
+    fsync_dir,
+    remove_temp_files,
+)
 from logtrove.storage.config import TopicConfig, validate_overrides
 from logtrove.storage.datadir import DataDir
 from logtrove.storage.errors import (
@@ -39,20 +67,61 @@ from logtrove.storage.errors import (
     UnknownTopicError,
 )
 from logtrove.storage.log import PartitionLog, TopicPartition
+from logtrove.storage.names import MAX_TOPIC_NAME, check_topic_name, escaped_name, is_legal_topic_name
+
+log = logging.getLogger(__name__)
 
 TOPICS_DIR = "topics"
-MAX_TOPIC_NAME = 249
 MAX_PARTITIONS = 10_000
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+DELETE_DIR_SUFFIX = "-delete"
+_MARKED_DIR = re.compile(r".+-[0-9]+\.[0-9a-f]{32}" + DELETE_DIR_SUFFIX, re.DOTALL)
+_CHECKPOINTS = (RECOVERY_POINT, LOG_START_OFFSET, CLEANER_OFFSET, INDEX_OFFSET)
+
+__all__ = ["MAX_TOPIC_NAME", "InvalidTopicFile", "Storage", "TopicInfo", "check_topic_name"]
 
 
-def check_topic_name(name: str) -> None:
-    """Kafka's rules: 1-249 characters of ``[a-zA-Z0-9._-]``, not ``.`` or ``..``."""
-    if not name or len(name) > MAX_TOPIC_NAME or name in (".", "..") or not _LEGAL_TOPIC.match(name):
-        raise InvalidTopicError(
-            f"invalid topic name {name!r}: use 1-{MAX_TOPIC_NAME} characters from "
-            "letters, digits, '.', '_' and '-' (not '.' or '..')"
-        )
+def marked_dir_name(topic: str, partition: int) -> str:
+    """Kafka's name for a partition directory being deleted:
+    ``<topic>-<partition>.<uuid hex>-delete``, the topic cut so that it fits 255 bytes."""
+    suffix = f"-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    prefix = topic
+    while len(os.fsencode(prefix + suffix)) > 255:
+        prefix = prefix[:-1]
+    return prefix + suffix
+
+
+def is_marked_dir_name(name: str) -> bool:
+    """True for the names :func:`marked_dir_name` gives, the only directories logtrove removes."""
+    return _MARKED_DIR.fullmatch(name) is not None
+
+
+@dataclass(frozen=True)
+class InvalidTopicFile:
+    """A topic file that is not loaded: an illegal name (an older version wrote it), a
+    file that does not parse, or a name that is not the file's. ``name``, ``topic_id``
+    and ``partitions`` are None when the file does not say."""
+
+    file: Path
+    reason: str
+    name: str | None = None
+    topic_id: uuid.UUID | None = None
+    partitions: int | None = None
+
+    @property
+    def stem(self) -> str:
+        return self.file.name.removesuffix(".json")
+
+    @property
+    def shown(self) -> str:
+        """The name as one printable line (see :func:`~.names.escaped_name`)."""
+        return escaped_name(self.name if self.name is not None else self.stem)
+
+    def matches(self, ident: str) -> bool:
+        """Whether ``ident`` names it: its name, escaped name, file stem or topic id."""
+        names = {self.stem, escaped_name(self.stem)}
+        if self.name is not None:
+            names |= {self.name, escaped_name(self.name)}
+        return ident in names or (self.topic_id is not None and ident == str(self.topic_id))
 
 
 @dataclass(frozen=True)
@@ -107,10 +176,13 @@ class Storage:
         self.clean_shutdown = clean_shutdown
         self._lock = threading.RLock()
         self._topics: dict[str, TopicInfo] = {}
+        self._invalid: dict[str, InvalidTopicFile] = {}
+        self._deleting: list[TopicInfo] = []
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._recovery_points = CheckpointFile(self.path / RECOVERY_POINT)
         self._log_starts = CheckpointFile(self.path / LOG_START_OFFSET)
         self._written: dict[str, dict[tuple[str, int], int]] = {}
+        self._checkpoint_lock = threading.Lock()  # one checkpoint writer at a time
         self._closed = False
 
     @classmethod
@@ -129,7 +201,7 @@ class Storage:
             storage._load_topics()
             if not read_only:
                 (storage.path / TOPICS_DIR).mkdir(exist_ok=True)
-                storage._remove_orphans()
+                storage._clean_leftovers()
                 for info in list(storage._topics.values()):
                     for p in range(info.partitions):
                         storage.log(info.name, p)
@@ -141,25 +213,61 @@ class Storage:
 
     # -- topics -----------------------------------------------------------------------
     def _load_topics(self) -> None:
+        """Read ``topics/*.json``: valid topics are loaded, topics being deleted set
+        aside, anything else reported once and set aside. A file that vanishes meanwhile
+        (a writer deleting the topic) is simply gone."""
         topics: dict[str, TopicInfo] = {}
+        invalid: dict[str, InvalidTopicFile] = {}
+        deleting: list[TopicInfo] = []
         folder = self.path / TOPICS_DIR
-        if folder.is_dir():
-            for f in sorted(folder.glob("*.json")):
-                try:
-                    info = TopicInfo.from_json(json.loads(f.read_text("utf-8")))
-                except (OSError, ValueError, KeyError) as exc:
-                    raise InvalidTopicError(f"topic file {f} is unreadable: {exc}") from exc
-                topics[info.name] = info
-        self._topics = topics
-
-    def _remove_orphans(self) -> None:
-        """Partition directories of topics that no longer exist (a crash mid-delete)."""
-        for entry in self.path.iterdir():
-            if not entry.is_dir() or entry.name == TOPICS_DIR or "-" not in entry.name:
+        files = sorted(folder.glob("*.json")) if folder.is_dir() else []
+        for f in files:
+            try:
+                data = json.loads(f.read_text("utf-8"))
+            except FileNotFoundError:
                 continue
-            topic, _, part = entry.name.rpartition("-")
-            if part.isdigit() and topic not in self._topics:
-                shutil.rmtree(entry, ignore_errors=True)
+            except (OSError, ValueError) as exc:
+                invalid[f.name] = InvalidTopicFile(f, f"it cannot be read ({exc})")
+                continue
+            loaded = _topic_from_file(f, data)
+            if isinstance(loaded, InvalidTopicFile):
+                invalid[f.name] = loaded
+            elif isinstance(data, dict) and data.get("deleting"):
+                deleting.append(loaded)
+            else:
+                topics[loaded.name] = loaded
+        for key in invalid.keys() - self._invalid.keys():
+            bad = invalid[key]
+            log.warning(
+                "topic file %s not loaded: %s; remove it with `logtrove topics delete %s`",
+                escaped_name(str(bad.file)),
+                bad.reason,
+                bad.topic_id or bad.shown,
+            )
+        self._topics, self._invalid, self._deleting = topics, invalid, deleting
+
+    def invalid_topics(self) -> list[InvalidTopicFile]:
+        """Topic files that were not loaded (see :class:`InvalidTopicFile`)."""
+        with self._lock:
+            return sorted(self._invalid.values(), key=lambda t: t.file.name)
+
+    def _clean_leftovers(self) -> None:
+        """At a writer opening: finish interrupted topic deletions, remove every marked
+        partition directory, and the temporary files of interrupted atomic writes."""
+        for info in self._deleting:
+            self._unlink_topic(
+                self._mark_partition_dirs(info.name, info.partitions), self._topic_file(info.name)
+            )
+        self._deleting = []
+        with os.scandir(self.path) as entries:
+            marked = [
+                Path(e.path)
+                for e in entries
+                if e.is_dir(follow_symlinks=False) and is_marked_dir_name(e.name)
+            ]
+        _remove_marked(marked)
+        remove_temp_files(self.path / TOPICS_DIR)
+        remove_temp_files(self.path, _CHECKPOINTS)
 
     def topics(self) -> list[TopicInfo]:
         with self._lock:
@@ -200,28 +308,90 @@ class Storage:
                 created_ms=self.clock.now_ms(),
                 config=TopicConfig.from_overrides(overrides),
             )
-            for p in range(partitions):
-                (self.path / str(TopicPartition(name, p))).mkdir(exist_ok=True)
+            if f"{name}.json" in self._invalid:
+                raise TopicExistsError(
+                    f"topic file of {name!r} exists but cannot be loaded; remove it first with "
+                    f"`logtrove topics delete {name}`"
+                )
+            self._make_partition_dirs(name, range(partitions))
             self._write_topic_file(info)
             self._topics[name] = info
             for p in range(partitions):
                 self.log(name, p)
             return info
 
-    def delete_topic(self, name: str) -> None:
-        """Delete a topic and all its data."""
+    def delete_topic(self, name: str) -> uuid.UUID | None:
+        """Delete a topic and all its data (in the steps of the module docstring); returns
+        its topic id. ``name`` may also name an invalid topic file (see
+        :meth:`InvalidTopicFile.matches`). Raises :class:`UnknownTopicError`."""
         self._check_writable()
         with self._lock:
-            info = self.topic(name)
-            (self.path / TOPICS_DIR / f"{name}.json").unlink()
-            fsync_dir(self.path / TOPICS_DIR)
+            info = self._topics.get(name)
+            if info is None:
+                return self._delete_invalid(name)
+            self._write_topic_file(info, deleting=True)
             del self._topics[name]
-            for p in range(info.partitions):
-                log = self._logs.pop(TopicPartition(name, p), None)
-                if log is not None:
-                    log.delete_files()
-                shutil.rmtree(self.path / str(TopicPartition(name, p)), ignore_errors=True)
+            logs = [self._logs.pop(TopicPartition(name, p), None) for p in range(info.partitions)]
+            for plog in logs:
+                if plog is not None:
+                    plog.delete_files()
+            marked = self._mark_partition_dirs(name, info.partitions)
+            self._unlink_topic([], self._topic_file(name))
+        _remove_marked(marked)
         self.write_checkpoints()
+        return info.topic_id
+
+    def _delete_invalid(self, ident: str) -> uuid.UUID | None:
+        found = [bad for bad in self._invalid.values() if bad.matches(ident)]
+        exact = [bad for bad in found if ident in (bad.name, bad.stem)]
+        if len(found) > 1 and len(exact) == 1:
+            found = exact
+        if not found:
+            raise UnknownTopicError(f"unknown topic {ident!r}")
+        if len(found) > 1:
+            raise InvalidTopicError(
+                f"{ident!r} names several invalid topic files ({', '.join(b.file.name for b in found)}); "
+                "give the topic id"
+            )
+        bad = found[0]
+        owner = bad.name if bad.name is not None else bad.stem
+        # a file holding another name's topic owns no directories: those are that name's
+        owns_dirs = owner == bad.stem and owner not in self._topics
+        marked = self._mark_partition_dirs(owner, bad.partitions) if owns_dirs else []
+        self._unlink_topic(marked, bad.file)
+        del self._invalid[bad.file.name]
+        return bad.topic_id
+
+    def _topic_file(self, name: str) -> Path:
+        return self.path / TOPICS_DIR / f"{name}.json"
+
+    def _mark_partition_dirs(self, topic: str, partitions: int | None) -> list[Path]:
+        """Rename the partition directories of ``topic`` to their marked form; with
+        ``partitions`` None (a topic file that does not say), every ``<topic>-<digits>``
+        directory. Only real directories directly in the data directory are renamed."""
+        wanted = None if partitions is None else {f"{topic}-{p}" for p in range(partitions)}
+        marked: list[Path] = []
+        with os.scandir(self.path) as entries:
+            for entry in entries:
+                head, _, tail = entry.name.rpartition("-")
+                if wanted is not None and entry.name not in wanted:
+                    continue
+                if wanted is None and not (head == topic and tail.isdecimal()):
+                    continue
+                if not entry.is_dir(follow_symlinks=False):
+                    continue
+                target = self.path / marked_dir_name(topic, int(tail))
+                Path(entry.path).rename(target)
+                marked.append(target)
+        if marked:
+            fsync_dir(self.path)
+        return marked
+
+    def _unlink_topic(self, marked: list[Path], topic_file: Path) -> None:
+        """Remove a topic file whose partition directories are marked, then those."""
+        topic_file.unlink(missing_ok=True)
+        fsync_dir(topic_file.parent)
+        _remove_marked(marked)
 
     def alter_topic_configs(
         self,
@@ -264,20 +434,32 @@ class Storage:
                 raise InvalidTopicError(
                     f"topic {name!r} has {info.partitions} partitions; new count must be larger"
                 )
-            for p in range(info.partitions, total):
-                (self.path / str(TopicPartition(name, p))).mkdir(exist_ok=True)
+            self._make_partition_dirs(name, range(info.partitions, total))
             new = TopicInfo(info.name, info.topic_id, total, info.overrides, info.created_ms, info.config)
             self._write_topic_file(new)
             self._topics[name] = new
             return new
 
-    def _write_topic_file(self, info: TopicInfo) -> None:
-        folder = self.path / TOPICS_DIR
-        folder.mkdir(exist_ok=True)
-        tmp = folder / f".{info.name}.tmp"  # ≤ 255 bytes even for a 249-character name
-        tmp.write_text(json.dumps(info.to_json(), indent=2) + "\n", "utf-8")
-        tmp.replace(folder / f"{info.name}.json")
-        fsync_dir(folder)
+    def _make_partition_dirs(self, name: str, partitions: range) -> None:
+        """Create new partition directories, durably (the data directory is fsynced). An
+        existing empty one is a crash's leftover and is taken; one with files in it was
+        not made for this topic (an older version's, or restored by hand) and is refused,
+        so that a new topic never takes on old records."""
+        dirs = [self.path / str(TopicPartition(name, p)) for p in partitions]
+        for d in dirs:
+            if d.is_dir() and any(d.iterdir()):
+                raise TopicExistsError(
+                    f"{d} already holds files but no topic owns it; move it out of the data "
+                    f"directory (or restore topics/{name}.json) before creating {name!r}"
+                )
+        for d in dirs:
+            d.mkdir(exist_ok=True)
+        fsync_dir(self.path)
+
+    def _write_topic_file(self, info: TopicInfo, *, deleting: bool = False) -> None:
+        (self.path / TOPICS_DIR).mkdir(exist_ok=True)
+        data = dict(info.to_json(), deleting=True) if deleting else info.to_json()
+        atomic_write(self._topic_file(info.name), (json.dumps(data, indent=2) + "\n").encode("utf-8"))
 
     def _check_writable(self) -> None:
         if self.read_only:
@@ -313,26 +495,36 @@ class Storage:
             return log
 
     def logs(self) -> Iterator[PartitionLog]:
-        """Every partition log of every topic, opening them as needed."""
+        """Every partition log of every topic, opening them as needed (a topic deleted
+        meanwhile is skipped)."""
         for info in self.topics():
             for p in range(info.partitions):
-                yield self.log(info.name, p)
+                try:
+                    plog = self.log(info.name, p)
+                except (UnknownTopicError, UnknownPartitionError):
+                    break
+                except FileNotFoundError:  # a reader's view of a topic being deleted
+                    if not self.read_only or (self.path / str(TopicPartition(info.name, p))).is_dir():
+                        raise
+                    break
+                yield plog
 
     # -- maintenance ----------------------------------------------------------------------
     def write_checkpoints(self) -> None:
         """Write the recovery-point and log-start checkpoints if they changed."""
         if self.read_only:
             return
-        with self._lock:
-            logs = list(self._logs.items())
-        for name, checkpoint, attr in (
-            (RECOVERY_POINT, self._recovery_points, "recovery_point"),
-            (LOG_START_OFFSET, self._log_starts, "log_start_offset"),
-        ):
-            values = {(tp.topic, tp.partition): int(getattr(log, attr)) for tp, log in logs}
-            if self._written.get(name) != values:
-                checkpoint.write(values)
-                self._written[name] = values
+        with self._checkpoint_lock:  # the last to look at the logs is the last to write
+            with self._lock:
+                logs = list(self._logs.items())
+            for name, checkpoint, attr in (
+                (RECOVERY_POINT, self._recovery_points, "recovery_point"),
+                (LOG_START_OFFSET, self._log_starts, "log_start_offset"),
+            ):
+                values = {(tp.topic, tp.partition): int(getattr(plog, attr)) for tp, plog in logs}
+                if self._written.get(name) != values:
+                    checkpoint.write(values)
+                    self._written[name] = values
 
     def flush_all(self) -> None:
         for log in list(self._logs.values()):
@@ -360,7 +552,8 @@ class Storage:
 
     def refresh(self) -> None:
         """Read-only openings: pick up topics, segments and log start offsets the writer
-        changed since this opening."""
+        changed since this opening. A partition whose directory vanished meanwhile (its
+        topic was just deleted) is dropped; the next refresh no longer lists the topic."""
         if not self.read_only:
             return
         with self._lock:
@@ -369,8 +562,13 @@ class Storage:
             for tp in list(self._logs):
                 if tp.topic not in self._topics:
                     self._logs.pop(tp).close()
-                else:
+                    continue
+                try:
                     self._logs[tp].refresh(starts.get((tp.topic, tp.partition)))
+                except FileNotFoundError:
+                    if self._logs[tp].directory.is_dir():
+                        raise
+                    self._logs.pop(tp).close()
 
     def close(self) -> None:
         """Flush everything, write checkpoints and the clean-shutdown marker, unlock."""
@@ -401,3 +599,30 @@ class Storage:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _topic_from_file(path: Path, data: Any) -> TopicInfo | InvalidTopicFile:
+    """The topic a topic file holds, or why it cannot be loaded."""
+    try:
+        info = TopicInfo.from_json(data)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return InvalidTopicFile(path, f"it does not parse ({exc!r})")
+    if not is_legal_topic_name(info.name):
+        reason = f"the topic name {escaped_name(info.name)!r} breaks Kafka's rule ([a-zA-Z0-9._-], 1-249)"
+    elif not 1 <= info.partitions <= MAX_PARTITIONS:
+        reason = f"its partition count {info.partitions} is not 1-{MAX_PARTITIONS}"
+    elif path.name != f"{info.name}.json":
+        reason = f"it holds topic {info.name!r}, not {path.name.removesuffix('.json')!r}"
+    else:
+        return info
+    return InvalidTopicFile(path, reason, info.name, info.topic_id, info.partitions)
+
+
+def _remove_marked(paths: list[Path]) -> None:
+    """Remove partition directories marked for deletion (and nothing else)."""
+    for path in paths:
+        if not is_marked_dir_name(path.name):
+            raise ValueError(f"{path} is not marked for deletion")
+        shutil.rmtree(path, ignore_errors=True)
+        if path.exists():
+            log.warning("could not remove %s entirely; the next writer opening retries", path)

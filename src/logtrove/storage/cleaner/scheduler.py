@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from logtrove.storage.checkpoint import CLEANER_OFFSET, CheckpointFile
+from logtrove.storage.checkpoint import CLEANER_OFFSET, CheckpointFile, atomic_write
 from logtrove.storage.cleaner.clean import CleanStats, Progress, clean_partition, dirty_ratio
 from logtrove.storage.cleaner.offset_map import OffsetLookup
 from logtrove.storage.errors import CleanCancelledError, SegmentsChangedError
@@ -191,10 +191,9 @@ class Cleaner:
             self._thread = None
 
     def _save_state(self) -> None:
-        path = self.storage.path / STATE_FILE
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self._state, indent=1, sort_keys=True))
-        tmp.replace(path)
+        atomic_write(
+            self.storage.path / STATE_FILE, json.dumps(self._state, indent=1, sort_keys=True).encode()
+        )
 
 
 def read_state(path: Path) -> dict[str, dict[str, Any]]:
