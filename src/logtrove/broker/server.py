@@ -7,9 +7,21 @@ the logs in a child process (its parsing would otherwise hold the GIL the loop n
 (as Kafka does by muting the channel): a request is read, handled, its response written,
 and only then is the next frame read, so responses are always in request order and a
 slow client holds at most one frame in memory (``max_frame_bytes``) plus what the
-transport buffers before back-pressure (``drain``) applies.
+transport buffers before back-pressure (``drain``) applies. A connection whose reply is
+not being taken is not read any further (Kafka mutes such a channel), and when it goes,
+its transport is aborted and no frame keeps its buffers: an unsent reply is freed at once.
 
-A frame that cannot be decoded closes only its own connection; a version the broker
+Limits, as Kafka's: connections over ``max_connections`` in total or
+``max_connections_per_ip`` from one address are closed when accepted; a connection with
+no request for ``connections_max_idle_ms``, or whose reply is not taken for that long,
+is closed; a request frame that has begun must arrive whole within
+``request_read_timeout_ms`` (a slow sender cannot hold a connection and a half-read
+frame forever).
+
+A frame that cannot be decoded closes only its own connection; bytes after a whole
+request in its frame are ignored, as Kafka ignores them (its ``AbstractRequest.parseRequest``
+never checks that the buffer was used up, and librdkafka's Metadata v12 carries three
+such bytes); a version the broker
 does not serve gets ``UNSUPPORTED_VERSION`` for ApiVersions (answered in v0 so any
 client can read it) and closes the connection for the other APIs, as Kafka does.
 """
@@ -31,6 +43,7 @@ from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_re
 from kio.serial import entity_reader
 from kio.serial.errors import SerialError
 
+from logtrove.broker.limits import ConnectionLimits, default_max_connections
 from logtrove.broker.produce import ProducerStates
 from logtrove.broker.produce_request import MalformedRequestError, decode_produce_request
 from logtrove.broker.protocol import (
@@ -50,6 +63,7 @@ from logtrove.storage.indexproc import IndexerProcess
 log = logging.getLogger("logtrove.broker")
 
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024
+DEFAULT_FETCH_MAX = 55 * 1024 * 1024  # Kafka's broker fetch.max.bytes
 PRODUCE_KEY = 0
 
 
@@ -72,6 +86,12 @@ class BrokerConfig:
     cleaner: bool = True  # a thread compacts the compacted topics (incl. __consumer_offsets)
     cleaner_interval_ms: int = 5000
     cleaner_map_bytes: int = DEFAULT_MAP_BUDGET
+    # limits of the Kafka listener; Kafka's setting in brackets
+    fetch_max_bytes: int = DEFAULT_FETCH_MAX  # record bytes of one Fetch response [fetch.max.bytes]
+    max_connections: int | None = None  # None: half the descriptor soft limit [max.connections]
+    max_connections_per_ip: int | None = None  # None: no per-address limit [max.connections.per.ip]
+    connections_max_idle_ms: int = 600_000  # [connections.max.idle.ms]
+    request_read_timeout_ms: int = 30_000  # a begun request frame must arrive whole within this
 
 
 @dataclass(frozen=True)
@@ -112,6 +132,10 @@ class BadFrameError(Exception):
     """A frame that cannot be decoded or is of a version we do not serve."""
 
 
+class ConnectionTimeoutError(Exception):
+    """A connection idle too long, or a request frame that did not arrive in time."""
+
+
 @cache
 def _schemas(api_key: int, version: int) -> tuple[type, type, Any, Any]:
     req_cls = load_request_schema(api_key, version)
@@ -143,6 +167,9 @@ class Broker:
         self.producers = ProducerStates(storage.clock.now_ms())
         self.cleaner: Cleaner | None = None
         self.indexer: IndexerProcess | None = None
+        self.limits = ConnectionLimits(
+            config.max_connections or default_max_connections(), config.max_connections_per_ip
+        )
 
     @property
     def host(self) -> str:
@@ -221,30 +248,78 @@ class Broker:
 
     # -- connections -------------------------------------------------------------------
     async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        address = str(peer[0]) if peer else ""
+        if not self.limits.admit(address):
+            writer.transport.abort()
+            return
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
         try:
-            while True:
-                head = await reader.readexactly(SIZE.size)
-                (size,) = SIZE.unpack(head)
-                if size < REQUEST_PREFIX.size or size > self.config.max_frame_bytes:
-                    log.info("closing connection: frame size %d out of range", size)
-                    return
-                frame = await reader.readexactly(size)
-                chunks = await self._handle_frame(frame)
-                if chunks:
-                    writer.writelines(chunks)
-                    await writer.drain()
+            while (frame := await self._read_frame(reader)) is not None:
+                reply = await self._handle_frame(frame)
+                del frame  # a request of up to max_frame_bytes must not outlive its handling
+                if reply:
+                    await self._send(writer, reply)
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             pass
+        except ConnectionTimeoutError as exc:
+            log.debug("closing connection from %s: %s", address, exc)
         except BadFrameError as exc:
-            log.info("closing connection: %s", exc)
+            log.info("closing connection from %s: %s", address, exc)
         except Exception:
             log.exception("closing connection after an internal error")
         finally:
             self._connections.discard(task)
-            writer.close()
+            self.limits.release(address)
+            if writer.transport.get_write_buffer_size():
+                writer.transport.abort()  # its reader is gone or stuck: drop the unsent reply now
+            else:
+                writer.close()
+
+    async def _read_frame(self, reader: asyncio.StreamReader) -> bytes | None:
+        """The next request frame (without its size), or ``None`` at a clean end of stream.
+
+        Waits up to ``connections_max_idle_ms`` for the frame's first byte, then up to
+        ``request_read_timeout_ms`` for the rest of it."""
+        idle_ms, read_ms = self.config.connections_max_idle_ms, self.config.request_read_timeout_ms
+        begun = False
+        try:
+            async with asyncio.timeout(idle_ms / 1000) as timer:
+                try:
+                    first = await reader.readexactly(1)
+                except asyncio.IncompleteReadError:
+                    return None
+                begun = True
+                timer.reschedule(asyncio.get_running_loop().time() + read_ms / 1000)
+                (size,) = SIZE.unpack(first + await reader.readexactly(SIZE.size - 1))
+                if size < REQUEST_PREFIX.size or size > self.config.max_frame_bytes:
+                    raise BadFrameError(f"frame size {size} out of range")
+                return await reader.readexactly(size)
+        except TimeoutError:
+            if begun:
+                why = f"request not complete after {read_ms} ms (--request-read-timeout-ms)"
+            else:
+                why = f"idle for {idle_ms} ms (--connections-max-idle-ms)"
+            raise ConnectionTimeoutError(why) from None
+
+    async def _send(self, writer: asyncio.StreamWriter, chunks: list[bytes | memoryview]) -> None:
+        """Write one reply and wait until the transport has taken it down to its low-water
+        mark; the connection reads no further request meanwhile. A reply not taken within
+        ``connections_max_idle_ms`` closes the connection. ``chunks`` is emptied in every
+        case, so a failed connection's frames (kept by the exception's traceback) do not
+        keep the reply's buffers alive."""
+        try:
+            writer.writelines(chunks)
+            async with asyncio.timeout(self.config.connections_max_idle_ms / 1000):
+                await writer.drain()
+        except TimeoutError:
+            raise ConnectionTimeoutError(
+                f"reply not taken for {self.config.connections_max_idle_ms} ms (--connections-max-idle-ms)"
+            ) from None
+        finally:
+            chunks.clear()
 
     def _decode(self, frame: bytes) -> Request:
         api_key, version, correlation_id = REQUEST_PREFIX.unpack_from(frame, 0)
@@ -265,7 +340,7 @@ class Broker:
         try:
             req_cls, resp_cls, read_header, read_body = _schemas(api_key, version)
             header, used = read_header(frame, 0)
-            body, _ = read_body(frame, used)
+            body, _ = read_body(frame, used)  # bytes after the request are ignored, as Kafka does
         except (SerialError, KeyError, ValueError, UnknownEntity, UnknownAPIKey, TypeError) as exc:
             raise BadFrameError(f"undecodable request (key {api_key} v{version}): {exc!r}") from exc
         return Request(
