@@ -1,18 +1,24 @@
-"""Connection limits of the Kafka listener, as Kafka's ``max.connections`` and
-``max.connections.per.ip``: a connection over a limit is closed as soon as it is
-accepted, before any byte of it is read.
+"""Connection limits of the Kafka listener.
 
-Refusals are logged at most once per ``log_interval_s`` (with how many there were since
-the last line), so a flood of connections cannot also flood the log.
+* Admission, as Kafka's ``max.connections`` and ``max.connections.per.ip``: a connection
+  over a limit is closed as soon as it is accepted, before any byte of it is read.
+  Refusals are logged at most once per ``log_interval_s`` (with how many there were
+  since the last line), so a flood of connections cannot also flood the log.
+* Timeouts, as Kafka's ``connections.max.idle.ms`` plus a read timeout for slow senders:
+  each connection records what it is waiting for and since when (:class:`Connection`, two
+  attribute writes per step, no timer per request); one periodic scan
+  (:func:`overdue`) finds those waiting too long, and the broker aborts them.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import resource
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 log = logging.getLogger("logtrove.broker")
 
@@ -80,4 +86,44 @@ class ConnectionLimits:
             self._last_log = now
 
 
-__all__ = ["ConnectionLimits", "default_max_connections"]
+class Phase(enum.Enum):
+    """What a connection is waiting for."""
+
+    IDLE = "waiting for a request"  # limit: connections_max_idle_ms
+    READING = "reading a request"  # its first byte came; limit: request_read_timeout_ms
+    HANDLING = "handling a request"  # the broker's turn (a Fetch may long-poll): no limit
+    WRITING = "writing a reply"  # the client's turn to take it; limit: connections_max_idle_ms
+
+
+@dataclass(slots=True, eq=False)
+class Connection:
+    """One served connection: its address, how to close it, and its current phase."""
+
+    address: str
+    abort: Callable[[], None]
+    phase: Phase
+    since: float  # loop time at which the phase began
+
+    def enter(self, phase: Phase, now: float) -> None:
+        self.phase, self.since = phase, now
+
+
+def overdue(
+    connections: Iterable[Connection], now: float, *, idle_s: float, read_s: float
+) -> list[tuple[Connection, str]]:
+    """The connections that have waited longer than their phase allows, with why."""
+    out = []
+    for conn in connections:
+        if conn.phase is Phase.HANDLING:
+            continue
+        limit, option = (
+            (read_s, "--request-read-timeout-ms")
+            if conn.phase is Phase.READING
+            else (idle_s, "--connections-max-idle-ms")
+        )
+        if now - conn.since > limit:
+            out.append((conn, f"{conn.phase.value} for over {limit * 1000:.0f} ms ({option})"))
+    return out
+
+
+__all__ = ["Connection", "ConnectionLimits", "Phase", "default_max_connections", "overdue"]

@@ -16,14 +16,14 @@ Limits, as Kafka's: connections over ``max_connections`` in total or
 no request for ``connections_max_idle_ms``, or whose reply is not taken for that long,
 is closed; a request frame that has begun must arrive whole within
 ``request_read_timeout_ms`` (a slow sender cannot hold a connection and a half-read
-frame forever).
+frame forever). One periodic scan checks the timeouts (no timer per request).
 
-A frame that cannot be decoded closes only its own connection; bytes after a whole
-request in its frame are ignored, as Kafka ignores them (its ``AbstractRequest.parseRequest``
-never checks that the buffer was used up, and librdkafka's Metadata v12 carries three
-such bytes); a version the broker
+A frame that cannot be decoded closes only its own connection; a version the broker
 does not serve gets ``UNSUPPORTED_VERSION`` for ApiVersions (answered in v0 so any
-client can read it) and closes the connection for the other APIs, as Kafka does.
+client can read it) and closes the connection for the other APIs, as Kafka does. Bytes
+after a whole request in its frame are ignored, as Kafka ignores them (its
+``AbstractRequest.parseRequest`` never checks that the buffer was used up, and
+librdkafka's Metadata v12 carries three such bytes).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_re
 from kio.serial import entity_reader
 from kio.serial.errors import SerialError
 
-from logtrove.broker.limits import ConnectionLimits, default_max_connections
+from logtrove.broker.limits import Connection, ConnectionLimits, Phase, default_max_connections, overdue
 from logtrove.broker.produce import ProducerStates
 from logtrove.broker.produce_request import MalformedRequestError, decode_produce_request
 from logtrove.broker.protocol import (
@@ -132,10 +132,6 @@ class BadFrameError(Exception):
     """A frame that cannot be decoded or is of a version we do not serve."""
 
 
-class ConnectionTimeoutError(Exception):
-    """A connection idle too long, or a request frame that did not arrive in time."""
-
-
 @cache
 def _schemas(api_key: int, version: int) -> tuple[type, type, Any, Any]:
     req_cls = load_request_schema(api_key, version)
@@ -161,7 +157,8 @@ class Broker:
         )
         self._appended: asyncio.Future[None] | None = None
         self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        self._connections: dict[asyncio.Task[None], Connection] = {}
+        self._watch: asyncio.Task[None] | None = None
         self._stop_maintenance = threading.Event()
         self._maintenance: threading.Thread | None = None
         self.producers = ProducerStates(storage.clock.now_ms())
@@ -205,6 +202,7 @@ class Broker:
         )
         sock = self._server.sockets[0]
         self.bound_port = int(sock.getsockname()[1])
+        self._watch = asyncio.create_task(self._watch_connections(), name="connection-watch")
         self._maintenance = threading.Thread(target=self._maintenance_loop, name="maintenance", daemon=True)
         self._maintenance.start()
         if self.config.cleaner:
@@ -224,10 +222,12 @@ class Broker:
         """Stop accepting, close connections, stop maintenance, close storage."""
         if self._server is not None:
             self._server.close()
+        if self._watch is not None:
+            self._watch.cancel()
         for task in list(self._connections):
             task.cancel()
         if self._connections:
-            await asyncio.wait(self._connections, timeout=5)
+            await asyncio.wait(list(self._connections), timeout=5)
         await self.groups.stop()
         if self.indexer is not None:
             self.indexer.stop()
@@ -255,71 +255,68 @@ class Broker:
             return
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
+        loop = asyncio.get_running_loop()
+        conn = Connection(address, writer.transport.abort, Phase.IDLE, loop.time())
+        self._connections[task] = conn
         try:
-            while (frame := await self._read_frame(reader)) is not None:
+            while (frame := await self._read_frame(reader, conn)) is not None:
+                conn.enter(Phase.HANDLING, loop.time())
                 reply = await self._handle_frame(frame)
                 del frame  # a request of up to max_frame_bytes must not outlive its handling
                 if reply:
+                    conn.enter(Phase.WRITING, loop.time())
                     await self._send(writer, reply)
+                conn.enter(Phase.IDLE, loop.time())
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             pass
-        except ConnectionTimeoutError as exc:
-            log.debug("closing connection from %s: %s", address, exc)
         except BadFrameError as exc:
             log.info("closing connection from %s: %s", address, exc)
         except Exception:
             log.exception("closing connection after an internal error")
         finally:
-            self._connections.discard(task)
+            del self._connections[task]
             self.limits.release(address)
             if writer.transport.get_write_buffer_size():
                 writer.transport.abort()  # its reader is gone or stuck: drop the unsent reply now
             else:
                 writer.close()
 
-    async def _read_frame(self, reader: asyncio.StreamReader) -> bytes | None:
+    async def _read_frame(self, reader: asyncio.StreamReader, conn: Connection) -> bytes | None:
         """The next request frame (without its size), or ``None`` at a clean end of stream.
-
-        Waits up to ``connections_max_idle_ms`` for the frame's first byte, then up to
-        ``request_read_timeout_ms`` for the rest of it."""
-        idle_ms, read_ms = self.config.connections_max_idle_ms, self.config.request_read_timeout_ms
-        begun = False
+        Its first byte ends the connection's idle phase and begins its reading phase."""
         try:
-            async with asyncio.timeout(idle_ms / 1000) as timer:
-                try:
-                    first = await reader.readexactly(1)
-                except asyncio.IncompleteReadError:
-                    return None
-                begun = True
-                timer.reschedule(asyncio.get_running_loop().time() + read_ms / 1000)
-                (size,) = SIZE.unpack(first + await reader.readexactly(SIZE.size - 1))
-                if size < REQUEST_PREFIX.size or size > self.config.max_frame_bytes:
-                    raise BadFrameError(f"frame size {size} out of range")
-                return await reader.readexactly(size)
-        except TimeoutError:
-            if begun:
-                why = f"request not complete after {read_ms} ms (--request-read-timeout-ms)"
-            else:
-                why = f"idle for {idle_ms} ms (--connections-max-idle-ms)"
-            raise ConnectionTimeoutError(why) from None
+            first = await reader.readexactly(1)
+        except asyncio.IncompleteReadError:
+            return None
+        conn.enter(Phase.READING, asyncio.get_running_loop().time())
+        (size,) = SIZE.unpack(first + await reader.readexactly(SIZE.size - 1))
+        if size < REQUEST_PREFIX.size or size > self.config.max_frame_bytes:
+            raise BadFrameError(f"frame size {size} out of range")
+        return await reader.readexactly(size)
 
     async def _send(self, writer: asyncio.StreamWriter, chunks: list[bytes | memoryview]) -> None:
         """Write one reply and wait until the transport has taken it down to its low-water
-        mark; the connection reads no further request meanwhile. A reply not taken within
-        ``connections_max_idle_ms`` closes the connection. ``chunks`` is emptied in every
-        case, so a failed connection's frames (kept by the exception's traceback) do not
-        keep the reply's buffers alive."""
+        mark; the connection reads no further request meanwhile. ``chunks`` is emptied in
+        every case, so a failed connection's frames (kept by the exception's traceback)
+        do not keep the reply's buffers alive."""
         try:
             writer.writelines(chunks)
-            async with asyncio.timeout(self.config.connections_max_idle_ms / 1000):
-                await writer.drain()
-        except TimeoutError:
-            raise ConnectionTimeoutError(
-                f"reply not taken for {self.config.connections_max_idle_ms} ms (--connections-max-idle-ms)"
-            ) from None
+            await writer.drain()
         finally:
             chunks.clear()
+
+    async def _watch_connections(self) -> None:
+        """Abort the connections waiting longer than their phase allows (see
+        :func:`~logtrove.broker.limits.overdue`), checking a few times per shortest limit."""
+        idle_s = self.config.connections_max_idle_ms / 1000
+        read_s = self.config.request_read_timeout_ms / 1000
+        interval = min(1.0, idle_s / 4, read_s / 4)
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(interval)
+            for conn, why in overdue(self._connections.values(), loop.time(), idle_s=idle_s, read_s=read_s):
+                log.debug("closing connection from %s: %s", conn.address, why)
+                conn.abort()
 
     def _decode(self, frame: bytes) -> Request:
         api_key, version, correlation_id = REQUEST_PREFIX.unpack_from(frame, 0)
