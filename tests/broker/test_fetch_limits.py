@@ -210,3 +210,58 @@ def _sample(pid: int, seconds: float, until: Any = None) -> list[float]:
             break
         time.sleep(0.1)
     return out
+
+
+def test_unread_replies_of_many_clients_share_one_memory_budget(tmp_path: Path) -> None:
+    """Six clients each ask for 48 MB and read nothing: together they hold about
+    ``--fetch-memory-mb``, not six replies; meanwhile a reader still gets a batch a Fetch."""
+    broker = BrokerProcess(
+        tmp_path / "data", free_port(), "--no-indexer", "--no-cleaner", "--fetch-memory-mb", "32"
+    )
+    broker.start()
+    try:
+        topic = "shared-budget"
+        with WireClient(broker.port) as client:
+            _create(client, topic, 2)
+            for p in range(2):
+                _produce(client, topic, p, [os.urandom(900_000) for _ in range(27)])
+            request = client.encode_request(
+                1,
+                11,
+                _fetch_body(
+                    [{"topic": topic, "partitions": [_want(0, 0, 100 << 20), _want(1, 0, 100 << 20)]}],
+                    2**31 - 1,
+                ),
+            )
+        pid = broker.proc.pid if broker.proc else 0
+        time.sleep(0.5)
+        baseline = _rss_mb(pid)
+        attackers = []
+        try:
+            for _ in range(6):
+                sock = socket.socket()
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                sock.connect(("127.0.0.1", broker.port))
+                sock.sendall(struct.pack(">i", len(request)) + request)
+                attackers.append(sock)
+            peak = max(_sample(pid, 2.0))
+            assert peak < baseline + 100, (
+                f"broker RSS {peak:.0f} MB for six unread replies (baseline {baseline:.0f})"
+            )
+            with WireClient(broker.port) as reader:
+                answer = reader.request(
+                    1, 11, _fetch_body([{"topic": topic, "partitions": [_want(0, 0, 50 << 20)]}], 50 << 20)
+                )
+                assert len(_base_offsets(answer.responses[0].partitions[0].records)) == 1
+        finally:
+            for sock in attackers:
+                sock.close()
+        after = _sample(pid, 5.0, until=lambda mb: mb < baseline + 24)
+        assert after[-1] < baseline + 24
+        with WireClient(broker.port) as reader:  # the budget is back: a whole reply again
+            answer = reader.request(
+                1, 11, _fetch_body([{"topic": topic, "partitions": [_want(0, 0, 50 << 20)]}], 50 << 20)
+            )
+            assert len(_base_offsets(answer.responses[0].partitions[0].records)) > 1
+    finally:
+        broker.stop()

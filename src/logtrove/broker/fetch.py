@@ -171,8 +171,12 @@ def wanted_partitions(request: Request) -> list[tuple[str | uuid.UUID, list[_Wan
 
 def response_budget(broker: Broker, request: Request) -> int:
     """Record bytes one response may carry: the request's ``max_bytes`` (v3+), never
-    more than the broker's ``fetch_max_bytes`` (Kafka's broker ``fetch.max.bytes``)."""
-    return min(int(request.body.max_bytes), broker.config.fetch_max_bytes)
+    more than the broker's ``fetch_max_bytes`` (Kafka's broker ``fetch.max.bytes``) nor
+    what is left of ``fetch_memory_bytes`` after the replies clients have not yet taken
+    (at or below zero, the response still gets its first batch; see :func:`_read_all`)."""
+    config = broker.config
+    left = config.fetch_memory_bytes - broker.unsent_bytes
+    return min(int(request.body.max_bytes), config.fetch_max_bytes, left)
 
 
 def _read_all(

@@ -16,7 +16,9 @@ Limits, as Kafka's: connections over ``max_connections`` in total or
 no request for ``connections_max_idle_ms``, or whose reply is not taken for that long,
 is closed; a request frame that has begun must arrive whole within
 ``request_read_timeout_ms`` (a slow sender cannot hold a connection and a half-read
-frame forever). One periodic scan checks the timeouts (no timer per request).
+frame forever). One periodic scan checks the timeouts (no timer per request). The
+replies not yet taken by their clients count against ``fetch_memory_bytes``: past it,
+each Fetch gives one batch (so consumers still progress) until readers catch up or leave.
 
 A frame that cannot be decoded closes only its own connection; a version the broker
 does not serve gets ``UNSUPPORTED_VERSION`` for ApiVersions (answered in v0 so any
@@ -64,6 +66,7 @@ log = logging.getLogger("logtrove.broker")
 
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024
 DEFAULT_FETCH_MAX = 55 * 1024 * 1024  # Kafka's broker fetch.max.bytes
+DEFAULT_FETCH_MEMORY = 256 * 1024 * 1024
 PRODUCE_KEY = 0
 
 
@@ -92,6 +95,9 @@ class BrokerConfig:
     max_connections_per_ip: int | None = None  # None: no per-address limit [max.connections.per.ip]
     connections_max_idle_ms: int = 600_000  # [connections.max.idle.ms]
     request_read_timeout_ms: int = 30_000  # a begun request frame must arrive whole within this
+    fetch_memory_bytes: int = (
+        DEFAULT_FETCH_MEMORY  # all unsent replies together; past it a Fetch gives one batch
+    )
 
 
 @dataclass(frozen=True)
@@ -159,6 +165,7 @@ class Broker:
         self._server: asyncio.Server | None = None
         self._connections: dict[asyncio.Task[None], Connection] = {}
         self._watch: asyncio.Task[None] | None = None
+        self.unsent_bytes = 0  # replies handed to transports and not yet taken down to low water
         self._stop_maintenance = threading.Event()
         self._maintenance: threading.Thread | None = None
         self.producers = ProducerStates(storage.clock.now_ms())
@@ -265,7 +272,12 @@ class Broker:
                 del frame  # a request of up to max_frame_bytes must not outlive its handling
                 if reply:
                     conn.enter(Phase.WRITING, loop.time())
-                    await self._send(writer, reply)
+                    size = sum(len(chunk) for chunk in reply)
+                    self.unsent_bytes += size
+                    try:
+                        await self._send(writer, reply)
+                    finally:
+                        self.unsent_bytes -= size
                 conn.enter(Phase.IDLE, loop.time())
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             pass

@@ -97,6 +97,15 @@ def serve(
             rich_help_panel="Limits",
         ),
     ] = 55 * 1024 * 1024,
+    fetch_memory_mb: Annotated[
+        int,
+        typer.Option(
+            "--fetch-memory-mb",
+            min=1,
+            help="Memory all replies not yet taken by their clients may hold, MiB; past it a Fetch gives one batch.",
+            rich_help_panel="Limits",
+        ),
+    ] = 256,
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
     http: Annotated[
         str, typer.Option("--http", help="Serve the HTTP API and web console on HOST:PORT.")
@@ -151,6 +160,7 @@ def serve(
         connections_max_idle_ms=connections_max_idle_ms,
         request_read_timeout_ms=request_read_timeout_ms,
         fetch_max_bytes=fetch_max_bytes,
+        fetch_memory_bytes=fetch_memory_mb << 20,
         initial_rebalance_delay_ms=initial_rebalance_delay_ms,
         indexer=indexer,
         indexer_flush_ms=max(1, round(indexer_flush_s * 1000)),
