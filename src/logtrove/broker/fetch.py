@@ -19,6 +19,11 @@ Flexible versions use unsigned-varint lengths (N + 1) and end each struct with a
 tag section (one 0 byte). Fetch sessions (KIP-227) are not kept: every answer carries
 ``session_id`` 0, which tells clients to send full fetch requests.
 
+A partition named more than once is read once (merged as Kafka merges it), and the
+record bytes of one response stay within ``max_bytes`` and the broker's
+``fetch_max_bytes`` except for the first partition's first batch (see :func:`_read_all`),
+so a request of a few bytes can never make the broker read more than that budget.
+
 Long poll: when fewer than ``min_bytes`` are available and no partition has an error,
 the request waits for the next append (any partition) until ``max_wait_ms`` is over, then
 reads again.
@@ -136,40 +141,80 @@ def encode_fetch_response(
     return enc.finish()
 
 
+@dataclass(frozen=True)
+class _Wanted:
+    """One distinct partition of a Fetch request, with the values of its last mention."""
+
+    index: int
+    fetch_offset: int
+    partition_max_bytes: int
+
+
+def wanted_partitions(request: Request) -> list[tuple[str | uuid.UUID, list[_Wanted]]]:
+    """The request's partitions with duplicates merged as Kafka merges them: a partition
+    named twice is read once, at the place of its first mention, with the offset and
+    size of its last one (Kafka keys ``fetchData`` by topic-partition in a
+    ``LinkedHashMap``). Consecutive partitions of one topic (by name before v13, by ID
+    from v13) form one topic entry of the response, as in Kafka's ``FetchResponse.of``."""
+    merged: dict[tuple[str | uuid.UUID, int], _Wanted] = {}
+    for topic in request.body.topics:
+        key: str | uuid.UUID = topic.topic_id if request.version >= 13 else topic.topic
+        for p in topic.partitions:
+            merged[(key, p.partition)] = _Wanted(p.partition, p.fetch_offset, p.partition_max_bytes)
+    grouped: list[tuple[str | uuid.UUID, list[_Wanted]]] = []
+    for (key, _), wanted in merged.items():
+        if not grouped or grouped[-1][0] != key:
+            grouped.append((key, []))
+        grouped[-1][1].append(wanted)
+    return grouped
+
+
+def response_budget(broker: Broker, request: Request) -> int:
+    """Record bytes one response may carry: the request's ``max_bytes`` (v3+), never
+    more than the broker's ``fetch_max_bytes`` (Kafka's broker ``fetch.max.bytes``) nor
+    what is left of ``fetch_memory_bytes`` after the replies clients have not yet taken
+    (at or below zero, the response still gets its first batch; see :func:`_read_all`)."""
+    config = broker.config
+    left = config.fetch_memory_bytes - broker.unsent_bytes
+    return min(int(request.body.max_bytes), config.fetch_max_bytes, left)
+
+
 def _read_all(
     broker: Broker, request: Request, names: dict[uuid.UUID, str]
 ) -> tuple[list[tuple[str, uuid.UUID, list[FetchedPartition]]], int, bool]:
-    """Read every requested partition once: (results, total bytes, any error)."""
-    body = request.body
-    budget = body.max_bytes if request.version >= 3 else 2**31 - 1
+    """Read every requested partition once: (results, total bytes, any error).
+
+    Sizes follow Kafka's ReplicaManager: each partition gives whole batches up to
+    ``min(partition_max_bytes, what is left of the response budget)``; only the first
+    partition that has data may exceed that with its one first batch (so a consumer
+    always progresses past a batch larger than its limits). A later partition whose
+    first batch does not fit gives no records this time, only its offsets.
+    """
+    budget = response_budget(broker, request)
     total = 0
     errors = False
     out = []
     storage = broker.storage
-    for topic in body.topics:
-        if request.version >= 13:
-            topic_id = topic.topic_id
-            name = names.get(topic_id, "")
+    for key, wanted in wanted_partitions(request):
+        if isinstance(key, uuid.UUID):
+            topic_id, name = key, names.get(key, "")
         else:
-            name = topic.topic
+            name = key
             topic_id = storage.topic(name).topic_id if storage.has_topic(name) else uuid.UUID(int=0)
         parts = []
-        for p in topic.partitions:
-            result = FetchedPartition(p.partition, 0, -1, -1, None)
+        for p in wanted:
+            result = FetchedPartition(p.index, 0, -1, -1, None)
             try:
                 if not name:
                     result.error = ErrorCode.unknown_topic_id
                     raise LookupError
-                log = storage.log(name, p.partition)
+                log = storage.log(name, p.index)
                 limit = min(p.partition_max_bytes, budget - total)
-                if limit > 0 or total == 0:
-                    read = log.read(p.fetch_offset, max(limit, 1))
-                    result.high_watermark, result.log_start = read.log_end_offset, read.log_start_offset
-                    if read.slice is not None:
-                        result.records = read.data()
-                        total += read.size
-                else:
-                    result.high_watermark, result.log_start = log.log_end_offset, log.log_start_offset
+                read = log.read(p.fetch_offset, max(limit, 1))
+                result.high_watermark, result.log_start = read.log_end_offset, read.log_start_offset
+                if read.slice is not None and (total == 0 or read.size <= limit):
+                    result.records = read.data()
+                    total += read.size
             except LookupError:
                 errors = True
             except OffsetOutOfRangeError as exc:

@@ -7,11 +7,25 @@ the logs in a child process (its parsing would otherwise hold the GIL the loop n
 (as Kafka does by muting the channel): a request is read, handled, its response written,
 and only then is the next frame read, so responses are always in request order and a
 slow client holds at most one frame in memory (``max_frame_bytes``) plus what the
-transport buffers before back-pressure (``drain``) applies.
+transport buffers before back-pressure (``drain``) applies. A connection whose reply is
+not being taken is not read any further (Kafka mutes such a channel), and when it goes,
+its transport is aborted and no frame keeps its buffers: an unsent reply is freed at once.
+
+Limits, as Kafka's: connections over ``max_connections`` in total or
+``max_connections_per_ip`` from one address are closed when accepted; a connection with
+no request for ``connections_max_idle_ms``, or whose reply is not taken for that long,
+is closed; a request frame that has begun must arrive whole within
+``request_read_timeout_ms`` (a slow sender cannot hold a connection and a half-read
+frame forever). One periodic scan checks the timeouts (no timer per request). The
+replies not yet taken by their clients count against ``fetch_memory_bytes``: past it,
+each Fetch gives one batch (so consumers still progress) until readers catch up or leave.
 
 A frame that cannot be decoded closes only its own connection; a version the broker
 does not serve gets ``UNSUPPORTED_VERSION`` for ApiVersions (answered in v0 so any
-client can read it) and closes the connection for the other APIs, as Kafka does.
+client can read it) and closes the connection for the other APIs, as Kafka does. Bytes
+after a whole request in its frame are ignored, as Kafka ignores them (its
+``AbstractRequest.parseRequest`` never checks that the buffer was used up, and
+librdkafka's Metadata v12 carries three such bytes).
 """
 
 from __future__ import annotations
@@ -31,6 +45,7 @@ from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_re
 from kio.serial import entity_reader
 from kio.serial.errors import SerialError
 
+from logtrove.broker.limits import Connection, ConnectionLimits, Phase, default_max_connections, overdue
 from logtrove.broker.produce import ProducerStates
 from logtrove.broker.produce_request import MalformedRequestError, decode_produce_request
 from logtrove.broker.protocol import (
@@ -50,6 +65,8 @@ from logtrove.storage.indexproc import IndexerProcess
 log = logging.getLogger("logtrove.broker")
 
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024
+DEFAULT_FETCH_MAX = 55 * 1024 * 1024  # Kafka's broker fetch.max.bytes
+DEFAULT_FETCH_MEMORY = 256 * 1024 * 1024
 PRODUCE_KEY = 0
 
 
@@ -72,6 +89,15 @@ class BrokerConfig:
     cleaner: bool = True  # a thread compacts the compacted topics (incl. __consumer_offsets)
     cleaner_interval_ms: int = 5000
     cleaner_map_bytes: int = DEFAULT_MAP_BUDGET
+    # limits of the Kafka listener; Kafka's setting in brackets
+    fetch_max_bytes: int = DEFAULT_FETCH_MAX  # record bytes of one Fetch response [fetch.max.bytes]
+    max_connections: int | None = None  # None: half the descriptor soft limit [max.connections]
+    max_connections_per_ip: int | None = None  # None: no per-address limit [max.connections.per.ip]
+    connections_max_idle_ms: int = 600_000  # [connections.max.idle.ms]
+    request_read_timeout_ms: int = 30_000  # a begun request frame must arrive whole within this
+    fetch_memory_bytes: int = (
+        DEFAULT_FETCH_MEMORY  # all unsent replies together; past it a Fetch gives one batch
+    )
 
 
 @dataclass(frozen=True)
@@ -137,12 +163,17 @@ class Broker:
         )
         self._appended: asyncio.Future[None] | None = None
         self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        self._connections: dict[asyncio.Task[None], Connection] = {}
+        self._watch: asyncio.Task[None] | None = None
+        self.unsent_bytes = 0  # replies handed to transports and not yet taken down to low water
         self._stop_maintenance = threading.Event()
         self._maintenance: threading.Thread | None = None
         self.producers = ProducerStates(storage.clock.now_ms())
         self.cleaner: Cleaner | None = None
         self.indexer: IndexerProcess | None = None
+        self.limits = ConnectionLimits(
+            config.max_connections or default_max_connections(), config.max_connections_per_ip
+        )
 
     @property
     def host(self) -> str:
@@ -178,6 +209,7 @@ class Broker:
         )
         sock = self._server.sockets[0]
         self.bound_port = int(sock.getsockname()[1])
+        self._watch = asyncio.create_task(self._watch_connections(), name="connection-watch")
         self._maintenance = threading.Thread(target=self._maintenance_loop, name="maintenance", daemon=True)
         self._maintenance.start()
         if self.config.cleaner:
@@ -197,10 +229,12 @@ class Broker:
         """Stop accepting, close connections, stop maintenance, close storage."""
         if self._server is not None:
             self._server.close()
+        if self._watch is not None:
+            self._watch.cancel()
         for task in list(self._connections):
             task.cancel()
         if self._connections:
-            await asyncio.wait(self._connections, timeout=5)
+            await asyncio.wait(list(self._connections), timeout=5)
         await self.groups.stop()
         if self.indexer is not None:
             self.indexer.stop()
@@ -221,30 +255,80 @@ class Broker:
 
     # -- connections -------------------------------------------------------------------
     async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        address = str(peer[0]) if peer else ""
+        if not self.limits.admit(address):
+            writer.transport.abort()
+            return
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
+        loop = asyncio.get_running_loop()
+        conn = Connection(address, writer.transport.abort, Phase.IDLE, loop.time())
+        self._connections[task] = conn
         try:
-            while True:
-                head = await reader.readexactly(SIZE.size)
-                (size,) = SIZE.unpack(head)
-                if size < REQUEST_PREFIX.size or size > self.config.max_frame_bytes:
-                    log.info("closing connection: frame size %d out of range", size)
-                    return
-                frame = await reader.readexactly(size)
-                chunks = await self._handle_frame(frame)
-                if chunks:
-                    writer.writelines(chunks)
-                    await writer.drain()
+            while (frame := await self._read_frame(reader, conn)) is not None:
+                conn.enter(Phase.HANDLING, loop.time())
+                reply = await self._handle_frame(frame)
+                del frame  # a request of up to max_frame_bytes must not outlive its handling
+                if reply:
+                    conn.enter(Phase.WRITING, loop.time())
+                    size = sum(len(chunk) for chunk in reply)
+                    self.unsent_bytes += size
+                    try:
+                        await self._send(writer, reply)
+                    finally:
+                        self.unsent_bytes -= size
+                conn.enter(Phase.IDLE, loop.time())
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             pass
         except BadFrameError as exc:
-            log.info("closing connection: %s", exc)
+            log.info("closing connection from %s: %s", address, exc)
         except Exception:
             log.exception("closing connection after an internal error")
         finally:
-            self._connections.discard(task)
-            writer.close()
+            del self._connections[task]
+            self.limits.release(address)
+            if writer.transport.get_write_buffer_size():
+                writer.transport.abort()  # its reader is gone or stuck: drop the unsent reply now
+            else:
+                writer.close()
+
+    async def _read_frame(self, reader: asyncio.StreamReader, conn: Connection) -> bytes | None:
+        """The next request frame (without its size), or ``None`` at a clean end of stream.
+        Its first byte ends the connection's idle phase and begins its reading phase."""
+        try:
+            first = await reader.readexactly(1)
+        except asyncio.IncompleteReadError:
+            return None
+        conn.enter(Phase.READING, asyncio.get_running_loop().time())
+        (size,) = SIZE.unpack(first + await reader.readexactly(SIZE.size - 1))
+        if size < REQUEST_PREFIX.size or size > self.config.max_frame_bytes:
+            raise BadFrameError(f"frame size {size} out of range")
+        return await reader.readexactly(size)
+
+    async def _send(self, writer: asyncio.StreamWriter, chunks: list[bytes | memoryview]) -> None:
+        """Write one reply and wait until the transport has taken it down to its low-water
+        mark; the connection reads no further request meanwhile. ``chunks`` is emptied in
+        every case, so a failed connection's frames (kept by the exception's traceback)
+        do not keep the reply's buffers alive."""
+        try:
+            writer.writelines(chunks)
+            await writer.drain()
+        finally:
+            chunks.clear()
+
+    async def _watch_connections(self) -> None:
+        """Abort the connections waiting longer than their phase allows (see
+        :func:`~logtrove.broker.limits.overdue`), checking a few times per shortest limit."""
+        idle_s = self.config.connections_max_idle_ms / 1000
+        read_s = self.config.request_read_timeout_ms / 1000
+        interval = min(1.0, idle_s / 4, read_s / 4)
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(interval)
+            for conn, why in overdue(self._connections.values(), loop.time(), idle_s=idle_s, read_s=read_s):
+                log.debug("closing connection from %s: %s", conn.address, why)
+                conn.abort()
 
     def _decode(self, frame: bytes) -> Request:
         api_key, version, correlation_id = REQUEST_PREFIX.unpack_from(frame, 0)
@@ -265,7 +349,7 @@ class Broker:
         try:
             req_cls, resp_cls, read_header, read_body = _schemas(api_key, version)
             header, used = read_header(frame, 0)
-            body, _ = read_body(frame, used)
+            body, _ = read_body(frame, used)  # bytes after the request are ignored, as Kafka does
         except (SerialError, KeyError, ValueError, UnknownEntity, UnknownAPIKey, TypeError) as exc:
             raise BadFrameError(f"undecodable request (key {api_key} v{version}): {exc!r}") from exc
         return Request(

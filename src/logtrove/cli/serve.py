@@ -51,6 +51,61 @@ def serve(
     max_frame_bytes: Annotated[
         int, typer.Option("--max-frame-bytes", min=1024, help="Largest request accepted.")
     ] = 100 * 1024 * 1024,
+    max_connections: Annotated[
+        int | None,
+        typer.Option(
+            "--max-connections",
+            min=1,
+            help="Kafka connections open at once; more are closed when accepted "
+            "(default: half the descriptor limit, `ulimit -n`).",
+            rich_help_panel="Limits",
+        ),
+    ] = None,
+    max_connections_per_ip: Annotated[
+        int | None,
+        typer.Option(
+            "--max-connections-per-ip",
+            min=1,
+            help="Kafka connections open at once from one address (default: no limit of its own).",
+            rich_help_panel="Limits",
+        ),
+    ] = None,
+    connections_max_idle_ms: Annotated[
+        int,
+        typer.Option(
+            "--connections-max-idle-ms",
+            min=1,
+            help="Close a Kafka connection that sends no request, or takes no reply, for this long.",
+            rich_help_panel="Limits",
+        ),
+    ] = 600_000,
+    request_read_timeout_ms: Annotated[
+        int,
+        typer.Option(
+            "--request-read-timeout-ms",
+            min=1,
+            help="Close a connection whose begun request has not arrived whole after this long.",
+            rich_help_panel="Limits",
+        ),
+    ] = 30_000,
+    fetch_max_bytes: Annotated[
+        int,
+        typer.Option(
+            "--fetch-max-bytes",
+            min=1024,
+            help="Record bytes one Fetch response may hold, whatever the client asks (one batch may exceed it).",
+            rich_help_panel="Limits",
+        ),
+    ] = 55 * 1024 * 1024,
+    fetch_memory_mb: Annotated[
+        int,
+        typer.Option(
+            "--fetch-memory-mb",
+            min=1,
+            help="Memory all replies not yet taken by their clients may hold, MiB; past it a Fetch gives one batch.",
+            rich_help_panel="Limits",
+        ),
+    ] = 256,
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
     http: Annotated[
         str, typer.Option("--http", help="Serve the HTTP API and web console on HOST:PORT.")
@@ -100,6 +155,12 @@ def serve(
         auto_create_topics=auto_create_topics,
         default_partitions=default_partitions,
         max_frame_bytes=max_frame_bytes,
+        max_connections=max_connections,
+        max_connections_per_ip=max_connections_per_ip,
+        connections_max_idle_ms=connections_max_idle_ms,
+        request_read_timeout_ms=request_read_timeout_ms,
+        fetch_max_bytes=fetch_max_bytes,
+        fetch_memory_bytes=fetch_memory_mb << 20,
         initial_rebalance_delay_ms=initial_rebalance_delay_ms,
         indexer=indexer,
         indexer_flush_ms=max(1, round(indexer_flush_s * 1000)),
