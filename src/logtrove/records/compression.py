@@ -7,16 +7,49 @@ Snappy needs care: the Java client writes xerial framing (a 16-byte header
 ``\\x82SNAPPY\\x00`` + version + compat, then blocks of ``length i32`` + raw snappy),
 while librdkafka writes one raw snappy block. Decompression accepts both; compression
 writes xerial framing in 32 KiB blocks, what Java and kafka-python write.
+
+Decompression is bounded: :func:`decompress` is the only way logtrove decompresses
+(every reader gets a batch's records through :func:`logtrove.records.record.batch_payload`),
+and it never produces, nor allocates, more than ``limit`` bytes. A 34 KB zstd batch can
+hold 1 GiB of zeros; past the limit it raises :class:`DecompressionLimitError` instead of
+growing the process. gzip, lz4 and zstd decompress into a buffer that doubles from an
+estimate up to ``limit + 1`` bytes (cramjam's ``decompress_into`` stops with "failed to
+write whole buffer" when its output is full, having written no more than the buffer);
+snappy blocks state their decompressed length up front, which is checked before any work.
+
+The default limit, :data:`DEFAULT_MAX_DECOMPRESSED_BYTES` (64 MiB), is
+:func:`decompressed_limit` of Kafka's default ``max.message.bytes`` (1 MiB): a batch may
+decompress to :data:`DECOMPRESSION_RATIO` (64) times its topic's largest batch, and never
+less than 64 MiB. Real record data compresses 3-20 times (repetitive logs up to ~50),
+so real batches stay far below it, while one request can no longer cost gigabytes.
 """
 
 from __future__ import annotations
 
 import enum
 import struct
+from collections.abc import Callable
+from typing import Any
 
 import cramjam
 
-from logtrove.records.errors import CorruptRecordError, UnsupportedCompressionError
+from logtrove.records.errors import CorruptRecordError, DecompressionLimitError, UnsupportedCompressionError
+
+MIN_DECOMPRESSED_BYTES = 64 << 20
+DECOMPRESSION_RATIO = 64
+KAFKA_DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
+
+
+def decompressed_limit(max_message_bytes: int) -> int:
+    """How many bytes a batch of a topic with this ``max.message.bytes`` may decompress
+    to: ``max(64 MiB, 64 × max.message.bytes)`` (see the module doc)."""
+    return max(MIN_DECOMPRESSED_BYTES, DECOMPRESSION_RATIO * max_message_bytes)
+
+
+DEFAULT_MAX_DECOMPRESSED_BYTES = decompressed_limit(KAFKA_DEFAULT_MAX_MESSAGE_BYTES)
+_FIRST_GUESS_RATIO = 8
+_FIRST_GUESS_MIN = 64 << 10
+_OUTPUT_FULL = "failed to write whole buffer"
 
 
 class Compression(enum.IntEnum):
@@ -66,23 +99,54 @@ def compress(codec: Compression, data: bytes) -> bytes:
     raise UnsupportedCompressionError(f"unknown compression codec {codec!r}")
 
 
-def decompress(codec: Compression, data: bytes | memoryview) -> bytes:
-    """Decompress a batch payload; a codec failure is a :class:`CorruptRecordError`."""
+def decompress(
+    codec: Compression, data: bytes | memoryview, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+) -> bytes:
+    """Decompress a batch payload to at most ``limit`` bytes.
+
+    Raises :class:`CorruptRecordError` when the payload does not decompress with its codec
+    and :class:`DecompressionLimitError` (a subclass) when it would exceed ``limit``.
+    """
     codec = Compression(codec)
     if codec is Compression.NONE:
         return bytes(data)
     try:
-        if codec is Compression.GZIP:
-            return bytes(cramjam.gzip.decompress(data))
         if codec is Compression.SNAPPY:
-            return _snappy_decompress(bytes(data))
-        if codec is Compression.LZ4:
-            return bytes(cramjam.lz4.decompress(data))
-        if codec is Compression.ZSTD:
-            return bytes(cramjam.zstd.decompress(data))
+            return _snappy_decompress(bytes(data), limit)
+        module = {
+            Compression.GZIP: cramjam.gzip,
+            Compression.LZ4: cramjam.lz4,
+            Compression.ZSTD: cramjam.zstd,
+        }
+        return _bounded(codec, module[codec].decompress_into, data, limit)
     except cramjam.DecompressionError as exc:
         raise CorruptRecordError(f"{codec.name.lower()} payload does not decompress: {exc}") from exc
-    raise UnsupportedCompressionError(f"unknown compression codec {codec!r}")
+
+
+def _bounded(
+    codec: Compression, decompress_into: Callable[[Any, bytearray], int], data: bytes | memoryview, limit: int
+) -> bytes:
+    """Decompress into a buffer that doubles up to ``limit + 1`` bytes: output that fills
+    ``limit + 1`` bytes is over the limit (see the module doc)."""
+    size = min(limit + 1, max(_FIRST_GUESS_MIN, _FIRST_GUESS_RATIO * len(data)))
+    while True:
+        out = bytearray(size)
+        try:
+            written = decompress_into(data, out)
+        except cramjam.DecompressionError as exc:
+            if _OUTPUT_FULL not in str(exc):
+                raise
+            written = size
+        if written < size:
+            del out[written:]
+            return bytes(out)
+        if size > limit:
+            raise DecompressionLimitError(
+                f"{codec.name.lower()} payload decompresses to more than {limit} bytes "
+                "(the limit is max(64 MiB, 64 × max.message.bytes))"
+            )
+        size = min(limit + 1, 2 * size)
+        del out  # before the next allocation: at most one buffer is alive
 
 
 def _xerial_compress(data: bytes) -> bytes:
@@ -102,8 +166,9 @@ def _lz4_compress(data: bytes) -> bytes:
     return bytes(compressor.finish())
 
 
-def _snappy_decompress(data: bytes) -> bytes:
+def _snappy_decompress(data: bytes, limit: int) -> bytes:
     if not data.startswith(_XERIAL_MAGIC):
+        _check_snappy_length(data, 0, limit)
         return bytes(cramjam.snappy.decompress_raw(data))
     pos = _XERIAL_HEADER.size
     out = bytearray()
@@ -114,6 +179,14 @@ def _snappy_decompress(data: bytes) -> bytes:
         pos += _XERIAL_BLOCK_LEN.size
         if length < 0 or pos + length > len(data):
             raise CorruptRecordError("snappy xerial block is truncated")
-        out += cramjam.snappy.decompress_raw(data[pos : pos + length])
+        block = data[pos : pos + length]
+        _check_snappy_length(block, len(out), limit)
+        out += cramjam.snappy.decompress_raw(block)
         pos += length
     return bytes(out)
+
+
+def _check_snappy_length(block: bytes, before: int, limit: int) -> None:
+    """A raw snappy block starts with its decompressed length: refuse it before work."""
+    if before + cramjam.snappy.decompress_raw_len(block) > limit:
+        raise DecompressionLimitError(f"snappy payload decompresses to more than {limit} bytes")

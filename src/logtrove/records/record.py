@@ -32,7 +32,7 @@ from logtrove.records.batch import (
     Buffer,
     read_header,
 )
-from logtrove.records.compression import Compression, decompress
+from logtrove.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, Compression, decompress
 from logtrove.records.errors import CorruptRecordError, InvalidRecordCountError
 from logtrove.records.varint import decode_varint, encode_varint
 
@@ -71,13 +71,16 @@ class NewRecord:
     timestamp: int | None = None
 
 
-def batch_payload(buf: Buffer, header: BatchHeader, pos: int = 0) -> bytes | memoryview:
-    """The decompressed concatenation of a batch's records."""
+def batch_payload(
+    buf: Buffer, header: BatchHeader, pos: int = 0, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+) -> bytes | memoryview:
+    """The decompressed concatenation of a batch's records, at most ``limit`` bytes
+    (:class:`~logtrove.records.errors.DecompressionLimitError` past it)."""
     raw = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
     codec = header.compression
     if codec is Compression.NONE:
         return raw
-    return decompress(codec, raw)
+    return decompress(codec, raw, limit)
 
 
 def iter_records(buf: Buffer, pos: int = 0, header: BatchHeader | None = None) -> Iterator[Record]:
