@@ -128,7 +128,9 @@ def _bounded(
 ) -> bytes:
     """Decompress into a buffer that doubles up to ``limit + 1`` bytes: output that fills
     ``limit + 1`` bytes is over the limit (see the module doc)."""
-    size = min(limit + 1, max(_FIRST_GUESS_MIN, _FIRST_GUESS_RATIO * len(data)))
+    declared = _declared_size(codec, data)
+    guess = max(_FIRST_GUESS_MIN, _FIRST_GUESS_RATIO * len(data)) if declared is None else declared + 1
+    size = min(limit + 1, guess)
     while True:
         out = bytearray(size)
         try:
@@ -147,6 +149,63 @@ def _bounded(
             )
         size = min(limit + 1, 2 * size)
         del out  # before the next allocation: at most one buffer is alive
+
+
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_LZ4_MAGIC = b"\x04\x22\x4d\x18"
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _declared_size(codec: Compression, data: bytes | memoryview) -> int | None:
+    """The decompressed size the payload's first frame states, when it states one: only
+    a hint for the first buffer (a wrong one costs a retry, never more than ``limit``).
+
+    zstd: Frame_Content_Size of the frame header (RFC 8878 3.1.1.1); lz4: Content Size
+    of the frame descriptor, else blocks × block maximum size (:func:`_lz4_bound`); gzip: ISIZE, the last 4 bytes (size mod 2**32).
+    """
+    head = bytes(data[:18])
+    if codec is Compression.ZSTD and head.startswith(_ZSTD_MAGIC) and len(head) >= 6:
+        fhd = head[4]
+        single = (fhd >> 5) & 1
+        fcs_size = (1 if single else 0, 2, 4, 8)[fhd >> 6]
+        pos = 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3]
+        if fcs_size == 0 or len(head) < pos + fcs_size:
+            return None
+        value = int.from_bytes(head[pos : pos + fcs_size], "little")
+        return value + 256 if fcs_size == 2 else value
+    if codec is Compression.LZ4 and head.startswith(_LZ4_MAGIC):
+        return _lz4_bound(bytes(data))
+    if codec is Compression.GZIP and head.startswith(_GZIP_MAGIC) and len(data) >= 18:
+        return int.from_bytes(bytes(data[-4:]), "little")
+    return None
+
+
+_LZ4_BLOCK_MAX = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
+_LZ4_BLOCK_SIZE = struct.Struct("<I")
+
+
+def _lz4_bound(data: bytes) -> int | None:
+    """An upper bound of what an lz4 frame (or frames, back to back) decompresses to,
+    from the frame headers and block sizes alone: each block holds at most the frame's
+    block maximum size. librdkafka and cramjam write frames without a content size."""
+    pos = total = 0
+    while pos + 7 <= len(data) and data[pos : pos + 4] == _LZ4_MAGIC:
+        flg, bd = data[pos + 4], data[pos + 5]
+        if flg & 0x08:
+            return int.from_bytes(data[pos + 6 : pos + 14], "little")
+        block_max = _LZ4_BLOCK_MAX.get((bd >> 4) & 0x07)
+        if block_max is None:
+            return None
+        pos += 7 + (4 if flg & 0x01 else 0)  # magic, FLG, BD, header checksum, dictionary id
+        while pos + 4 <= len(data):
+            (size,) = _LZ4_BLOCK_SIZE.unpack_from(data, pos)
+            pos += 4
+            if size == 0:
+                break
+            pos += (size & 0x7FFFFFFF) + (4 if flg & 0x10 else 0)
+            total += block_max
+        pos += 4 if flg & 0x04 else 0  # content checksum
+    return total
 
 
 def _xerial_compress(data: bytes) -> bytes:
