@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import enum
 import struct
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -50,6 +51,8 @@ DEFAULT_MAX_DECOMPRESSED_BYTES = decompressed_limit(KAFKA_DEFAULT_MAX_MESSAGE_BY
 _FIRST_GUESS_RATIO = 8
 _FIRST_GUESS_MIN = 64 << 10
 _OUTPUT_FULL = "failed to write whole buffer"
+_LARGE_BUFFER = 16 << 20
+_LARGE_BUFFERS = threading.Lock()
 
 
 class Compression(enum.IntEnum):
@@ -127,28 +130,36 @@ def _bounded(
     codec: Compression, decompress_into: Callable[[Any, bytearray], int], data: bytes | memoryview, limit: int
 ) -> bytes:
     """Decompress into a buffer that doubles up to ``limit + 1`` bytes: output that fills
-    ``limit + 1`` bytes is over the limit (see the module doc)."""
+    ``limit + 1`` bytes is over the limit (see the module doc). Buffers above
+    :data:`_LARGE_BUFFER` are taken one thread at a time, so that a process decompressing
+    bombs in several threads (HTTP reads, the cleaner) holds one limit-sized buffer."""
     declared = _declared_size(codec, data)
     guess = max(_FIRST_GUESS_MIN, _FIRST_GUESS_RATIO * len(data)) if declared is None else declared + 1
     size = min(limit + 1, guess)
-    while True:
-        out = bytearray(size)
-        try:
-            written = decompress_into(data, out)
-        except cramjam.DecompressionError as exc:
-            if _OUTPUT_FULL not in str(exc):
-                raise
-            written = size
-        if written < size:
-            del out[written:]
-            return bytes(out)
-        if size > limit:
-            raise DecompressionLimitError(
-                f"{codec.name.lower()} payload decompresses to more than {limit} bytes "
-                "(the limit is max(64 MiB, 64 × max.message.bytes))"
-            )
-        size = min(limit + 1, 2 * size)
-        del out  # before the next allocation: at most one buffer is alive
+    holding = False
+    try:
+        while True:
+            if size > _LARGE_BUFFER and not holding:
+                holding = _LARGE_BUFFERS.acquire()
+            out = bytearray(size)
+            try:
+                written = decompress_into(data, out)
+            except cramjam.DecompressionError as exc:
+                if _OUTPUT_FULL not in str(exc):
+                    raise
+                written = size
+            if written < size:
+                return bytes(memoryview(out)[:written])
+            if size > limit:
+                raise DecompressionLimitError(
+                    f"{codec.name.lower()} payload decompresses to more than {limit} bytes "
+                    "(the limit is max(64 MiB, 64 × max.message.bytes))"
+                )
+            size = min(limit + 1, 2 * size)
+            del out  # before the next allocation: at most one buffer is alive
+    finally:
+        if holding:
+            _LARGE_BUFFERS.release()
 
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
