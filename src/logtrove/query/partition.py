@@ -357,7 +357,9 @@ def _scan_range(
             raise BudgetExhaustedError
         stats.bytes_scanned += header.size
         try:
-            if predicate is not None and not predicate.may_match_batch(bytes(batch_payload(buf, header, rel))):
+            if predicate is not None and not predicate.may_match_batch(
+                bytes(batch_payload(buf, header, rel))
+            ):
                 stats.batches_prefiltered += 1
                 yield header.next_offset
                 continue

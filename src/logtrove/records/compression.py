@@ -22,6 +22,8 @@ The default limit, :data:`DEFAULT_MAX_DECOMPRESSED_BYTES` (64 MiB), is
 decompress to :data:`DECOMPRESSION_RATIO` (64) times its topic's largest batch, and never
 less than 64 MiB. Real record data compresses 3-20 times (repetitive logs up to ~50),
 so real batches stay far below it, while one request can no longer cost gigabytes.
+The produce check, the indexer and the cleaner use their topic's limit; readers that
+only hold bytes (HTTP and query reads, Spark, ``dump-log``, ``consume``) the default.
 """
 
 from __future__ import annotations

@@ -83,8 +83,11 @@ def batch_payload(
     return decompress(codec, raw, limit)
 
 
-def iter_records(buf: Buffer, pos: int = 0, header: BatchHeader | None = None) -> Iterator[Record]:
-    """Decode every record of the batch at ``pos`` (CRC is not re-checked here).
+def iter_records(
+    buf: Buffer, pos: int = 0, header: BatchHeader | None = None, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+) -> Iterator[Record]:
+    """Decode every record of the batch at ``pos`` (CRC is not re-checked here), its
+    records decompressed to at most ``limit`` bytes.
 
     In a LogAppendTime batch every record's timestamp is the batch's ``maxTimestamp``
     (the broker's append time), as Kafka's readers report it.
@@ -95,7 +98,7 @@ def iter_records(buf: Buffer, pos: int = 0, header: BatchHeader | None = None) -
     """
     if header is None:
         header = read_header(buf, pos)
-    payload = batch_payload(buf, header, pos)
+    payload = batch_payload(buf, header, pos, limit)
     base_offset = header.base_offset
     base_ts = header.base_timestamp
     append_time = header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None
@@ -139,14 +142,14 @@ def iter_records(buf: Buffer, pos: int = 0, header: BatchHeader | None = None) -
 
 
 def iter_keys(
-    buf: Buffer, pos: int = 0, header: BatchHeader | None = None
+    buf: Buffer, pos: int = 0, header: BatchHeader | None = None, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES
 ) -> Iterator[tuple[int, bytes | None, bool]]:
     """``(offset, key, is_tombstone)`` of every record, skipping values and headers by
     their lengths: about half the cost of :func:`iter_records`, for the cleaner's map and
     keep/drop decisions."""
     if header is None:
         header = read_header(buf, pos)
-    payload = batch_payload(buf, header, pos)
+    payload = batch_payload(buf, header, pos, limit)
     base_offset = header.base_offset
     end = len(payload)
     p = 0
