@@ -10,12 +10,14 @@ writes xerial framing in 32 KiB blocks, what Java and kafka-python write.
 
 Decompression is bounded: :func:`decompress` is the only way logtrove decompresses
 (every reader gets a batch's records through :func:`logtrove.records.record.batch_payload`),
-and it never produces, nor allocates, more than ``limit`` bytes. A 34 KB zstd batch can
-hold 1 GiB of zeros; past the limit it raises :class:`DecompressionLimitError` instead of
-growing the process. gzip, lz4 and zstd decompress into a buffer that doubles from an
-estimate up to ``limit + 1`` bytes (cramjam's ``decompress_into`` stops with "failed to
-write whole buffer" when its output is full, having written no more than the buffer);
-snappy blocks state their decompressed length up front, which is checked before any work.
+and it never produces more than ``limit`` bytes (nor holds more than twice that, the
+result included). A 34 KB zstd batch can hold 1 GiB of zeros; past the limit it raises
+:class:`DecompressionLimitError` instead of growing the process. gzip, lz4 and zstd
+decompress into a buffer sized from the size the frame declares (:func:`_declared_size`;
+else 8 × the input), doubled while it fills, up to ``limit + 1`` bytes (cramjam's
+``decompress_into`` stops with "failed to write whole buffer" when its output is full,
+having written no more than the buffer); snappy blocks state their decompressed length
+up front, which is checked before any work.
 
 The default limit, :data:`DEFAULT_MAX_DECOMPRESSED_BYTES` (64 MiB), is
 :func:`decompressed_limit` of Kafka's default ``max.message.bytes`` (1 MiB): a batch may
