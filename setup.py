@@ -12,12 +12,14 @@ setup(
         Extension(
             "logtrove.storage._indexcore",
             ["src/logtrove/storage/_indexcore.c"],
+            depends=["src/logtrove/records/varint.h"],
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-missing-field-initializers"],
             optional=True,
         ),
         Extension(
             "logtrove.records._walk",
             ["src/logtrove/records/_walk.c"],
+            depends=["src/logtrove/records/varint.h"],
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra"],
             optional=True,
         ),

@@ -19,25 +19,17 @@ import threading
 import time
 from pathlib import Path
 
-import cramjam
 import httpx
 import pytest
 from tests.broker.conftest import SERVE, HttpBrokerProcess, free_port
+from tests.broker.procs import peak_rss_kib
 from tests.broker.wire import WireClient
-from tests.records.helpers import patch_header, with_payload
+from tests.records.helpers import patch_header, with_payload, zstd_zeros
 
 from logtrove.records import Compression, NewRecord, build_batch
 from logtrove.storage import Storage
 
 MEMORY_LIMIT_KIB = 300 << 10
-
-
-def zstd_zeros(size: int) -> bytes:
-    compressor = cramjam.zstd.Compressor()
-    chunk = bytes(4 << 20)
-    for _ in range(size // len(chunk)):
-        compressor.compress(chunk)
-    return bytes(compressor.finish())
 
 
 def bomb_batch(base_offset: int) -> bytes:
@@ -61,25 +53,6 @@ def write_data_dir(path: Path) -> None:
             if topic == "bombs-compact":
                 log.roll()
                 log.append(build_batch([NewRecord(b"newest", key=b"a")]))
-
-
-def peak_rss_kib(pid: int) -> dict[str, int]:
-    """VmHWM of ``pid`` and of every process whose parent it is."""
-    out = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            status = (entry / "status").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if int(entry.name) == pid or ppid == pid:
-            for line in status.splitlines():
-                if line.startswith("VmHWM:"):
-                    out[f"{entry.name} {stat.split()[1]}"] = int(line.split()[1])
-    return out
 
 
 def api_versions_ms(port: int) -> float:

@@ -12,24 +12,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from tests.broker.conftest import BrokerProcess, free_port
+from tests.broker.procs import indexer_children
 
 from logtrove.storage.indexer import recorded_index_offsets
-
-
-def indexer_children(broker_pid: int) -> list[int]:
-    """The broker's children started by multiprocessing's spawn (the indexer), by /proc."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == broker_pid and b"spawn_main" in cmdline:
-            found.append(int(entry.name))
-    return found
 
 
 def produce(broker: BrokerProcess, topic: str, count: int) -> None:

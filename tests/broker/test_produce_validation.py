@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import time
 
-import cramjam
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from kio.schema.errors import ErrorCode
 from tests.broker.conftest import BrokerProcess
 from tests.broker.wire import WireClient
-from tests.records.helpers import patch_header, with_payload
+from tests.records.helpers import patch_header, with_payload, zstd_zeros
 
 from logtrove.records import Compression, NewRecord, build_batch
 from logtrove.records.record import encode_record
@@ -23,15 +22,6 @@ from logtrove.records.record import encode_record
 
 def good(value: bytes, n: int = 2, codec: Compression = Compression.NONE) -> bytes:
     return build_batch([NewRecord(value + b"-%d" % i, key=b"k") for i in range(n)], compression=codec)
-
-
-def zstd_bomb(size: int) -> bytes:
-    """A zstd frame of ``size`` zero bytes (1 GiB → about 34 KB)."""
-    compressor = cramjam.zstd.Compressor()
-    chunk = bytes(4 << 20)
-    for _ in range(size // len(chunk)):
-        compressor.compress(chunk)
-    return bytes(compressor.finish())
 
 
 def malformed_kinds() -> dict[str, tuple[bytes, ErrorCode]]:
@@ -52,7 +42,7 @@ def malformed_kinds() -> dict[str, tuple[bytes, ErrorCode]]:
         ),
         "offset-deltas-not-in-order": (bytes(with_payload(plain, shifted)), ErrorCode.invalid_record),
         "zstd-bomb-1GiB": (
-            bytes(with_payload(patch_header(plain, attributes=4), zstd_bomb(1 << 30))),
+            bytes(with_payload(patch_header(plain, attributes=4), zstd_zeros(1 << 30))),
             ErrorCode.invalid_record,
         ),
     }

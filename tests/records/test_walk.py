@@ -11,7 +11,7 @@ import cramjam
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.records.helpers import COMPRESSED_CODECS, patch_header, with_payload
+from tests.records.helpers import COMPRESSED_CODECS, patch_header, with_payload, zeros_frame, zstd_zeros
 
 from logtrove.records import (
     Compression,
@@ -192,27 +192,16 @@ def test_valid_batches_of_every_codec_pass(codec: Compression) -> None:
 
 
 def zeros_bomb(codec: Compression, size: int) -> bytes:
-    if codec is Compression.SNAPPY:  # one raw block claiming `size` bytes: refused from its header
-        return _snappy_len_prefix(size) + b"\x00" * 8
-    compressor = {
-        Compression.GZIP: cramjam.gzip,
-        Compression.LZ4: cramjam.lz4,
-        Compression.ZSTD: cramjam.zstd,
-    }[codec]
-    c = compressor.Compressor()
-    chunk = bytes(4 << 20)
-    for _ in range(size // len(chunk)):
-        c.compress(chunk)
-    return bytes(c.finish())
-
-
-def _snappy_len_prefix(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+    if codec is Compression.SNAPPY:  # one raw block whose header claims `size` bytes
+        length = bytearray()
+        while size >= 0x80:  # snappy's length prefix: an unsigned varint
+            length.append((size & 0x7F) | 0x80)
+            size >>= 7
+        return bytes([*length, size]) + bytes(8)
+    return zeros_frame(
+        {Compression.GZIP: cramjam.gzip, Compression.LZ4: cramjam.lz4, Compression.ZSTD: cramjam.zstd}[codec],
+        size,
+    )
 
 
 @pytest.mark.parametrize("codec", COMPRESSED_CODECS, ids=lambda c: c.name.lower())
@@ -234,7 +223,7 @@ def test_decompression_up_to_the_limit_is_whole(codec: Compression) -> None:
 
 
 def test_a_zstd_bomb_batch_is_refused_at_produce() -> None:
-    payload = bytes(zeros_bomb(Compression.ZSTD, 1 << 30))
+    payload = zstd_zeros(1 << 30)
     assert len(payload) < 64 << 10
     template = good_batch(Compression.ZSTD, n=1)
     batch = with_payload(template, payload)

@@ -28,27 +28,7 @@
 #include <Python.h>
 #include <stdint.h>
 
-/* A zig-zag varint of at most 10 bytes at *p, below end (64 bits kept). -1 if it does
- * not fit. The same reader as the indexer's (storage/_indexcore.c). */
-static inline int
-read_varint(const uint8_t *b, Py_ssize_t end, Py_ssize_t *p, int64_t *out)
-{
-    Py_ssize_t q = *p;
-    uint64_t r = 0;
-    for (int shift = 0; shift < 70; shift += 7) {
-        if (q >= end) {
-            return -1;
-        }
-        uint8_t c = b[q++];
-        r |= (uint64_t)(c & 0x7F) << shift;
-        if (c < 0x80) {
-            *out = (int64_t)(r >> 1) ^ -(int64_t)(r & 1);
-            *p = q;
-            return 0;
-        }
-    }
-    return -1;
-}
+#include "varint.h"
 
 static PyObject *
 malformed(Py_ssize_t record, const char *what)

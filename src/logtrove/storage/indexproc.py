@@ -93,6 +93,7 @@ class IndexerProcess:
             multiprocessing.connection.wait([process.sentinel])
             if self._stopping.is_set():
                 return
+            process.join(5)  # the sentinel fires as the child ends, before it is reaped
             if time.monotonic() - started >= HEALTHY_S:
                 backoff = self.restart_min_s
             code = process.exitcode
