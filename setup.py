@@ -1,8 +1,9 @@
-"""Build of the one compiled part, the indexer's per-record loop (everything else is in
-pyproject.toml). It needs a C compiler and xxHash's header (Debian: libxxhash-dev,
-installed by scripts/install-system-deps.sh). ``optional=True``: without them the
-package still installs and the indexer runs its pure-Python twin, several times slower
-(``logtrove.storage.pending``)."""
+"""Build of the compiled parts (everything else is in pyproject.toml): the indexer's
+per-record loop, which needs a C compiler and xxHash's header (Debian: libxxhash-dev,
+installed by scripts/install-system-deps.sh), and the produce-time record walk, which
+needs only the compiler. ``optional=True``: without them the package still installs and
+runs the pure-Python twins, several times slower (``logtrove.storage.pending``,
+``logtrove.records.walk``)."""
 
 from setuptools import Extension, setup
 
@@ -11,8 +12,16 @@ setup(
         Extension(
             "logtrove.storage._indexcore",
             ["src/logtrove/storage/_indexcore.c"],
+            depends=["src/logtrove/records/varint.h"],
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-missing-field-initializers"],
             optional=True,
-        )
+        ),
+        Extension(
+            "logtrove.records._walk",
+            ["src/logtrove/records/_walk.c"],
+            depends=["src/logtrove/records/varint.h"],
+            extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra"],
+            optional=True,
+        ),
     ]
 )

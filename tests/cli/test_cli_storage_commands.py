@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 from kafka.partitioner.default import murmur2
+from tests.records.helpers import patch_header
 from typer.testing import CliRunner
 
 from logtrove.cli.main import app
+from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
 from logtrove.storage.checkpoint import INDEX_OFFSET
 from logtrove.storage.indexer import Indexer
@@ -194,6 +196,29 @@ def test_dump_log_reports_a_torn_tail(tmp_path: Path) -> None:
         f.write(b"\x00" * 30)
     code, out = run("dump-log", str(log_file))
     assert code == 1 and "batch at position 73" in out
+
+
+@pytest.mark.parametrize("flags", [["--verify-index"], ["--print-data"], ["--verify-index", "--json"]])
+def test_dump_log_reports_a_batch_with_an_unknown_codec(tmp_path: Path, flags: list[str]) -> None:
+    """Issue 13, finding 11: a codec-5 batch (written by something else) used to end
+    ``dump-log --verify-index`` with a traceback."""
+    with Storage.open(tmp_path / "d") as storage:
+        storage.create_topic("c5", 1)
+        log = storage.log("c5", 0)
+        log.append(build_batch([NewRecord(b"ok")]))
+        codec5 = patch_header(build_batch([NewRecord(b"x")]), attributes=5, base_offset=1)
+        log.append(bytes(codec5), assign_offsets=False)
+    log_file = tmp_path / "d" / "c5-0" / "00000000000000000000.log"
+    code = "from logtrove.cli.main import main; main()"
+    done = subprocess.run(
+        [sys.executable, "-c", code, "dump-log", str(log_file), *flags],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 1 and "Traceback" not in out, out
+    assert out.count("batch at position 70: unknown compression codec id 5") == 1, out
 
 
 def test_console_script_help_and_bad_flag() -> None:

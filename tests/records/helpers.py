@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import cramjam
 import crc32c
 from hypothesis import strategies as st
 
@@ -110,3 +111,17 @@ new_records = st.builds(
 )
 record_lists = st.lists(new_records, min_size=1, max_size=25)
 codecs = st.sampled_from(ALL_CODECS)
+
+
+def zeros_frame(module: object, size: int) -> bytes:
+    """A compressed frame of ``size`` zero bytes, written 4 MiB at a time (a decompression
+    bomb: 1 GiB is about 34 KB in zstd); ``module`` is ``cramjam.zstd``, ``.gzip`` or ``.lz4``."""
+    compressor = module.Compressor()  # type: ignore[attr-defined]
+    chunk = bytes(4 << 20)
+    for _ in range(size // len(chunk)):
+        compressor.compress(chunk)
+    return bytes(compressor.finish())
+
+
+def zstd_zeros(size: int) -> bytes:
+    return zeros_frame(cramjam.zstd, size)

@@ -44,7 +44,12 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-from logtrove.records import RecordsError
+from logtrove.records import (
+    CorruptRecordError,
+    InvalidRecordCountError,
+    RecordsError,
+    UnsupportedCompressionError,
+)
 from logtrove.storage import (
     InvalidConfigError,
     InvalidRecordError,
@@ -200,6 +205,11 @@ _ERRORS: tuple[tuple[type[Exception], ErrorCode], ...] = (
     (InvalidTopicError, ErrorCode.invalid_topic_exception),
     (InvalidConfigError, ErrorCode.invalid_config),
     (ReadOnlyError, ErrorCode.policy_violation),
+    # as Kafka's LogValidator: a record that does not parse, or a count that lies, is an
+    # InvalidRecordException (not retriable); a bad CRC or frame stays CORRUPT_MESSAGE
+    (CorruptRecordError, ErrorCode.invalid_record),
+    (InvalidRecordCountError, ErrorCode.invalid_record),
+    (UnsupportedCompressionError, ErrorCode.unsupported_compression_type),
     (RecordsError, ErrorCode.corrupt_message),
     (StorageError, ErrorCode.kafka_storage_error),
 )

@@ -13,7 +13,14 @@ import typer
 
 from logtrove.cli.common import console, fail, format_time
 from logtrove.cli.main import app
-from logtrove.records import BatchHeader, RecordsError, iter_records, peek_batch_size, validate_batch
+from logtrove.records import (
+    BatchHeader,
+    RecordsError,
+    UnsupportedCompressionError,
+    iter_records,
+    peek_batch_size,
+    validate_batch,
+)
 from logtrove.storage.index import OffsetIndex, TimeIndex
 from logtrove.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
 
@@ -89,11 +96,17 @@ def walk_log(path: Path) -> Iterator[tuple[int, BatchHeader | None, bytes | str]
 def _dump_batches(path: Path, base: int, print_data: bool, as_json: bool) -> list[str]:
     if not as_json:
         console.print(f"Dumping {path}  (base offset {base})", highlight=False)
+    problems: list[str] = []
     for position, header, payload in walk_log(path):
         if header is None:
             assert isinstance(payload, str)
-            return [payload]
+            return [*problems, payload]
         assert isinstance(payload, bytes)
+        try:
+            compression = header.compression.name.lower()
+        except UnsupportedCompressionError as exc:  # written by something other than logtrove
+            compression = f"unknown ({header.attributes & 0x07})"
+            problems.append(f"batch at position {position}: {exc}")
         info = {
             "baseOffset": header.base_offset,
             "lastOffset": header.last_offset,
@@ -102,17 +115,17 @@ def _dump_batches(path: Path, base: int, print_data: bool, as_json: bool) -> lis
             "size": header.size,
             "baseTimestamp": header.base_timestamp,
             "maxTimestamp": header.max_timestamp,
-            "compression": header.compression.name.lower(),
+            "compression": compression,
             "producerId": header.producer_id,
             "producerEpoch": header.producer_epoch,
             "baseSequence": header.base_sequence,
             "isTransactional": header.is_transactional,
             "isControl": header.is_control,
             "crc": header.crc,
-            "isValid": True,
+            "isValid": not compression.startswith("unknown"),
         }
         _emit(info, as_json, _batch_line(info))
-        if print_data:
+        if print_data and info["isValid"]:
             try:
                 for record in iter_records(payload, 0, header):
                     rec = {
@@ -124,15 +137,16 @@ def _dump_batches(path: Path, base: int, print_data: bool, as_json: bool) -> lis
                     }
                     _emit(rec, as_json, "| " + "  ".join(f"{k}: {v}" for k, v in rec.items()))
             except RecordsError as exc:
-                return [f"batch at position {position} has undecodable records: {exc}"]
-    return []
+                return [*problems, f"batch at position {position} has undecodable records: {exc}"]
+    return problems
 
 
 def _batch_line(info: dict[str, Any]) -> str:
     return (
         f"baseOffset: {info['baseOffset']} lastOffset: {info['lastOffset']} count: {info['count']} "
         f"position: {info['position']} size: {info['size']} maxTimestamp: {format_time(info['maxTimestamp'])} "
-        f"compression: {info['compression']} producerId: {info['producerId']} crc: {info['crc']} isValid: true"
+        f"compression: {info['compression']} producerId: {info['producerId']} crc: {info['crc']} "
+        f"isValid: {str(info['isValid']).lower()}"
     )
 
 

@@ -9,6 +9,7 @@ against the decoded record.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -31,6 +32,8 @@ from logtrove.records.record import batch_payload
 from logtrove.records.varint import decode_varint
 from logtrove.storage import PartitionLog, Segment
 from logtrove.storage.indexview import KeyBlock, index_view
+
+_log = logging.getLogger(__name__)
 
 _CHUNK = 1024 * 1024
 _CACHED_BATCHES = 64
@@ -370,16 +373,21 @@ def _scan_range(
         if budget is not None and not budget.take(header.size):
             raise BudgetExhaustedError
         stats.bytes_scanned += header.size
-        if predicate is not None and not predicate.may_match_batch(bytes(batch_payload(buf, header, rel))):
-            stats.batches_prefiltered += 1
-            yield header.next_offset
-            continue
-        for r in iter_records(buf, rel, header):
-            stats.records_scanned += 1
-            if r.offset < begin or (to_offset is not None and r.offset >= to_offset):
+        try:
+            if predicate is not None and not predicate.may_match_batch(
+                bytes(batch_payload(buf, header, rel))
+            ):
+                stats.batches_prefiltered += 1
+                yield header.next_offset
                 continue
-            if not in_window(r.timestamp, start_ms, end_ms):
-                continue
-            if predicate is None or predicate.matches(r.value):
-                yield r
+            for r in iter_records(buf, rel, header):
+                stats.records_scanned += 1
+                if r.offset < begin or (to_offset is not None and r.offset >= to_offset):
+                    continue
+                if not in_window(r.timestamp, start_ms, end_ms):
+                    continue
+                if predicate is None or predicate.matches(r.value):
+                    yield r
+        except RecordsError as exc:  # stored by older code (produce validates now): skip it
+            _log.warning("%s: batch at offset %d skipped: %s", seg.log_path.name, header.base_offset, exc)
         yield header.next_offset

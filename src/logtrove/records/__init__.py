@@ -1,8 +1,10 @@
 """The Kafka RecordBatch v2 codec.
 
 Batches travel opaquely through produce and fetch; this package frames, validates and
-patches them (:mod:`.batch`) and, off the hot path, decodes and builds their records
-(:mod:`.record`, :mod:`.builder`) in all four compressions (:mod:`.compression`).
+patches them (:mod:`.batch`), walks a produced batch's records in compiled code
+(:mod:`.walk`) and, off the hot path, decodes and builds their records (:mod:`.record`,
+:mod:`.builder`) in all four compressions (:mod:`.compression`, which bounds how much a
+batch may decompress to).
 """
 
 from logtrove.records.batch import (
@@ -23,6 +25,7 @@ from logtrove.records.errors import (
     CorruptBatchError,
     CorruptRecordError,
     CrcMismatchError,
+    DecompressionLimitError,
     InvalidLengthError,
     InvalidMagicError,
     InvalidRecordCountError,
@@ -40,6 +43,7 @@ __all__ = [
     "CorruptBatchError",
     "CorruptRecordError",
     "CrcMismatchError",
+    "DecompressionLimitError",
     "Headers",
     "InvalidLengthError",
     "InvalidMagicError",

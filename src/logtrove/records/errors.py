@@ -9,6 +9,7 @@
      │    ├── CrcMismatchError      CRC32C over attributes..end does not match
      │    ├── InvalidRecordCountError  recordCount / lastOffsetDelta / records disagree
      │    └── CorruptRecordError    a record inside the batch cannot be decoded
+     │         └── DecompressionLimitError  the records decompress to more than the limit
      ├── OffsetOverflowError        assigned offsets would not fit in an int64
      └── UnsupportedCompressionError  compression codec id 5..7
 """
@@ -42,6 +43,11 @@ class InvalidRecordCountError(CorruptBatchError):
 
 class CorruptRecordError(CorruptBatchError):
     """A record inside an otherwise well-framed batch cannot be decoded."""
+
+
+class DecompressionLimitError(CorruptRecordError):
+    """A compressed batch would decompress to more bytes than allowed (a decompression
+    bomb, or a topic whose limit is too small: see :mod:`logtrove.records.compression`)."""
 
 
 class OffsetOverflowError(RecordsError):

@@ -32,7 +32,7 @@ from logtrove.records.batch import (
     Buffer,
     read_header,
 )
-from logtrove.records.compression import Compression, decompress
+from logtrove.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, Compression, decompress
 from logtrove.records.errors import CorruptRecordError, InvalidRecordCountError
 from logtrove.records.varint import decode_varint, encode_varint
 
@@ -71,17 +71,23 @@ class NewRecord:
     timestamp: int | None = None
 
 
-def batch_payload(buf: Buffer, header: BatchHeader, pos: int = 0) -> bytes | memoryview:
-    """The decompressed concatenation of a batch's records."""
+def batch_payload(
+    buf: Buffer, header: BatchHeader, pos: int = 0, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+) -> bytes | memoryview:
+    """The decompressed concatenation of a batch's records, at most ``limit`` bytes
+    (:class:`~logtrove.records.errors.DecompressionLimitError` past it)."""
     raw = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
     codec = header.compression
     if codec is Compression.NONE:
         return raw
-    return decompress(codec, raw)
+    return decompress(codec, raw, limit)
 
 
-def iter_records(buf: Buffer, pos: int = 0, header: BatchHeader | None = None) -> Iterator[Record]:
-    """Decode every record of the batch at ``pos`` (CRC is not re-checked here).
+def iter_records(
+    buf: Buffer, pos: int = 0, header: BatchHeader | None = None, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+) -> Iterator[Record]:
+    """Decode every record of the batch at ``pos`` (CRC is not re-checked here), its
+    records decompressed to at most ``limit`` bytes.
 
     In a LogAppendTime batch every record's timestamp is the batch's ``maxTimestamp``
     (the broker's append time), as Kafka's readers report it.
@@ -92,7 +98,7 @@ def iter_records(buf: Buffer, pos: int = 0, header: BatchHeader | None = None) -
     """
     if header is None:
         header = read_header(buf, pos)
-    payload = batch_payload(buf, header, pos)
+    payload = batch_payload(buf, header, pos, limit)
     base_offset = header.base_offset
     base_ts = header.base_timestamp
     append_time = header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None
@@ -136,14 +142,14 @@ def iter_records(buf: Buffer, pos: int = 0, header: BatchHeader | None = None) -
 
 
 def iter_keys(
-    buf: Buffer, pos: int = 0, header: BatchHeader | None = None
+    buf: Buffer, pos: int = 0, header: BatchHeader | None = None, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES
 ) -> Iterator[tuple[int, bytes | None, bool]]:
     """``(offset, key, is_tombstone)`` of every record, skipping values and headers by
     their lengths: about half the cost of :func:`iter_records`, for the cleaner's map and
     keep/drop decisions."""
     if header is None:
         header = read_header(buf, pos)
-    payload = batch_payload(buf, header, pos)
+    payload = batch_payload(buf, header, pos, limit)
     base_offset = header.base_offset
     end = len(payload)
     p = 0

@@ -37,6 +37,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../records/varint.h" /* read_varint */
+
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
@@ -150,33 +152,6 @@ static const unsigned char TOKEN_BYTE[256] = {
     ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1,
     ['y'] = 1, ['z'] = 1,
 };
-
-/* A zig-zag varint of at most 10 bytes at *p, below end. -1 if it does not fit. */
-static inline int
-read_varint(const uint8_t *b, Py_ssize_t end, Py_ssize_t *p, int64_t *out)
-{
-    Py_ssize_t q = *p;
-    if (q < end && b[q] < 0x80) {
-        uint64_t r = b[q];
-        *out = (int64_t)(r >> 1) ^ -(int64_t)(r & 1);
-        *p = q + 1;
-        return 0;
-    }
-    uint64_t r = 0;
-    for (int shift = 0; shift < 70; shift += 7) {
-        if (q >= end) {
-            return -1;
-        }
-        uint8_t c = b[q++];
-        r |= (uint64_t)(c & 0x7F) << shift;
-        if (c < 0x80) {
-            *out = (int64_t)(r >> 1) ^ -(int64_t)(r & 1);
-            *p = q;
-            return 0;
-        }
-    }
-    return -1;
-}
 
 static inline void
 put_be32(unsigned char *out, uint32_t x)

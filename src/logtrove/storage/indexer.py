@@ -34,6 +34,7 @@ from typing import Protocol
 
 from logtrove.records import HEADER_SIZE, BatchHeader, RecordsError, read_header
 from logtrove.records.batch import ATTR_TIMESTAMP_TYPE, MIN_BATCH_LENGTH
+from logtrove.records.compression import decompressed_limit
 from logtrove.records.record import batch_payload
 from logtrove.storage import keyindex, skipindex, tagindex
 from logtrove.storage.blockfile import Block, encode_block, read_blocks, valid_length
@@ -98,6 +99,7 @@ class SegmentIndexBuilder:
         self.id_name = config.message_id_header.encode("utf-8")
         self.tag_name = config.message_tag_header.encode("utf-8")
         self.header_names = tuple(config.indexed_headers)
+        self.decompressed_limit = decompressed_limit(config.max_message_bytes)
         self._indexed = {n.encode("utf-8"): b"h:" + n.encode("utf-8") + b":" for n in self.header_names}
         self.names = (config.message_id_header, *self.header_names)
         self.paths = {kind: derived_path(segment, suffix) for kind, suffix in _FILES}
@@ -169,7 +171,7 @@ class SegmentIndexBuilder:
             return 0
         append_ts = header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None
         try:
-            payload = batch_payload(buf, header, pos)
+            payload = batch_payload(buf, header, pos, self.decompressed_limit)
             rel_base = header.base_offset - self.segment.base_offset
             return self._pending.add(payload, rel_base, header.base_timestamp, append_ts)
         except (RecordsError, ValueError) as exc:

@@ -7,23 +7,40 @@ follows the logs with ``refresh()``, and is the one writer of the derived files.
 it writes the pending blocks; killing it loses nothing (the next indexer resumes from the
 files, and queries scan what is not indexed). A child whose parent died stops by itself,
 and a new child waits on ``.indexer.lock`` until an old one has let go.
+
+A child that dies without being asked (killed, out of memory, a bug) is restarted by a
+watchdog thread of the parent, after a back-off that doubles from
+:data:`RESTART_MIN_S` to :data:`RESTART_MAX_S` while children keep dying young, and
+returns to the minimum once one has run :data:`HEALTHY_S`; each death is logged with its
+exit code or signal.
 """
 
 from __future__ import annotations
 
 import fcntl
+import logging
 import multiprocessing
+import multiprocessing.connection
 import os
 import signal
+import threading
+import time
 from multiprocessing.synchronize import Event
 from pathlib import Path
 
 from logtrove.storage.indexer import DEFAULT_BLOCK_RECORDS, Indexer
 from logtrove.storage.store import Storage
 
+log = logging.getLogger(__name__)
+
+RESTART_MIN_S = 1.0
+RESTART_MAX_S = 60.0
+HEALTHY_S = 60.0
+
 
 class IndexerProcess:
-    """Start, and later stop, an indexing child process for one data directory."""
+    """Start, watch (restart when it dies), and later stop an indexing child process for
+    one data directory."""
 
     def __init__(
         self,
@@ -32,17 +49,30 @@ class IndexerProcess:
         block_records: int = DEFAULT_BLOCK_RECORDS,
         idle_s: float = 0.2,
         tail_flush_s: float = 5.0,
+        restart_min_s: float = RESTART_MIN_S,
     ) -> None:
         self.path = Path(path)
         self.args = (block_records, idle_s, tail_flush_s)
+        self.restart_min_s = restart_min_s
+        self.restarts = 0
         self._ctx = multiprocessing.get_context("spawn")
         self._stop: Event = self._ctx.Event()
         self._process: multiprocessing.process.BaseProcess | None = None
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._watchdog: threading.Thread | None = None
 
     def start(self) -> None:
-        if self._process is not None:
-            return
-        self._stop.clear()
+        with self._lock:
+            if self._process is not None:
+                return
+            self._stop.clear()
+            self._stopping.clear()
+            self._spawn()
+        self._watchdog = threading.Thread(target=self._watch, name="indexer-watchdog", daemon=True)
+        self._watchdog.start()
+
+    def _spawn(self) -> None:
         self._process = self._ctx.Process(
             target=run_indexer,
             args=(str(self.path), self._stop, os.getpid(), *self.args),
@@ -51,20 +81,62 @@ class IndexerProcess:
         )
         self._process.start()
 
+    def _watch(self) -> None:
+        """Restart the child whenever it ends without :meth:`stop` (see the module doc)."""
+        backoff = self.restart_min_s
+        while not self._stopping.is_set():
+            with self._lock:
+                process = self._process
+            if process is None:
+                return
+            started = time.monotonic()
+            multiprocessing.connection.wait([process.sentinel])
+            if self._stopping.is_set():
+                return
+            process.join(5)  # the sentinel fires as the child ends, before it is reaped
+            if time.monotonic() - started >= HEALTHY_S:
+                backoff = self.restart_min_s
+            code = process.exitcode
+            how = (
+                f"was killed by signal {-code}"
+                if code is not None and code < 0
+                else f"exited with code {code}"
+            )
+            log.warning("the indexer child (pid %s) %s; restarting it in %.1f s", process.pid, how, backoff)
+            if self._stopping.wait(backoff):
+                return
+            with self._lock:
+                if self._stopping.is_set():
+                    return
+                self._spawn()
+                self.restarts += 1
+            backoff = min(2 * backoff, RESTART_MAX_S)
+
+    @property
+    def pid(self) -> int | None:
+        """The running child's process ID."""
+        with self._lock:
+            return self._process.pid if self._process is not None else None
+
     @property
     def alive(self) -> bool:
         return self._process is not None and self._process.is_alive()
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Ask the child to write its pending blocks and exit; kill it after ``timeout_s``."""
-        if self._process is None:
+        with self._lock:
+            self._stopping.set()
+            process, self._process = self._process, None
+        if process is None:
             return
         self._stop.set()
-        self._process.join(timeout_s)
-        if self._process.is_alive():
-            self._process.kill()
-            self._process.join()
-        self._process = None
+        process.join(timeout_s)
+        if process.is_alive():
+            process.kill()
+            process.join()
+        if self._watchdog is not None and self._watchdog is not threading.current_thread():
+            self._watchdog.join(timeout_s)
+            self._watchdog = None
 
 
 INDEXER_LOCK = ".indexer.lock"

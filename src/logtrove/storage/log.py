@@ -11,7 +11,8 @@
       retention / DeleteRecords remove whole segments from the left
 
 The hot path handles batches as opaque bytes: :meth:`PartitionLog.append` validates a
-produced batch (header, CRC32C, counts), gives it offsets by patching its first 8 bytes
+produced batch (header, CRC32C, counts, and its records walked in compiled code:
+:mod:`logtrove.records.walk`), gives it offsets by patching its first 8 bytes
 and writes it with one ``pwritev``; :meth:`PartitionLog.read` returns a slice of whole
 batches of one segment file, to be sent as-is (``sendfile``) or read with one ``pread``.
 
@@ -48,7 +49,9 @@ from logtrove.records import (
     validate_produced_batch,
 )
 from logtrove.records.batch import MAX_OFFSET
+from logtrove.records.compression import decompressed_limit
 from logtrove.records.errors import OffsetOverflowError
+from logtrove.records.walk import check_records
 from logtrove.storage.config import TopicConfig
 from logtrove.storage.errors import (
     InvalidRecordError,
@@ -283,8 +286,8 @@ class PartitionLog:
         if self.read_only:
             raise ReadOnlyError(f"{self.tp} is open read-only")
         batches = self._split(data, produced=assign_offsets)
-        if self.config.compact and assign_offsets:
-            self._check_keys(data, batches)
+        if assign_offsets:
+            self._check_records(data, batches)
         log_append_time = -1
         if self.config.message_timestamp_type == "LogAppendTime":
             log_append_time = self.clock.now_ms()
@@ -344,19 +347,24 @@ class PartitionLog:
             raise InvalidLengthError("no record batch in the request")
         return out
 
-    def _check_keys(
+    def _check_records(
         self, data: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]]
     ) -> None:
-        """Compacted topics keep the latest record per key: a keyless record has no place
-        in them and is refused (Kafka's INVALID_RECORD). Costs a record parse, on
-        compacted topics only."""
+        """Walk the records of each produced batch (decompressed to at most
+        :func:`~logtrove.records.compression.decompressed_limit` of ``max.message.bytes``)
+        as Kafka's LogValidator does: :func:`logtrove.records.walk.check_records`.
+
+        Compacted topics keep the latest record per key: a keyless record has no place
+        in them and is refused (Kafka's INVALID_RECORD)."""
+        view = memoryview(data)
+        limit = decompressed_limit(self.config.max_message_bytes)
         for pos, header in batches:
-            for record in iter_records(data, pos, header):
-                if record.key is None:
-                    raise InvalidRecordError(
-                        f"{self.tp.topic} is a compacted topic (cleanup.policy={self.config.cleanup_policy}): "
-                        f"every record needs a key, the record at batch offset +{record.offset - header.base_offset} has none"
-                    )
+            keyless = check_records(view[pos : pos + header.size], header, limit)
+            if keyless is not None and self.config.compact:
+                raise InvalidRecordError(
+                    f"{self.tp.topic} is a compacted topic (cleanup.policy={self.config.cleanup_policy}): "
+                    f"every record needs a key, the record at batch offset +{keyless} has none"
+                )
 
     def _maybe_roll(self, header: BatchHeader) -> None:
         seg = self.active

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from logtrove.records import BatchHeader, build_batch, iter_keys, iter_records, validate_batch
+from logtrove.records.compression import decompressed_limit
 from logtrove.storage.cleaner.offset_map import OffsetLookup, OffsetMap, OffsetMapFullError
 from logtrove.storage.indexer import build_segment_indexes
 from logtrove.storage.log import PartitionLog
@@ -107,8 +108,9 @@ def build_offset_map(
         return offset_map
     total = sum(s.size for s in log.segments if s.base_offset < limit and s.next_offset > first_dirty)
     done = 0
+    bound = decompressed_limit(log.config.max_message_bytes)
     for header, data in log.batches(first_dirty, limit):
-        for offset, key, _tombstone in iter_keys(data, 0, header):
+        for offset, key, _tombstone in iter_keys(data, 0, header, bound):
             if offset < first_dirty or key is None:
                 continue
             if offset >= limit:
@@ -145,11 +147,14 @@ def group_segments(segments: list[Segment], max_bytes: int) -> list[list[Segment
 class _Copier:
     """Recopies a group of segments into one ``.cleaned`` segment (step 2 and 3)."""
 
-    def __init__(self, lookup: OffsetLookup, end: int, now_ms: int, delete_retention_ms: int) -> None:
+    def __init__(
+        self, lookup: OffsetLookup, end: int, now_ms: int, delete_retention_ms: int, decompressed: int
+    ) -> None:
         self.lookup = lookup
         self.end = end
         self.now = now_ms
         self.horizon = now_ms + delete_retention_ms
+        self.decompressed = decompressed  # bytes a batch may decompress to (the topic's limit)
         self.read = self.kept = self.tombstones_removed = self.live_keys = 0
 
     def keep(self, offset: int, key: bytes | None, tombstone: bool, header: BatchHeader) -> bool:
@@ -171,7 +176,7 @@ class _Copier:
         if header.is_control or header.base_offset >= self.end:
             out.append(header, data)
             return
-        scanned = list(iter_keys(data, 0, header))
+        scanned = list(iter_keys(data, 0, header, self.decompressed))
         self.read += len(scanned)
         kept = [
             (offset, tombstone)
@@ -187,7 +192,7 @@ class _Copier:
             out.append(header, data)  # nothing to drop: the batch is copied byte for byte
             return
         keep_offsets = {offset for offset, _ in kept}
-        records = [r for r in iter_records(data, 0, header) if r.offset in keep_offsets]
+        records = [r for r in iter_records(data, 0, header, self.decompressed) if r.offset in keep_offsets]
         rebuilt = build_batch(
             records,
             base_offset=header.base_offset,
@@ -233,7 +238,9 @@ def clean_partition(
         end = min(offset_map.end_offset, limit)
         keys, full = -1, False
     candidates = [s for s in log.segments[:-1] if s.base_offset < end]
-    copier = _Copier(lookup, end, now_ms, log.config.delete_retention_ms)
+    copier = _Copier(
+        lookup, end, now_ms, log.config.delete_retention_ms, decompressed_limit(log.config.max_message_bytes)
+    )
     before = after = 0
     total = sum(s.size for s in candidates)
     for group in group_segments(candidates, log.config.segment_bytes):

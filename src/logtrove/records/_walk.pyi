@@ -1,0 +1,5 @@
+"""Type stub of the compiled twin of :func:`logtrove.records.walk.py_walk`."""
+
+from logtrove.records.batch import Buffer
+
+def walk(payload: Buffer, /) -> tuple[int, int | None]: ...

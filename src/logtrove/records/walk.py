@@ -1,0 +1,175 @@
+"""Produce-time validation of a batch's records, as Kafka's LogValidator does it.
+
+:func:`validate_produced` is what the log calls on every batch a producer sends, before
+anything is written. On top of :func:`~logtrove.records.batch.validate_produced_batch`
+(header, CRC32C, ``recordCount == lastOffsetDelta + 1``) it checks
+
+* the codec is one of none, gzip, snappy, lz4, zstd
+  (:class:`~logtrove.records.errors.UnsupportedCompressionError` otherwise);
+* the records decompress, to at most ``limit`` bytes
+  (:class:`~logtrove.records.errors.CorruptRecordError`,
+  :class:`~logtrove.records.errors.DecompressionLimitError`);
+* every record is whole and holds ``recordCount`` records, the offset delta of record
+  ``i`` being ``i`` (:func:`walk`: ``CorruptRecordError`` /
+  :class:`~logtrove.records.errors.InvalidRecordCountError`).
+
+Kafka rewrites (recompresses) a compressed batch whose offset deltas are not 0, 1, 2, …
+and ignores them in an uncompressed one; logtrove appends batches as they come, so it
+refuses such a batch instead (no client writes one). Consumers compute each record's
+offset from its delta: a wrong delta would make them loop or skip.
+
+:func:`walk` runs compiled (``logtrove.records._walk``, from ``_walk.c``) when the
+package was built with a C compiler, else its pure-Python twin :func:`py_walk`, which
+defines the behaviour (same values, same messages); ``LOGTROVE_PURE_PYTHON=1`` forces the
+twin. :data:`IMPLEMENTATION` says which one runs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import NamedTuple
+
+from logtrove.records.batch import BatchHeader, Buffer, validate_produced_batch
+from logtrove.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
+from logtrove.records.errors import CorruptRecordError, InvalidRecordCountError
+from logtrove.records.record import batch_payload
+
+_U64 = (1 << 64) - 1
+
+
+class ProducedBatch(NamedTuple):
+    """A produced batch that passed :func:`validate_produced`."""
+
+    header: BatchHeader
+    first_keyless: int | None  # index of the first record with a null key, if any
+
+
+def validate_produced(buf: Buffer, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> ProducedBatch:
+    """Check one produced batch (exactly the bytes of ``buf``) down to its records.
+
+    Raises a :class:`~logtrove.records.errors.RecordsError` saying what is wrong; see the
+    module doc for the checks. ``limit`` bounds the decompressed size.
+    """
+    header = validate_produced_batch(buf)
+    return ProducedBatch(header, check_records(buf, header, limit))
+
+
+def check_records(
+    buf: Buffer, header: BatchHeader, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+) -> int | None:
+    """The record checks of :func:`validate_produced` for a batch whose header has passed
+    :func:`~logtrove.records.batch.validate_produced_batch`; returns the index of the
+    first keyless record, or ``None``."""
+    payload = batch_payload(buf, header, 0, limit)
+    try:
+        count, first_keyless = walk(payload)
+    except ValueError as exc:
+        raise CorruptRecordError(str(exc)) from None
+    if count != header.record_count:
+        raise InvalidRecordCountError(f"the batch declares {header.record_count} records and holds {count}")
+    return first_keyless
+
+
+def py_walk(payload: Buffer) -> tuple[int, int | None]:
+    """``(records, index of the first keyless record or None)`` of a produced batch's
+    decompressed records section; :class:`ValueError` if a record is malformed.
+
+    The record layout is drawn in :mod:`logtrove.records.record`. Checks: each length
+    fits, every field fits its record and nothing is left over, record ``i`` has offset
+    delta ``i``, header counts are not negative, header names are not null and are UTF-8.
+    """
+    b = memoryview(payload).cast("B")
+    end = len(b)
+    p = count = 0
+    keyless: int | None = None
+    while p < end:
+        length, p = _varint(b, end, p)
+        if length is None or length < 0 or length > end - p:
+            raise _malformed(count, "its length runs past the records")
+        rec_end = p + length
+        if p >= rec_end:
+            raise _malformed(count, "it is empty")
+        p += 1  # attributes
+        ts_delta, p = _varint(b, rec_end, p)
+        if ts_delta is None:
+            raise _malformed(count, "truncated timestamp delta")
+        off_delta, p = _varint(b, rec_end, p)
+        if off_delta is None:
+            raise _malformed(count, "truncated offset delta")
+        if off_delta != count:
+            raise _malformed(count, f"its offset delta is {off_delta}, expected {count}")
+        klen, p = _varint(b, rec_end, p)
+        if klen is None or klen > rec_end - p:
+            raise _malformed(count, "truncated key")
+        if klen >= 0:
+            p += klen
+        elif keyless is None:
+            keyless = count
+        vlen, p = _varint(b, rec_end, p)
+        if vlen is None or vlen > rec_end - p:
+            raise _malformed(count, "truncated value")
+        if vlen >= 0:
+            p += vlen
+        p = _walk_headers(b, rec_end, p, count)
+        if p != rec_end:
+            raise _malformed(count, "bytes left over after its fields")
+        count += 1
+    return count, keyless
+
+
+def _walk_headers(b: memoryview, rec_end: int, p: int, record: int) -> int:
+    n, p = _varint(b, rec_end, p)
+    if n is None or n < 0:
+        raise _malformed(record, "bad header count")
+    for _ in range(n):  # each header takes 2 bytes or more: a lying count ends quickly
+        nlen, p = _varint(b, rec_end, p)
+        if nlen is None or nlen < 0 or nlen > rec_end - p:
+            raise _malformed(record, "truncated header name")
+        try:
+            bytes(b[p : p + nlen]).decode("utf-8")
+        except UnicodeDecodeError:
+            raise _malformed(record, "a header name is not UTF-8") from None
+        p += nlen
+        hlen, p = _varint(b, rec_end, p)
+        if hlen is None or hlen > rec_end - p:
+            raise _malformed(record, "truncated header value")
+        if hlen >= 0:
+            p += hlen
+    return p
+
+
+def _varint(b: memoryview, end: int, p: int) -> tuple[int | None, int]:
+    """A zig-zag varint of at most 10 bytes below ``end``, 64 bits kept (as the C twin
+    reads it); ``(None, p)`` if it does not fit."""
+    r = shift = 0
+    while shift < 70:
+        if p >= end:
+            return None, p
+        c = b[p]
+        p += 1
+        r |= (c & 0x7F) << shift
+        if c < 0x80:
+            r &= _U64
+            return (r >> 1) ^ -(r & 1), p
+        shift += 7
+    return None, p
+
+
+def _malformed(record: int, what: str) -> ValueError:
+    return ValueError(f"record {record} of the batch is malformed: {what}")
+
+
+def _native() -> Callable[[Buffer], tuple[int, int | None]] | None:
+    if os.environ.get("LOGTROVE_PURE_PYTHON") == "1":
+        return None
+    try:
+        from logtrove.records._walk import walk as compiled
+    except ImportError:
+        return None
+    return compiled
+
+
+NATIVE = _native()
+IMPLEMENTATION = "compiled" if NATIVE is not None else "python"
+walk: Callable[[Buffer], tuple[int, int | None]] = NATIVE if NATIVE is not None else py_walk

@@ -1,0 +1,232 @@
+"""Produce-time validation: the compiled record walk and its pure-Python twin agree on
+valid and hostile payloads, each malformed kind is refused with its own error, and
+decompression stops at its limit without allocating past it."""
+
+from __future__ import annotations
+
+import resource
+import struct
+
+import cramjam
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tests.records.helpers import COMPRESSED_CODECS, patch_header, with_payload, zeros_frame, zstd_zeros
+
+from logtrove.records import (
+    Compression,
+    CorruptRecordError,
+    DecompressionLimitError,
+    InvalidRecordCountError,
+    NewRecord,
+    UnsupportedCompressionError,
+    build_batch,
+    read_header,
+)
+from logtrove.records.compression import compress, decompress
+from logtrove.records.record import batch_payload, encode_record
+from logtrove.records.varint import encode_varint
+from logtrove.records.walk import NATIVE, py_walk, validate_produced
+
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def test_the_compiled_walk_is_built() -> None:
+    assert NATIVE is not None, "logtrove.records._walk is missing: install gcc, then `make install`"
+
+
+def both(payload: bytes) -> object:
+    """What each twin gives: the same value or the same ValueError message."""
+    assert NATIVE is not None
+    results = []
+    for walk in (py_walk, NATIVE):
+        try:
+            results.append(walk(payload))
+        except ValueError as exc:
+            results.append(f"ValueError: {exc}")
+    assert results[0] == results[1], results
+    return results[0]
+
+
+records = st.builds(
+    NewRecord,
+    value=st.one_of(st.none(), st.binary(max_size=60)),
+    key=st.one_of(st.none(), st.binary(max_size=20)),
+    headers=st.lists(
+        st.tuples(st.text(max_size=8), st.one_of(st.none(), st.binary(max_size=10))), max_size=3
+    ).map(tuple),
+    timestamp=st.integers(0, 2**41),
+)
+
+
+@SETTINGS
+@given(st.lists(records, min_size=1, max_size=20))
+def test_twins_agree_on_valid_payloads(recs: list[NewRecord]) -> None:
+    batch = build_batch(recs)
+    payload = bytes(batch_payload(batch, read_header(batch)))
+    first_keyless = next((i for i, r in enumerate(recs) if r.key is None), None)
+    assert both(payload) == (len(recs), first_keyless)
+
+
+@SETTINGS
+@given(st.lists(records, min_size=1, max_size=8), st.data())
+def test_twins_agree_on_damaged_payloads(recs: list[NewRecord], data: st.DataObject) -> None:
+    batch = build_batch(recs)
+    payload = bytearray(batch_payload(batch, read_header(batch)))
+    for _ in range(data.draw(st.integers(1, 4))):
+        i = data.draw(st.integers(0, len(payload) - 1))
+        payload[i] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(payload)))
+    both(bytes(payload[:cut]))
+    both(bytes(payload))
+
+
+@SETTINGS
+@given(st.binary(max_size=300))
+def test_twins_agree_on_random_bytes(payload: bytes) -> None:
+    both(payload)
+
+
+def record_bytes(offset_delta: int, body_tail: bytes = b"") -> bytes:
+    body = b"\x00" + encode_varint(0) + encode_varint(offset_delta) + body_tail
+    return encode_varint(len(body)) + body
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        (
+            encode_record(0, 0, NewRecord(b"a")) + encode_record(0, 0, NewRecord(b"b")),
+            "offset delta is 0, expected 1",
+        ),
+        (
+            record_bytes(0, encode_varint(1) + b"k" + encode_varint(-1) + encode_varint(0) + b"zz"),
+            "left over",
+        ),
+        (record_bytes(0, encode_varint(-1) + encode_varint(50) + b"short"), "truncated value"),
+        (record_bytes(0, encode_varint(-1) + encode_varint(-1) + encode_varint(-3)), "bad header count"),
+        (
+            record_bytes(
+                0,
+                encode_varint(-1)
+                + encode_varint(-1)
+                + encode_varint(1)
+                + encode_varint(2)
+                + b"\xff\xfe"
+                + encode_varint(-1),
+            ),
+            "not UTF-8",
+        ),
+        (
+            record_bytes(
+                0,
+                encode_varint(-1)
+                + encode_varint(-1)
+                + encode_varint(2**40)
+                + encode_varint(0)
+                + encode_varint(-1),
+            ),
+            "truncated header name",
+        ),
+        (encode_varint(10_000) + b"\x00" * 20, "length runs past"),
+        (encode_varint(0), "it is empty"),
+    ],
+    ids=[
+        "offset-delta",
+        "trailing",
+        "value",
+        "header-count",
+        "utf8",
+        "lying-header-count",
+        "length",
+        "empty",
+    ],
+)
+def test_each_malformed_record_is_named(payload: bytes, message: str) -> None:
+    result = both(payload)
+    assert isinstance(result, str) and message in result
+
+
+def good_batch(codec: Compression = Compression.NONE, n: int = 3) -> bytes:
+    return build_batch([NewRecord(f"v{i}".encode(), key=b"k") for i in range(n)], compression=codec)
+
+
+def test_garbage_record_bodies_with_a_valid_crc_are_refused() -> None:
+    batch = with_payload(good_batch(), b"\x07" * 40)
+    with pytest.raises(CorruptRecordError, match="malformed"):
+        validate_produced(bytes(batch))
+
+
+@pytest.mark.parametrize("codec", [5, 6, 7])
+def test_unknown_codec_is_unsupported(codec: int) -> None:
+    batch = patch_header(good_batch(), attributes=codec)
+    with pytest.raises(UnsupportedCompressionError):
+        validate_produced(bytes(batch))
+
+
+def test_gzip_payload_that_is_not_gzip_is_refused() -> None:
+    batch = patch_header(good_batch(), attributes=int(Compression.GZIP))
+    with pytest.raises(CorruptRecordError, match="gzip"):
+        validate_produced(bytes(batch))
+
+
+def test_record_count_that_lies_is_refused() -> None:
+    batch = patch_header(good_batch(n=3), record_count=5, last_offset_delta=4)
+    with pytest.raises(InvalidRecordCountError, match="declares 5 records and holds 3"):
+        validate_produced(bytes(batch))
+
+
+def test_last_offset_delta_that_lies_is_refused() -> None:
+    batch = patch_header(good_batch(n=2), record_count=2**31 - 1, last_offset_delta=2**31 - 2)
+    with pytest.raises(InvalidRecordCountError):
+        validate_produced(bytes(batch))
+
+
+@pytest.mark.parametrize("codec", list(Compression), ids=lambda c: c.name.lower())
+def test_valid_batches_of_every_codec_pass(codec: Compression) -> None:
+    checked = validate_produced(good_batch(codec, n=50))
+    assert (checked.header.record_count, checked.first_keyless) == (50, None)
+
+
+# ── bounded decompression ────────────────────────────────────────────────────────
+
+
+def zeros_bomb(codec: Compression, size: int) -> bytes:
+    if codec is Compression.SNAPPY:  # one raw block whose header claims `size` bytes
+        length = bytearray()
+        while size >= 0x80:  # snappy's length prefix: an unsigned varint
+            length.append((size & 0x7F) | 0x80)
+            size >>= 7
+        return bytes([*length, size]) + bytes(8)
+    return zeros_frame(
+        {Compression.GZIP: cramjam.gzip, Compression.LZ4: cramjam.lz4, Compression.ZSTD: cramjam.zstd}[codec],
+        size,
+    )
+
+
+@pytest.mark.parametrize("codec", COMPRESSED_CODECS, ids=lambda c: c.name.lower())
+def test_decompression_stops_at_the_limit_without_growing_memory(codec: Compression) -> None:
+    bomb = zeros_bomb(codec, 256 << 20)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(DecompressionLimitError, match="more than 1048576 bytes"):
+        decompress(codec, bomb, limit=1 << 20)
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 64 << 10  # well under the 256 MiB the payload holds
+
+
+@pytest.mark.parametrize("codec", COMPRESSED_CODECS, ids=lambda c: c.name.lower())
+def test_decompression_up_to_the_limit_is_whole(codec: Compression) -> None:
+    data = bytes(range(256)) * 4096  # 1 MiB
+    assert decompress(codec, compress(codec, data), limit=len(data)) == data
+    with pytest.raises(DecompressionLimitError):
+        decompress(codec, compress(codec, data), limit=len(data) - 1)
+
+
+def test_a_zstd_bomb_batch_is_refused_at_produce() -> None:
+    payload = zstd_zeros(1 << 30)
+    assert len(payload) < 64 << 10
+    template = good_batch(Compression.ZSTD, n=1)
+    batch = with_payload(template, payload)
+    with pytest.raises(DecompressionLimitError):
+        validate_produced(bytes(batch))
+    assert struct.unpack_from(">i", batch, 8)[0] + 12 == len(batch)
