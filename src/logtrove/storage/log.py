@@ -95,10 +95,6 @@ class FileSlice:
     position: int
     size: int
 
-    @property
-    def fd(self) -> int:
-        return self.segment.fd
-
     def read(self) -> bytes:
         return self.segment.read(self.position, self.size)
 
