@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -17,15 +18,15 @@ from logtrove.storage.checkpoint import LOG_START_OFFSET, RECOVERY_POINT
 
 _CHECKPOINT_NAMES = {RECOVERY_POINT, LOG_START_OFFSET}
 _opened: Counter[str] = Counter()
-_counting = False
+_counting = threading.Event()
 
 
 def _count_checkpoint_opens(event: str, args: tuple[Any, ...]) -> None:
     """A real file-access counter: Python's audit event for every ``open()``/``os.open``
     of a checkpoint file for reading (writes open the ``.tmp`` file)."""
-    if not _counting or event != "open" or not args:
+    if not _counting.is_set() or event != "open" or not args:
         return
-    name = os.path.basename(os.fsdecode(args[0])) if isinstance(args[0], str | bytes | Path) else ""
+    name = Path(os.fsdecode(args[0])).name if isinstance(args[0], str | bytes | Path) else ""
     if name in _CHECKPOINT_NAMES:
         _opened[name] += 1
 
@@ -42,14 +43,13 @@ def _data_dir(path: Path, partitions: int) -> Path:
 
 
 def _checkpoint_reads_opening(path: Path) -> Counter[str]:
-    global _counting
     _opened.clear()
-    _counting = True
+    _counting.set()
     try:
         with Storage.open(path) as storage:
             assert sum(info.partitions for info in storage.topics()) > 0
     finally:
-        _counting = False
+        _counting.clear()
     return Counter(_opened)
 
 
@@ -60,7 +60,7 @@ def test_opening_reads_each_checkpoint_file_once_whatever_the_partition_count(tm
 
 
 def _open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+    return sum(1 for _ in Path("/proc/self/fd").iterdir())
 
 
 def test_thousands_of_segments_open_with_far_fewer_descriptors(tmp_path: Path) -> None:
@@ -89,7 +89,9 @@ def test_thousands_of_segments_open_with_far_fewer_descriptors(tmp_path: Path) -
 def test_the_total_partition_cap_refuses_creations_past_it(tmp_path: Path) -> None:
     with Storage.open(tmp_path, max_partitions=10) as storage:
         storage.create_topic("a", 6)
-        with pytest.raises(PartitionLimitError, match=r"makes 11 in all, over the limit of 10 .*--max-partitions"):
+        with pytest.raises(
+            PartitionLimitError, match=r"makes 11 in all, over the limit of 10 .*--max-partitions"
+        ):
             storage.create_topic("b", 5)
         with pytest.raises(PartitionLimitError, match="limit of 10"):
             storage.create_partitions("a", 11)

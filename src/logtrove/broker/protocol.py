@@ -50,6 +50,7 @@ from logtrove.storage import (
     InvalidRecordError,
     InvalidTopicError,
     OffsetOutOfRangeError,
+    PartitionLimitError,
     ReadOnlyError,
     RecordTooLargeError,
     StorageError,
@@ -200,6 +201,7 @@ _ERRORS: tuple[tuple[type[Exception], ErrorCode], ...] = (
     (InvalidTopicError, ErrorCode.invalid_topic_exception),
     (InvalidConfigError, ErrorCode.invalid_config),
     (ReadOnlyError, ErrorCode.policy_violation),
+    (PartitionLimitError, ErrorCode.policy_violation),
     (RecordsError, ErrorCode.corrupt_message),
     (StorageError, ErrorCode.kafka_storage_error),
 )

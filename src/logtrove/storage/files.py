@@ -170,6 +170,11 @@ class FilePool:
         with self._lock:
             return self._kept + len(self._lru)
 
+    def close_idle(self) -> None:
+        """Close every pooled file not in use (to free descriptors after ``EMFILE``)."""
+        with self._lock:
+            self._evict(0)
+
     # -- used by SegmentFile ---------------------------------------------------------
     def pin(self, f: SegmentFile) -> int:
         with self._lock:

@@ -48,7 +48,7 @@ from logtrove.storage.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
-from logtrove.storage.files import is_out_of_fds, out_of_fds_error
+from logtrove.storage.files import FILE_POOL, is_out_of_fds, out_of_fds_error
 from logtrove.storage.log import PartitionLog, TopicPartition
 
 TOPICS_DIR = "topics"
@@ -258,7 +258,7 @@ class Storage:
         total = sum(t.partitions for t in self._topics.values()) + self._reserved + count
         if total > self.max_partitions:
             raise PartitionLimitError(
-                f"cannot add {count} partition(s) to {name!r}: the broker would have {total}, over its "
+                f"cannot add {count} partition(s) to {name!r}: that makes {total} in all, over the "
                 f"limit of {self.max_partitions} (logtrove serve --max-partitions); delete topics or raise it"
             )
         self._busy.add(name)
@@ -290,11 +290,14 @@ class Storage:
                 logs[tp] = self._open_log(tp, info.config, recovery_point=0, log_start_offset=0)
             yield logs
         except BaseException as exc:
+            out_of_fds = is_out_of_fds(exc)
             for log in logs.values():
                 log.abandon()
+            if out_of_fds:
+                FILE_POOL.close_idle()  # removing the directories needs descriptors too
             for directory in made:
                 shutil.rmtree(directory, ignore_errors=True)
-            if isinstance(exc, OSError) and is_out_of_fds(exc):
+            if out_of_fds and isinstance(exc, OSError):
                 raise out_of_fds_error(exc, f"creating partitions of {info.name!r}") from exc
             raise
 
