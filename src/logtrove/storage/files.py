@@ -259,13 +259,17 @@ class FilePool:
 
     def _evict(self, limit: int) -> None:
         """Close least recently used idle files until at most ``limit`` stay pooled."""
-        if len(self._lru) <= limit:
+        excess = len(self._lru) - limit
+        if excess <= 0:
             return
-        for f in list(self._lru):
-            if len(self._lru) <= limit:
-                return
+        victims = []
+        for f in self._lru:  # oldest first; usually the very first one is idle
             if f.pins == 0:
-                self._close_fd(f)
+                victims.append(f)
+                if len(victims) == excess:
+                    break
+        for f in victims:
+            self._close_fd(f)
 
 
 FILE_POOL = FilePool(capacity=_MAX_POOLED, keep_limit=0)

@@ -13,7 +13,7 @@
 The hot path handles batches as opaque bytes: :meth:`PartitionLog.append` validates a
 produced batch (header, CRC32C, counts), gives it offsets by patching its first 8 bytes
 and writes it with one ``pwritev``; :meth:`PartitionLog.read` returns a slice of whole
-batches of one segment file, to be sent as-is (``sendfile``) or read with one ``pread``.
+batches of one segment file, read with one ``pread`` and sent as-is.
 
 Offsets never change once assigned. Offsets below the log start offset are invisible,
 although the batch that holds the log start offset may still hold earlier records (as in

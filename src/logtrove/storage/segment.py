@@ -19,6 +19,10 @@ Invariants:
 * Index entries are written every ``index.interval.bytes`` of appended log. Indexes are
   derived: when they fail their check they are rebuilt from the log.
 
+The ``.log`` file is opened lazily through the process's file pool
+(:mod:`logtrove.storage.files`): a segment being written keeps its descriptor until it is
+sealed, the others hold one only while they are read or in the pool's LRU.
+
 A writer opens a segment read-write; recovery (:meth:`Segment.recover`) re-validates
 every batch, truncates a torn tail and rebuilds both indexes. Readers open read-only and
 treat the first incomplete or invalid batch as the end: the writer may be mid-append.
