@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -39,7 +39,10 @@ def free_port() -> int:
 
 
 class BrokerProcess:
-    """One broker subprocess over a data directory; restartable on the same port."""
+    """One broker subprocess over a data directory; restartable on the same port.
+    ``preexec`` runs in the child before it starts (e.g. to lower ``ulimit -n``)."""
+
+    preexec: Callable[[], None] | None = None
 
     def __init__(self, data: Path, port: int, *extra: str) -> None:
         self.data = data
@@ -64,7 +67,7 @@ class BrokerProcess:
         args = [sys.executable, "-c", SERVE, "serve", "--data", str(self.data), "--listen", self.bootstrap]
         args += ["--initial-rebalance-delay-ms", "200", *self.http_args(), *self.extra]
         with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, preexec_fn=self.preexec)  # noqa: PLW1509
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

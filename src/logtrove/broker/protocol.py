@@ -55,6 +55,7 @@ from logtrove.storage import (
     InvalidRecordError,
     InvalidTopicError,
     OffsetOutOfRangeError,
+    PartitionLimitError,
     ReadOnlyError,
     RecordTooLargeError,
     StorageError,
@@ -210,6 +211,7 @@ _ERRORS: tuple[tuple[type[Exception], ErrorCode], ...] = (
     (CorruptRecordError, ErrorCode.invalid_record),
     (InvalidRecordCountError, ErrorCode.invalid_record),
     (UnsupportedCompressionError, ErrorCode.unsupported_compression_type),
+    (PartitionLimitError, ErrorCode.policy_violation),
     (RecordsError, ErrorCode.corrupt_message),
     (StorageError, ErrorCode.kafka_storage_error),
 )

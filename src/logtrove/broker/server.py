@@ -57,9 +57,10 @@ from logtrove.broker.protocol import (
     response_header,
 )
 from logtrove.groups import GroupCoordinator, OffsetStore
-from logtrove.storage import Storage, pending
+from logtrove.storage import DEFAULT_MAX_TOTAL_PARTITIONS, Storage, pending
 from logtrove.storage.cleaner import Cleaner
 from logtrove.storage.cleaner.scheduler import DEFAULT_MAP_BUDGET
+from logtrove.storage.files import FILE_POOL, raise_fd_limit
 from logtrove.storage.indexproc import IndexerProcess
 
 log = logging.getLogger("logtrove.broker")
@@ -98,6 +99,7 @@ class BrokerConfig:
     fetch_memory_bytes: int = (
         DEFAULT_FETCH_MEMORY  # all unsent replies together; past it a Fetch gives one batch
     )
+    max_partitions: int = DEFAULT_MAX_TOTAL_PARTITIONS  # total over all topics (Storage.max_partitions)
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,7 @@ class Broker:
 
         self.storage = storage
         self.config = config
+        storage.max_partitions = config.max_partitions
         self.apis: dict[int, Api] = build_api_table()
         self.node_id = storage.data_dir.broker_id
         self.cluster_id = storage.data_dir.cluster_id
@@ -405,7 +408,25 @@ def run(storage: Storage, config: BrokerConfig, *, ready: Callable[[Broker], Non
         runner: Callable[[Any], Any] = uvloop.run
     except ImportError:  # pragma: no cover - uvloop is a dependency
         runner = asyncio.run
+    fit_descriptors(config)
     runner(_main(storage, config, ready))
+
+
+def fit_descriptors(config: BrokerConfig) -> None:
+    """Raise the soft descriptor limit to the hard one and size the segment file pool
+    for it (see storage.files); warn when writing ``max_partitions`` partitions at once
+    would need more descriptors than the limit leaves."""
+    limit = raise_fd_limit()
+    FILE_POOL.fit_to_limit(limit)
+    if FILE_POOL.keep_limit < config.max_partitions:
+        log.info(
+            "ulimit -n is %d: at most %d partitions keep a file open for writing, the others reopen "
+            "theirs through a pool (slower appends); raise ulimit -n to %d for %d partitions",
+            limit,
+            FILE_POOL.keep_limit,
+            2 * (config.max_partitions + FILE_POOL.capacity),
+            config.max_partitions,
+        )
 
 
 async def _main(storage: Storage, config: BrokerConfig, ready: Callable[[Broker], None] | None) -> None:

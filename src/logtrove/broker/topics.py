@@ -4,16 +4,29 @@ logtrove is a single broker: it is the leader and only replica of every partitio
 (leader epoch 0), and the controller. Metadata creates unknown topics when the client
 allows it and the broker's ``auto_create_topics`` is on (Kafka's
 ``auto.create.topics.enable``), with ``default_partitions`` partitions.
+
+Every creation (CreateTopics, CreatePartitions, auto-creation) runs in a worker thread:
+a topic of thousands of partitions is seconds of file work, during which the event
+loop keeps serving the other connections. Past the broker's total partition cap the
+answer is POLICY_VIOLATION; out of file descriptors, KAFKA_STORAGE_ERROR with advice.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from logtrove.broker.protocol import ZERO_UUID, error_code
-from logtrove.storage import StorageError, TopicConfig, TopicInfo, UnknownTopicError, check_topic_name
+from logtrove.storage import (
+    StorageError,
+    TopicConfig,
+    TopicExistsError,
+    TopicInfo,
+    UnknownTopicError,
+    check_topic_name,
+)
 
 if TYPE_CHECKING:
     from logtrove.broker.server import Broker, Reply, Request
@@ -48,11 +61,25 @@ def _topic(broker: Broker, info: TopicInfo) -> dict[str, Any]:
     }
 
 
-def auto_create(broker: Broker, name: str) -> TopicInfo:
-    """Create ``name`` with the broker's default partition count (races are harmless)."""
+async def auto_create(broker: Broker, name: str) -> TopicInfo:
+    """Create ``name`` with the broker's default partition count, off the event loop
+    (races are harmless: the second creator waits for the first and gets its topic)."""
     if broker.storage.has_topic(name):
         return broker.storage.topic(name)
-    return broker.storage.create_topic(name, broker.config.default_partitions)
+    try:
+        return await asyncio.to_thread(broker.storage.create_topic, name, broker.config.default_partitions)
+    except TopicExistsError:
+        return broker.storage.topic(name)
+
+
+def _failed(result: dict[str, Any], exc: Exception) -> None:
+    """Fill a CreateTopics/CreatePartitions result with the error of ``exc``."""
+    if isinstance(exc, StorageError):
+        result["error_code"] = error_code(exc)
+        result["error_message"] = str(exc)
+    else:  # OSError: disk full, I/O error
+        result["error_code"] = ErrorCode.kafka_storage_error
+        result["error_message"] = f"cannot create the partition files: {exc}"
 
 
 async def handle_metadata(broker: Broker, request: Request) -> Reply:
@@ -73,12 +100,14 @@ async def handle_metadata(broker: Broker, request: Request) -> Reply:
                 )
                 continue
             try:
-                info = storage.topic(name) if not allow_create else auto_create(broker, name)
+                info = storage.topic(name) if not allow_create else await auto_create(broker, name)
                 topics.append(_topic(broker, info))
             except UnknownTopicError:
                 topics.append(_unknown(name, ZERO_UUID, ErrorCode.unknown_topic_or_partition))
             except StorageError as exc:
                 topics.append(_unknown(name, ZERO_UUID, error_code(exc)))
+            except OSError:
+                topics.append(_unknown(name, ZERO_UUID, ErrorCode.kafka_storage_error))
     return {
         "brokers": [{"node_id": broker.node_id, "host": broker.host, "port": broker.port, "rack": None}],
         "cluster_id": broker.cluster_id,
@@ -112,7 +141,7 @@ async def handle_create_topics(broker: Broker, request: Request) -> Reply:
                 if broker.storage.has_topic(topic.name):
                     result["error_code"] = ErrorCode.topic_already_exists
             else:
-                info = broker.storage.create_topic(topic.name, partitions, configs)
+                info = await asyncio.to_thread(broker.storage.create_topic, topic.name, partitions, configs)
                 result.update(
                     topic_id=info.topic_id,
                     num_partitions=info.partitions,
@@ -122,9 +151,8 @@ async def handle_create_topics(broker: Broker, request: Request) -> Reply:
                         for k, v in info.config.as_strings().items()
                     ],
                 )
-        except StorageError as exc:
-            result["error_code"] = error_code(exc)
-            result["error_message"] = str(exc)
+        except (StorageError, OSError) as exc:
+            _failed(result, exc)
         results.append(result)
     return {"topics": results}
 
@@ -168,12 +196,10 @@ async def handle_create_partitions(broker: Broker, request: Request) -> Reply:
                     result["error_code"] = ErrorCode.invalid_partitions
                     result["error_message"] = f"topic has {current} partitions; the new count must be larger"
             else:
-                broker.storage.create_partitions(topic.name, topic.count)
-        except StorageError as exc:
-            code = error_code(exc)
-            result["error_code"] = (
-                ErrorCode.invalid_partitions if code == ErrorCode.invalid_topic_exception else code
-            )
-            result["error_message"] = str(exc)
+                await asyncio.to_thread(broker.storage.create_partitions, topic.name, topic.count)
+        except (StorageError, OSError) as exc:
+            _failed(result, exc)
+            if result["error_code"] == ErrorCode.invalid_topic_exception:
+                result["error_code"] = ErrorCode.invalid_partitions
         results.append(result)
     return {"results": results}

@@ -12,7 +12,7 @@ from logtrove.broker import Broker, BrokerConfig, run
 from logtrove.cli.common import DEFAULT_DATA, DataOption, cli_errors, fail
 from logtrove.cli.http import HttpBeside, check_listen, start_beside
 from logtrove.cli.main import app
-from logtrove.storage import Storage
+from logtrove.storage import DEFAULT_MAX_TOTAL_PARTITIONS, Storage
 
 
 def _parse_listen(text: str) -> tuple[str, int]:
@@ -138,6 +138,14 @@ def serve(
     cleaner_map_mb: Annotated[
         int, typer.Option("--cleaner-map-mb", min=1, help="Memory budget of the cleaner's key map, MiB.")
     ] = 64,
+    max_partitions: Annotated[
+        int,
+        typer.Option(
+            "--max-partitions",
+            min=1,
+            help="Most partitions over all topics; creations past it are refused (POLICY_VIOLATION).",
+        ),
+    ] = DEFAULT_MAX_TOTAL_PARTITIONS,
 ) -> None:
     """Serve the data directory over the Kafka protocol until SIGINT or SIGTERM."""
     http_listen = None if no_http else check_listen("--http", http)
@@ -167,6 +175,7 @@ def serve(
         cleaner=cleaner,
         cleaner_interval_ms=max(1, round(cleaner_interval_s * 1000)),
         cleaner_map_bytes=cleaner_map_mb << 20,
+        max_partitions=max_partitions,
     )
     with cli_errors():
         storage = Storage.open(data, holder=f"logtrove serve {listen}")

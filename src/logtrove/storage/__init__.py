@@ -16,10 +16,12 @@ from logtrove.storage.errors import (
     InvalidRecordError,
     InvalidTopicError,
     OffsetOutOfRangeError,
+    PartitionLimitError,
     ReadOnlyError,
     RecordTooLargeError,
     SegmentsChangedError,
     StorageError,
+    TooManyOpenFilesError,
     TopicError,
     TopicExistsError,
     UnknownPartitionError,
@@ -34,11 +36,12 @@ from logtrove.storage.log import (
     TopicPartition,
 )
 from logtrove.storage.segment import Segment, segment_file_name
-from logtrove.storage.store import Storage, TopicInfo, check_topic_name
+from logtrove.storage.store import DEFAULT_MAX_TOTAL_PARTITIONS, Storage, TopicInfo, check_topic_name
 
 __all__ = [
     "CONFIG_BY_NAME",
     "CONFIG_DEFS",
+    "DEFAULT_MAX_TOTAL_PARTITIONS",
     "AppendResult",
     "ConfigDef",
     "CorruptIndexError",
@@ -50,6 +53,7 @@ __all__ = [
     "InvalidRecordError",
     "InvalidTopicError",
     "OffsetOutOfRangeError",
+    "PartitionLimitError",
     "PartitionLog",
     "ReadOnlyError",
     "ReadResult",
@@ -59,6 +63,7 @@ __all__ = [
     "Storage",
     "StorageError",
     "TimestampOffset",
+    "TooManyOpenFilesError",
     "TopicConfig",
     "TopicError",
     "TopicExistsError",

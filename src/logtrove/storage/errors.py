@@ -19,7 +19,9 @@
      ├── SegmentsChangedError           retention or truncation removed segments a clean was
      │                                  rewriting (the clean is retried, not an error)
      ├── CorruptIndexError              an index file failed its sanity check (rebuilt, never fatal)
-     └── CorruptLogError                a log file that recovery cannot read at all
+     ├── CorruptLogError                a log file that recovery cannot read at all
+     ├── TooManyOpenFilesError          the process ran out of file descriptors (EMFILE)
+     └── PartitionLimitError            a creation would pass the broker's total partition cap
 
 Batches that fail validation raise :class:`logtrove.records.CorruptBatchError` (from the
 records layer) before anything is appended.
@@ -105,3 +107,13 @@ class CorruptIndexError(StorageError):
 
 class CorruptLogError(StorageError):
     """A log file cannot be read at all."""
+
+
+class TooManyOpenFilesError(StorageError):
+    """The process ran out of file descriptors; the message says to raise ``ulimit -n``
+    or lower ``--max-partitions``. Nothing half-made is left behind."""
+
+
+class PartitionLimitError(StorageError):
+    """A topic creation or partition increase would pass the total partition cap
+    (``serve --max-partitions``)."""

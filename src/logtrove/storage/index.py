@@ -49,17 +49,15 @@ class IndexFile:
     def __init__(self, path: Path, base_offset: int) -> None:
         self.path = path
         self.base_offset = base_offset
-        self._fd: int | None = None
+        self._unsynced = False  # written since the last fsync
         self._pending = bytearray()
         self._pending_lock = threading.Lock()
-        self._write_lock = threading.Lock()
+        self._write_lock = threading.RLock()
 
     # -- file handling -------------------------------------------------------------
-    def _open_for_append(self) -> int:
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        return self._fd
-
+    # No descriptor stays open: entries are queued in memory and written (open, write,
+    # close) at a flush, about once per flush.ms for a busy partition, so a broker with
+    # thousands of partitions spends no descriptors on indexes (see storage.files).
     def _read_entries(self, *, strict: bool) -> list[tuple[int, ...]]:
         """Entries in the file. ``strict`` rejects a trailing partial entry."""
         try:
@@ -93,12 +91,30 @@ class IndexFile:
             with self._pending_lock:
                 data, self._pending = self._pending, bytearray()
             if data:
-                os.write(self._open_for_append(), data)
+                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                try:
+                    os.write(fd, data)
+                finally:
+                    os.close(fd)
+                self._unsynced = True
 
     def fsync(self) -> None:
-        self.flush()
-        if self._fd is not None:
-            os.fsync(self._fd)
+        """Write queued entries and fsync the file (through a fresh descriptor: fsync
+        covers the file's pages whichever descriptor wrote them)."""
+        with self._write_lock:
+            self.flush()
+            if not self._unsynced:
+                return
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+            except FileNotFoundError:  # deleted meanwhile: derived data, nothing to keep
+                self._unsynced = False
+                return
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._unsynced = False
 
     def rewrite(self, entries: list[tuple[int, ...]]) -> None:
         """Replace the file with ``entries`` (used by truncation and rebuilds)."""
@@ -109,9 +125,6 @@ class IndexFile:
 
     def close(self) -> None:
         self.flush()
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
 
     def delete(self) -> None:
         self.close()

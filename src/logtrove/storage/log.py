@@ -14,7 +14,7 @@ The hot path handles batches as opaque bytes: :meth:`PartitionLog.append` valida
 produced batch (header, CRC32C, counts, and its records walked in compiled code:
 :mod:`logtrove.records.walk`), gives it offsets by patching its first 8 bytes
 and writes it with one ``pwritev``; :meth:`PartitionLog.read` returns a slice of whole
-batches of one segment file, to be sent as-is (``sendfile``) or read with one ``pread``.
+batches of one segment file, read with one ``pread`` and sent as-is.
 
 Offsets never change once assigned. Offsets below the log start offset are invisible,
 although the batch that holds the log start offset may still hold earlier records (as in
@@ -97,10 +97,6 @@ class FileSlice:
     segment: Segment
     position: int
     size: int
-
-    @property
-    def fd(self) -> int:
-        return self.segment.fd
 
     def read(self) -> bytes:
         return self.segment.read(self.position, self.size)

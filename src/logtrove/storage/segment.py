@@ -19,6 +19,10 @@ Invariants:
 * Index entries are written every ``index.interval.bytes`` of appended log. Indexes are
   derived: when they fail their check they are rebuilt from the log.
 
+The ``.log`` file is opened lazily through the process's file pool
+(:mod:`logtrove.storage.files`): a segment being written keeps its descriptor until it is
+sealed, the others hold one only while they are read or in the pool's LRU.
+
 A writer opens a segment read-write; recovery (:meth:`Segment.recover`) re-validates
 every batch, truncates a torn tail and rebuilds both indexes. Readers open read-only and
 treat the first incomplete or invalid batch as the end: the writer may be mid-append.
@@ -27,7 +31,6 @@ treat the first incomplete or invalid batch as the end: the writer may be mid-ap
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,6 +44,7 @@ from logtrove.records import (
 )
 from logtrove.records.batch import MIN_BATCH_LENGTH, peek_batch_size
 from logtrove.storage.errors import CorruptIndexError
+from logtrove.storage.files import FILE_POOL, SegmentFile
 from logtrove.storage.index import OffsetIndex, TimeIndex
 
 LOG_SUFFIX = ".log"
@@ -89,9 +93,8 @@ class Segment:
         self.time_index = TimeIndex(
             directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + file_suffix), base_offset
         )
-        flags = os.O_RDONLY if read_only else os.O_RDWR | os.O_CREAT
-        self._fd = os.open(self.log_path, flags, 0o644)
-        stat = os.fstat(self._fd)
+        self._file = SegmentFile(FILE_POOL, self.log_path, read_only=read_only)
+        stat = self._file.fstat()  # opens (creates, for a writer) the file; then it is pooled
         self.size = stat.st_size
         self.inode = stat.st_ino
         self.next_offset = base_offset
@@ -253,11 +256,12 @@ class Segment:
         bytes of ``data`` (the base offset), so the caller's buffer is never copied.
         """
         position = self.size
+        self._file.keep()  # the partition writes here: no pool round trip per append
         if patched_prefix:
             view = memoryview(data)
-            written = os.pwritev(self._fd, [patched_prefix, view[len(patched_prefix) :]], position)
+            written = self._file.pwritev([patched_prefix, view[len(patched_prefix) :]], position)
         else:
-            written = os.pwrite(self._fd, data, position)
+            written = self._file.pwritev([data], position)
         if written != header.size:
             raise OSError(f"short write to {self.log_path.name}: {written} of {header.size} bytes")
         self._account(header, position)
@@ -275,24 +279,20 @@ class Segment:
             self.time_index.maybe_append(self.max_timestamp, self.max_timestamp_offset)
         self.offset_index.flush()
         self.time_index.flush()
+        self._file.unkeep()  # its descriptor goes back to the pool (see storage.files)
 
     def flush(self) -> None:
         """fsync the log and both indexes."""
         if self.read_only or self._closed:
             return
-        os.fsync(self._fd)
+        self._file.fsync()
         self.offset_index.fsync()
         self.time_index.fsync()
 
     # -- reading ------------------------------------------------------------------
     def read(self, position: int, size: int) -> bytes:
         """``size`` bytes from ``position`` (fewer at the end of the file)."""
-        return os.pread(self._fd, size, position)
-
-    @property
-    def fd(self) -> int:
-        """The log file's descriptor, for ``sendfile``."""
-        return self._fd
+        return self._file.pread(size, position)
 
     def batches(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each whole batch in ``[start, end)``, by headers only.
@@ -308,7 +308,7 @@ class Segment:
         while pos + HEADER_SIZE <= end:
             rel = pos - buf_start
             if rel + HEADER_SIZE > len(buf):
-                buf = os.pread(self._fd, min(chunk, end - pos), pos)
+                buf = self._file.pread(min(chunk, end - pos), pos)
                 chunk = min(chunk * 4, _SCAN_CHUNK)
                 buf_start, rel = pos, 0
                 if len(buf) < HEADER_SIZE:
@@ -369,14 +369,14 @@ class Segment:
         self.max_timestamp, self.max_timestamp_offset = -1, self.base_offset
         self.first_batch_timestamp = None
         self._bytes_since_index = 0
-        file_size = os.fstat(self._fd).st_size
+        file_size = self._file.fstat().st_size
         self.size = 0
         for position, header in self._valid_batches(file_size):
             self.size = position
             self._account(header, position)
         truncated = file_size - self.size
         if truncated:
-            os.ftruncate(self._fd, self.size)
+            self._file.ftruncate(self.size)
         self.truncated_bytes = truncated
         self.offset_index.flush()
         self.time_index.flush()
@@ -407,7 +407,7 @@ class Segment:
             size = peek_batch_size(buf, rel) if rel + 12 <= len(buf) else None
             if size is None or rel + size > len(buf):
                 want = max(_SCAN_CHUNK, size or 0)
-                buf = os.pread(self._fd, min(want, file_size - pos), pos)
+                buf = self._file.pread(min(want, file_size - pos), pos)
                 buf_start, rel = pos, 0
                 size = peek_batch_size(buf, 0)
                 if size is None or size > len(buf) or size < HEADER_SIZE:
@@ -434,7 +434,7 @@ class Segment:
                 break
         if cut is None:
             return
-        os.ftruncate(self._fd, cut)
+        self._file.ftruncate(cut)
         self.offset_index.truncate_to_position(cut)
         self.time_index.truncate_to_offset(offset)
         self.size = cut
@@ -448,7 +448,7 @@ class Segment:
         if not self.read_only:
             self.offset_index.close()
             self.time_index.close()
-        os.close(self._fd)
+        self._file.close()
 
     def derived_files(self) -> list[Path]:
         """Other files of this segment (``.keyidx``, ``.tagidx``, ``.skip``, …) written by
@@ -474,7 +474,7 @@ class Segment:
         for index in (self.offset_index, self.time_index):
             index._pending.clear()
             index.close()
-        os.close(self._fd)
+        self._file.close()
 
     def rename_suffix(self, suffix: str) -> None:
         """Give every file of the segment the suffix ``suffix`` (``.deleted``, ``.swap``, or
@@ -489,7 +489,7 @@ class Segment:
         new_log = self.log_path.with_name(_swap_suffix(self.log_path.name, old, suffix))
         with contextlib.suppress(FileNotFoundError):
             self.log_path.rename(new_log)
-        self.log_path = new_log
+        self.log_path = self._file.path = new_log
         self.file_suffix = suffix
 
     def delete_files(self) -> None:

@@ -30,10 +30,19 @@ A topic file whose name breaks Kafka's rule (written by an older version), that 
 not parse, or whose name is not its file's, is not loaded: everything else is, the file
 is reported in the log and by :meth:`Storage.invalid_topics`, and
 :meth:`Storage.delete_topic` removes it by its name, escaped name, file stem or topic id.
+
+Creating partitions is file work (a directory and an empty segment each), done outside
+``Storage._lock`` so that a thread creating thousands of them (the broker runs creations
+in a worker thread) never holds up readers, appends or the maintenance thread; the name
+is reserved meanwhile, and the partitions count against ``max_partitions`` (the total
+over all topics) from the reservation on. Opening reads each checkpoint file once, not
+once per partition.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -41,7 +50,7 @@ import re
 import shutil
 import threading
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,18 +70,21 @@ from logtrove.storage.config import TopicConfig, validate_overrides
 from logtrove.storage.datadir import DataDir
 from logtrove.storage.errors import (
     InvalidTopicError,
+    PartitionLimitError,
     ReadOnlyError,
     TopicExistsError,
     UnknownPartitionError,
     UnknownTopicError,
 )
+from logtrove.storage.files import FILE_POOL, is_out_of_fds, out_of_fds_error
 from logtrove.storage.log import PartitionLog, TopicPartition
 from logtrove.storage.names import MAX_TOPIC_NAME, check_topic_name, escaped_name, is_legal_topic_name
 
 log = logging.getLogger(__name__)
 
 TOPICS_DIR = "topics"
-MAX_PARTITIONS = 10_000
+MAX_PARTITIONS = 10_000  # per topic
+DEFAULT_MAX_TOTAL_PARTITIONS = 20_000  # over all topics; see README "Limits and safety"
 DELETE_DIR_SUFFIX = "-delete"
 _MARKED_DIR = re.compile(r".+-[0-9]+\.[0-9a-f]{32}" + DELETE_DIR_SUFFIX, re.DOTALL)
 _CHECKPOINTS = (RECOVERY_POINT, LOG_START_OFFSET, CLEANER_OFFSET, INDEX_OFFSET)
@@ -168,13 +180,25 @@ class Storage:
     unclean shutdown, recovers every partition's unflushed segments before returning.
     """
 
-    def __init__(self, data_dir: DataDir, *, clock: Clock, clean_shutdown: bool) -> None:
+    def __init__(
+        self,
+        data_dir: DataDir,
+        *,
+        clock: Clock,
+        clean_shutdown: bool,
+        max_partitions: int = DEFAULT_MAX_TOTAL_PARTITIONS,
+    ) -> None:
         self.data_dir = data_dir
         self.path = data_dir.path
         self.clock = clock
         self.read_only = data_dir.read_only
         self.clean_shutdown = clean_shutdown
+        self.max_partitions = max_partitions  # total over all topics, checked at creation
         self._lock = threading.RLock()
+        self._idle = threading.Condition(self._lock)  # notified when a creation ends
+        self._busy: set[str] = set()  # topics being created or grown
+        self._reserved = 0  # partitions of creations in progress
+        self._checkpointed: tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]] | None = None
         self._topics: dict[str, TopicInfo] = {}
         self._invalid: dict[str, InvalidTopicFile] = {}
         self._deleting: list[TopicInfo] = []
@@ -193,23 +217,35 @@ class Storage:
         read_only: bool = False,
         clock: Clock = SYSTEM_CLOCK,
         holder: str | None = None,
+        max_partitions: int = DEFAULT_MAX_TOTAL_PARTITIONS,
     ) -> Storage:
+        """Open ``path``; ``max_partitions`` caps the total partition count of later
+        creations (a data directory already over it opens, and grows no further)."""
         data_dir = DataDir.open(path, read_only=read_only, holder=holder)
         try:
             clean = data_dir.take_clean_shutdown_marker() if not read_only else True
-            storage = cls(data_dir, clock=clock, clean_shutdown=clean)
+            storage = cls(data_dir, clock=clock, clean_shutdown=clean, max_partitions=max_partitions)
             storage._load_topics()
             if not read_only:
                 (storage.path / TOPICS_DIR).mkdir(exist_ok=True)
                 storage._clean_leftovers()
-                for info in list(storage._topics.values()):
-                    for p in range(info.partitions):
-                        storage.log(info.name, p)
+                storage._open_all_logs()
                 storage.write_checkpoints()
         except BaseException:
             data_dir.close()
             raise
         return storage
+
+    def _open_all_logs(self) -> None:
+        count = sum(info.partitions for info in self._topics.values())
+        try:
+            for info in list(self._topics.values()):
+                for p in range(info.partitions):
+                    self.log(info.name, p)
+        except OSError as exc:
+            if is_out_of_fds(exc):
+                raise out_of_fds_error(exc, f"opening the {count} partitions of {self.path}") from exc
+            raise
 
     # -- topics -----------------------------------------------------------------------
     def _load_topics(self) -> None:
@@ -293,6 +329,7 @@ class Storage:
             raise InvalidTopicError(f"partition count must be 1-{MAX_PARTITIONS}, got {partitions}")
         overrides = validate_overrides(dict(configs or {}))
         with self._lock:
+            self._wait_idle(name)
             if name in self._topics:
                 raise TopicExistsError(f"topic {name!r} already exists")
             clash = {t for t in self._topics if t.replace(".", "_") == name.replace(".", "_")}
@@ -300,6 +337,8 @@ class Storage:
                 raise InvalidTopicError(
                     f"topic {name!r} collides with {clash.pop()!r} ('.' and '_' are confused by metrics)"
                 )
+            self._reserve(name, partitions)
+        try:
             info = TopicInfo(
                 name=name,
                 topic_id=uuid.uuid4(),
@@ -313,12 +352,69 @@ class Storage:
                     f"topic file of {name!r} exists but cannot be loaded; remove it first with "
                     f"`logtrove topics delete {name}`"
                 )
-            self._make_partition_dirs(name, range(partitions))
-            self._write_topic_file(info)
-            self._topics[name] = info
-            for p in range(partitions):
-                self.log(name, p)
+            with self._new_logs(info, range(partitions)) as logs, self._lock:
+                self._write_topic_file(info)
+                self._topics[name] = info
+                self._logs.update(logs)
             return info
+        finally:
+            self._unreserve(name, partitions)
+
+    def _wait_idle(self, name: str) -> None:
+        """Wait (holding ``_lock``) until no creation of ``name`` is in progress."""
+        while name in self._busy:
+            self._idle.wait()
+
+    def _reserve(self, name: str, count: int) -> None:
+        """Claim ``name`` and ``count`` more partitions (under ``_lock``), or raise
+        :class:`PartitionLimitError` if the total would pass ``max_partitions``."""
+        total = sum(t.partitions for t in self._topics.values()) + self._reserved + count
+        if total > self.max_partitions:
+            raise PartitionLimitError(
+                f"cannot add {count} partition(s) to {name!r}: that makes {total} in all, over the "
+                f"limit of {self.max_partitions} (logtrove serve --max-partitions); delete topics or raise it"
+            )
+        self._busy.add(name)
+        self._reserved += count
+
+    def _unreserve(self, name: str, count: int) -> None:
+        with self._lock:
+            self._busy.discard(name)
+            self._reserved -= count
+            self._idle.notify_all()
+
+    @contextlib.contextmanager
+    def _new_logs(
+        self, info: TopicInfo, partitions: range
+    ) -> Iterator[dict[TopicPartition, PartitionLog]]:
+        """Directories and open logs for new partitions of ``info``, made without
+        ``_lock``. If the block (or the making) fails, the logs are closed and the
+        directories this call made are removed, so a failed creation leaves nothing;
+        running out of descriptors raises :class:`TooManyOpenFilesError`."""
+        logs: dict[TopicPartition, PartitionLog] = {}
+        made: list[Path] = []
+        self._refuse_used_dirs(info.name, partitions)
+        try:
+            for p in partitions:
+                tp = TopicPartition(info.name, p)
+                directory = self.path / str(tp)
+                with contextlib.suppress(FileExistsError):
+                    directory.mkdir()
+                    made.append(directory)
+                logs[tp] = self._open_log(tp, info.config, recovery_point=0, log_start_offset=0)
+            fsync_dir(self.path)  # the new directories are durable before the topic file names them
+            yield logs
+        except BaseException as exc:
+            out_of_fds = is_out_of_fds(exc)
+            for log in logs.values():
+                log.abandon()
+            if out_of_fds:
+                FILE_POOL.close_idle()  # removing the directories needs descriptors too
+            for directory in made:
+                shutil.rmtree(directory, ignore_errors=True)
+            if out_of_fds and isinstance(exc, OSError):
+                raise out_of_fds_error(exc, f"creating partitions of {info.name!r}") from exc
+            raise
 
     def delete_topic(self, name: str) -> uuid.UUID | None:
         """Delete a topic and all its data (in the steps of the module docstring); returns
@@ -326,6 +422,7 @@ class Storage:
         :meth:`InvalidTopicFile.matches`). Raises :class:`UnknownTopicError`."""
         self._check_writable()
         with self._lock:
+            self._wait_idle(name)
             info = self._topics.get(name)
             if info is None:
                 return self._delete_invalid(name)
@@ -429,32 +526,37 @@ class Storage:
         """Grow a topic to ``total`` partitions (never shrink, as in Kafka)."""
         self._check_writable()
         with self._lock:
+            self._wait_idle(name)
             info = self.topic(name)
             if total <= info.partitions or total > MAX_PARTITIONS:
                 raise InvalidTopicError(
-                    f"topic {name!r} has {info.partitions} partitions; new count must be larger"
+                    f"topic {name!r} has {info.partitions} partitions; the new count must be larger "
+                    f"and at most {MAX_PARTITIONS}"
                 )
-            self._make_partition_dirs(name, range(info.partitions, total))
-            new = TopicInfo(info.name, info.topic_id, total, info.overrides, info.created_ms, info.config)
-            self._write_topic_file(new)
-            self._topics[name] = new
+            self._reserve(name, total - info.partitions)
+        try:
+            with self._new_logs(info, range(info.partitions, total)) as logs, self._lock:
+                new = dataclasses.replace(self._topics[name], partitions=total)  # configs may have changed
+                self._write_topic_file(new)
+                for log in logs.values():
+                    log.config = new.config
+                self._topics[name] = new
+                self._logs.update(logs)
             return new
+        finally:
+            self._unreserve(name, total - info.partitions)
 
-    def _make_partition_dirs(self, name: str, partitions: range) -> None:
-        """Create new partition directories, durably (the data directory is fsynced). An
-        existing empty one is a crash's leftover and is taken; one with files in it was
-        not made for this topic (an older version's, or restored by hand) and is refused,
-        so that a new topic never takes on old records."""
-        dirs = [self.path / str(TopicPartition(name, p)) for p in partitions]
-        for d in dirs:
+    def _refuse_used_dirs(self, name: str, partitions: range) -> None:
+        """An existing empty partition directory is a crash's leftover and is taken; one
+        with files in it was not made for this topic (an older version's, or restored by
+        hand) and is refused, so that a new topic never takes on old records."""
+        for p in partitions:
+            d = self.path / str(TopicPartition(name, p))
             if d.is_dir() and any(d.iterdir()):
                 raise TopicExistsError(
                     f"{d} already holds files but no topic owns it; move it out of the data "
                     f"directory (or restore topics/{name}.json) before creating {name!r}"
                 )
-        for d in dirs:
-            d.mkdir(exist_ok=True)
-        fsync_dir(self.path)
 
     def _write_topic_file(self, info: TopicInfo, *, deleting: bool = False) -> None:
         (self.path / TOPICS_DIR).mkdir(exist_ok=True)
@@ -480,19 +582,40 @@ class Storage:
                 )
             log = self._logs.get(tp)
             if log is None:
+                recovery_points, log_starts = self._checkpoints()
                 key = (topic, partition)
-                log = PartitionLog(
-                    self.path / str(tp),
+                log = self._open_log(
                     tp,
                     info.config,
-                    clock=self.clock,
-                    read_only=self.read_only,
-                    recovery_point=self._recovery_points.read().get(key, 0),
-                    log_start_offset=self._log_starts.read().get(key, 0),
-                    clean_shutdown=self.clean_shutdown,
+                    recovery_point=recovery_points.get(key, 0),
+                    log_start_offset=log_starts.get(key, 0),
                 )
                 self._logs[tp] = log
             return log
+
+    def _open_log(
+        self, tp: TopicPartition, config: TopicConfig, *, recovery_point: int, log_start_offset: int
+    ) -> PartitionLog:
+        return PartitionLog(
+            self.path / str(tp),
+            tp,
+            config,
+            clock=self.clock,
+            read_only=self.read_only,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            clean_shutdown=self.clean_shutdown,
+        )
+
+    def _checkpoints(self) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
+        """(recovery points, log start offsets) as the checkpoint files held them when
+        this opening first needed them, read once, not once per partition (opening
+        N partitions stays linear in N); a reader's :meth:`refresh` reads them again.
+        A writer needs them only for the partitions that exist when it opens: it alone
+        writes the files afterwards, and opens its new partitions at offset 0."""
+        if self._checkpointed is None:
+            self._checkpointed = (self._recovery_points.read(), self._log_starts.read())
+        return self._checkpointed
 
     def logs(self) -> Iterator[PartitionLog]:
         """Every partition log of every topic, opening them as needed (a topic deleted
@@ -559,6 +682,7 @@ class Storage:
         with self._lock:
             self._load_topics()
             starts = self._log_starts.read()
+            self._checkpointed = (self._checkpointed[0] if self._checkpointed else {}, starts)
             for tp in list(self._logs):
                 if tp.topic not in self._topics:
                     self._logs.pop(tp).close()
