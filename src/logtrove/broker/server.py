@@ -31,6 +31,7 @@ from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_re
 from kio.serial import entity_reader
 from kio.serial.errors import SerialError
 
+from logtrove.broker.group_commit import GroupCommit
 from logtrove.broker.produce import ProducerStates
 from logtrove.broker.produce_request import MalformedRequestError, decode_produce_request
 from logtrove.broker.protocol import (
@@ -72,6 +73,7 @@ class BrokerConfig:
     cleaner: bool = True  # a thread compacts the compacted topics (incl. __consumer_offsets)
     cleaner_interval_ms: int = 5000
     cleaner_map_bytes: int = DEFAULT_MAP_BUDGET
+    durable_acks: bool = False  # acks=1/all wait for the fsync on every topic (as flush.messages=1)
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,7 @@ class Broker:
         self._stop_maintenance = threading.Event()
         self._maintenance: threading.Thread | None = None
         self.producers = ProducerStates(storage.clock.now_ms())
+        self.group_commit = GroupCommit()
         self.cleaner: Cleaner | None = None
         self.indexer: IndexerProcess | None = None
 
@@ -201,6 +204,7 @@ class Broker:
             task.cancel()
         if self._connections:
             await asyncio.wait(self._connections, timeout=5)
+        self.group_commit.close()
         await self.groups.stop()
         if self.indexer is not None:
             self.indexer.stop()

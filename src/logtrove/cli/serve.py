@@ -83,6 +83,14 @@ def serve(
     cleaner_map_mb: Annotated[
         int, typer.Option("--cleaner-map-mb", min=1, help="Memory budget of the cleaner's key map, MiB.")
     ] = 64,
+    durable_acks: Annotated[
+        bool,
+        typer.Option(
+            "--durable-acks/--no-durable-acks",
+            help="Answer acks=1/all only once the records are fsynced, on every topic (as flush.messages=1; "
+            "fsyncs are grouped off the event loop). Default: fsync within flush.ms (1 s).",
+        ),
+    ] = False,
 ) -> None:
     """Serve the data directory over the Kafka protocol until SIGINT or SIGTERM."""
     http_listen = None if no_http else check_listen("--http", http)
@@ -106,6 +114,7 @@ def serve(
         cleaner=cleaner,
         cleaner_interval_ms=max(1, round(cleaner_interval_s * 1000)),
         cleaner_map_bytes=cleaner_map_mb << 20,
+        durable_acks=durable_acks,
     )
     with cli_errors():
         storage = Storage.open(data, holder=f"logtrove serve {listen}")
