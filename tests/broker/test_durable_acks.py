@@ -97,6 +97,20 @@ def test_flush_messages_1_answers_after_the_fsync(http_broker: HttpBrokerProcess
     assert metric(http_broker, "logtrove_log_flushes_total", "lazy") <= 1
 
 
+def test_acks_0_on_a_flush_messages_1_topic_is_fsynced_without_an_answer(
+    http_broker: HttpBrokerProcess,
+) -> None:
+    create_topic(http_broker, "fire", **{"flush.messages": "1", "flush.ms": "3600000"})
+    producer = Producer({"bootstrap.servers": http_broker.bootstrap, "acks": "0", "linger.ms": 0})
+    for i in range(5):
+        producer.produce("fire", value=b"f%d" % i, partition=0)
+        producer.flush(10)
+    deadline = time.monotonic() + 10  # flush.ms is an hour: only the group commit flushes
+    while metric(http_broker, "logtrove_log_recovery_point", "fire") < 5 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert metric(http_broker, "logtrove_log_recovery_point", "fire") == 5
+
+
 class ApiVersionsProbe(threading.Thread):
     """Times an ApiVersions round trip on its own connection every 20 ms until stopped."""
 

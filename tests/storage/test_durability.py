@@ -119,7 +119,7 @@ def test_a_flush_after_a_roll_fsyncs_the_partition_directory_last(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = FakeClock()
-    storage, log = open_topic(tmp_path, clock, segment_bytes="1024")
+    storage, log = open_topic(tmp_path, clock, segment_bytes="1024", index_interval_bytes="100")
     directory = log.directory.resolve()
     log.append(batch(clock))
     fsynced = record_fsyncs(monkeypatch)
@@ -134,9 +134,13 @@ def test_a_flush_after_a_roll_fsyncs_the_partition_directory_last(
     assert not fsynced
     while len(log.segments) == 1:
         log.append(batch(clock))
-    new_log = log.segments[-1].log_path.resolve()
+    log.append(batch(clock))
+    sealed, active = log.segments
+    fsynced.clear()
     log.flush()
-    assert new_log in fsynced
+    assert active.log_path.resolve() in fsynced
+    assert sealed.offset_index.path.resolve() in fsynced  # sealed: its indexes are final
+    assert active.offset_index.path.resolve() not in fsynced  # rebuilt by recovery anyway
     assert fsynced[-1] == directory  # after the files, before the recovery point moves
     assert log.recovery_point == log.log_end_offset
     storage.close()

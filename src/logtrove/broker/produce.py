@@ -231,7 +231,10 @@ def _needs_fsync(
         for result in results:
             if result.error_code or result.base_offset < 0:
                 continue
-            log = broker.storage.log(topic, result.index)
+            try:
+                log = broker.storage.log(topic, result.index)
+            except (UnknownTopicError, UnknownPartitionError):
+                continue  # deleted since the append (by another thread): nothing left to flush
             if broker.config.durable_acks or log.config.flush_messages == 1:
                 end = appended.written.get(log, result.base_offset + 1)
                 ends[log] = max(ends.get(log, 0), end)
