@@ -13,7 +13,9 @@ Both brokers run as subprocesses on 127.0.0.1 and are driven by confluent-kafka
 * durability (logtrove only; tansu keeps nothing on disk): acks=all 1 M × 100 B with the
   default ``flush.ms=1000`` (acknowledged before the fsync) next to ``flush.messages=1``
   (acknowledged after it, by group commit), with one producer and with
-  ``DURABILITY_PRODUCERS`` producers sharing the partition, runs interleaved.
+  ``DURABILITY_PRODUCERS`` producers sharing the partition, and ``SYNC_PRODUCERS``
+  producers that each wait for every record's ack (one small batch per request: the case
+  where one fsync per batch would cost most), runs interleaved.
 
 Every throughput row is the median of ``RUNS`` (3) runs, the two brokers' runs
 interleaved so that background load on a shared machine hits both alike; the table
@@ -34,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +51,8 @@ LARGE = pick(100_000, 10_000)
 LATENCY_RATE = 2_000  # messages per second
 LATENCY_SECONDS = pick(5, 2)
 DURABILITY_PRODUCERS = 4
+SYNC_PRODUCERS = 16
+SYNC_SECONDS = pick(5, 2)
 FLUSH_POLICIES = {"flush.ms=1000": {}, "flush.messages=1": {"flush.messages": "1"}}
 
 
@@ -184,6 +189,32 @@ def produce_parallel(broker: Broker, topic: str, count: int, size: int, acks: st
     return count // producers * producers / (time.perf_counter() - started)
 
 
+def produce_sync(broker: Broker, topic: str, producers: int, seconds: float) -> float:
+    """``producers`` producers each send one 100 B record (acks=all) and wait for its ack
+    before the next, for ``seconds``; acknowledged records/s of them all."""
+    counts = [0] * producers
+    ready = threading.Barrier(producers + 1)
+    stop = [0.0]
+
+    def run(n: int) -> None:
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 0})
+        producer.list_topics(topic, timeout=10)
+        ready.wait()
+        while time.monotonic() < stop[0]:
+            producer.produce(topic, b"x" * 100, partition=0)
+            if producer.flush(30) == 0:
+                counts[n] += 1
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(producers)]
+    for thread in threads:
+        thread.start()
+    stop[0] = time.monotonic() + seconds
+    ready.wait()
+    for thread in threads:
+        thread.join()
+    return sum(counts) / seconds
+
+
 def consume(broker: Broker, topic: str, count: int) -> float:
     started = time.perf_counter()
     consumer = Consumer(
@@ -293,16 +324,28 @@ def run_rows(brokers: list[Broker]) -> dict[str, dict[str, Any]]:
 
 
 def durability_rows(broker: Broker) -> dict[str, dict[str, Any]]:
-    """acks=all 1 M × 100 B under each flush policy, runs interleaved, with one producer
-    and with DURABILITY_PRODUCERS (group commit shares each fsync between them)."""
+    """acks=all under each flush policy, runs interleaved: 1 M × 100 B from one producer and
+    from DURABILITY_PRODUCERS, and SYNC_PRODUCERS producers waiting for every ack (group
+    commit shares each fsync between the producers)."""
     rows: dict[str, dict[str, Any]] = {}
-    for producers in (1, DURABILITY_PRODUCERS):
-        label = f"acks=all 1M x 100 B, {producers} producer{'s' if producers > 1 else ''}"
+    cases: list[tuple[str, Callable[[str], float]]] = [
+        (
+            f"acks=all 1M x 100 B, {n} producer{'s' if n > 1 else ''}",
+            lambda topic, n=n: produce_parallel(broker, topic, SMALL, 100, "all", n),
+        )
+        for n in (1, DURABILITY_PRODUCERS)
+    ]
+    cases.append(
+        (
+            f"acks=all 100 B, {SYNC_PRODUCERS} producers each waiting for every ack",
+            lambda topic: produce_sync(broker, topic, SYNC_PRODUCERS, SYNC_SECONDS),
+        )
+    )
+    for label, measure in cases:
         runs: dict[str, list[float]] = {policy: [] for policy in FLUSH_POLICIES}
         for _ in range(RUNS):
             for policy, config in FLUSH_POLICIES.items():
-                topic = broker.new_topic("d", config)
-                runs[policy].append(produce_parallel(broker, topic, SMALL, 100, "all", producers))
+                runs[policy].append(measure(broker.new_topic("d", config)))
         row = {policy: round(statistics.median(values)) for policy, values in runs.items()}
         rows[label] = {
             **row,
