@@ -203,6 +203,7 @@ class PartitionLog:
         self._messages_since_flush = 0
         self._last_flush_ms = clock.now_ms()
         self._flush_lock = threading.Lock()
+        self._indexes_unsynced: Segment | None = None  # the active segment at the last flush
         self.flushes = 0  # flushes that fsynced something (a metric: fsync rounds, not files)
 
     # -- loading --------------------------------------------------------------------
@@ -441,7 +442,8 @@ class PartitionLog:
         The indexes of the active segment are written but not fsynced: the last segment
         is always recovered (re-validated, re-indexed) after an unclean shutdown, so only
         its ``.log`` matters; its indexes are fsynced by the first flush after it is
-        sealed, and by :meth:`close`. This halves the cost of a flush (one fsync, not three).
+        sealed (even when its data was flushed before), and by :meth:`close`. A flush is
+        then one fsync instead of three, about half the time on this project's disks.
 
         When a flushed segment starts at or after the recovery point, its files were
         created since the last flush (a roll, or the first segment of a new partition):
@@ -458,10 +460,11 @@ class PartitionLog:
                 self._messages_since_flush = 0
                 if target <= start:
                     return
-                active = self.active
-                dirty = [s for s in self._segments if s.next_offset > start or s is active]
+                active, sealed = self.active, self._indexes_unsynced
+                dirty = [s for s in self._segments if s.next_offset > start or s in (active, sealed)]
             for seg in dirty:
                 seg.flush(fsync_indexes=seg is not active)
+            self._indexes_unsynced = active
             if any(seg.base_offset >= start for seg in dirty):
                 with contextlib.suppress(FileNotFoundError):
                     fsync_dir(self.directory)
@@ -740,9 +743,11 @@ class PartitionLog:
         if not self.read_only:
             self.flush()
             with self._lock:
-                active = self.active if self._segments else None
-            if active is not None:
-                active.flush()
+                unsynced = dict.fromkeys(
+                    s for s in [*self._segments[-1:], self._indexes_unsynced] if s is not None
+                )
+            for seg in unsynced:
+                seg.flush()
         with self._lock:
             for seg in self._segments:
                 seg.close()
