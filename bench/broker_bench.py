@@ -9,7 +9,13 @@ Both brokers run as subprocesses on 127.0.0.1 and are driven by confluent-kafka
 * consume 1 M × 100 B with librdkafka tuned as in REFERENCE.md
   (``fetch.queue.backoff.ms=10``, ``queued.min.messages=2000000``), timed from consumer
   creation to the last message (start-up included);
-* end-to-end latency (produce → consumer receives) at a fixed moderate rate, p50 / p99.
+* end-to-end latency (produce → consumer receives) at a fixed moderate rate, p50 / p99;
+* durability (logtrove only; tansu keeps nothing on disk): acks=all 1 M × 100 B with the
+  default ``flush.ms=1000`` (acknowledged before the fsync) next to ``flush.messages=1``
+  (acknowledged after it, by group commit), with one producer and with
+  ``DURABILITY_PRODUCERS`` producers sharing the partition, and ``SYNC_PRODUCERS``
+  producers that each wait for every record's ack (one small batch per request: the case
+  where one fsync per batch would cost most), runs interleaved.
 
 Every throughput row is the median of ``RUNS`` (3) runs, the two brokers' runs
 interleaved so that background load on a shared machine hits both alike; the table
@@ -30,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +50,10 @@ SMALL = pick(1_000_000, 100_000)
 LARGE = pick(100_000, 10_000)
 LATENCY_RATE = 2_000  # messages per second
 LATENCY_SECONDS = pick(5, 2)
+DURABILITY_PRODUCERS = 4
+SYNC_PRODUCERS = 16
+SYNC_SECONDS = pick(5, 2)
+FLUSH_POLICIES = {"flush.ms=1000": {}, "flush.messages=1": {"flush.messages": "1"}}
 
 
 def free_port() -> int:
@@ -80,11 +91,11 @@ class Broker:
     def log_tail(self, lines: int = 30) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
-    def new_topic(self, prefix: str) -> str:
+    def new_topic(self, prefix: str, config: dict[str, str] | None = None) -> str:
         self.topics += 1
         name = f"{prefix}-{self.topics}"
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+        admin.create_topics([NewTopic(name, 1, 1, config=config or {})])[name].result(30)
         return name
 
     def stop(self) -> None:
@@ -161,6 +172,47 @@ def produce(broker: Broker, topic: str, count: int, size: int, acks: str) -> flo
     if done != [count, 0]:
         raise RuntimeError(f"{broker.name}: delivered {done[0]}, failed {done[1]} of {count}")
     return count / elapsed
+
+
+def produce_parallel(broker: Broker, topic: str, count: int, size: int, acks: str, producers: int) -> float:
+    """``producers`` producers (threads, each its own connection) share ``count`` messages
+    to one partition; messages/s over the wall time of them all."""
+    threads = [
+        threading.Thread(target=produce, args=(broker, topic, count // producers, size, acks))
+        for _ in range(producers)
+    ]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return count // producers * producers / (time.perf_counter() - started)
+
+
+def produce_sync(broker: Broker, topic: str, producers: int, seconds: float) -> float:
+    """``producers`` producers each send one 100 B record (acks=all) and wait for its ack
+    before the next, for ``seconds``; acknowledged records/s of them all."""
+    counts = [0] * producers
+    ready = threading.Barrier(producers + 1)
+    stop = [0.0]
+
+    def run(n: int) -> None:
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 0})
+        producer.list_topics(topic, timeout=10)
+        ready.wait()
+        while time.monotonic() < stop[0]:
+            producer.produce(topic, b"x" * 100, partition=0)
+            if producer.flush(30) == 0:
+                counts[n] += 1
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(producers)]
+    for thread in threads:
+        thread.start()
+    stop[0] = time.monotonic() + seconds
+    ready.wait()
+    for thread in threads:
+        thread.join()
+    return sum(counts) / seconds
 
 
 def consume(broker: Broker, topic: str, count: int) -> float:
@@ -265,14 +317,50 @@ def run_rows(brokers: list[Broker]) -> dict[str, dict[str, Any]]:
     for b in brokers:
         results[b.name]["latency"] = latency(b)
         print(f"  {b.name}: latency {results[b.name]['latency']}", flush=True)
+    for b in brokers:
+        if b.name == "logtrove":
+            results[b.name]["durability"] = durability_rows(b)
     return results
+
+
+def durability_rows(broker: Broker) -> dict[str, dict[str, Any]]:
+    """acks=all under each flush policy, runs interleaved: 1 M × 100 B from one producer and
+    from DURABILITY_PRODUCERS, and SYNC_PRODUCERS producers waiting for every ack (group
+    commit shares each fsync between the producers)."""
+    rows: dict[str, dict[str, Any]] = {}
+    cases: list[tuple[str, Callable[[str], float]]] = [
+        (
+            f"acks=all 1M x 100 B, {n} producer{'s' if n > 1 else ''}",
+            lambda topic, n=n: produce_parallel(broker, topic, SMALL, 100, "all", n),
+        )
+        for n in (1, DURABILITY_PRODUCERS)
+    ]
+    cases.append(
+        (
+            f"acks=all 100 B, {SYNC_PRODUCERS} producers each waiting for every ack",
+            lambda topic: produce_sync(broker, topic, SYNC_PRODUCERS, SYNC_SECONDS),
+        )
+    )
+    for label, measure in cases:
+        runs: dict[str, list[float]] = {policy: [] for policy in FLUSH_POLICIES}
+        for _ in range(RUNS):
+            for policy, config in FLUSH_POLICIES.items():
+                runs[policy].append(measure(broker.new_topic("d", config)))
+        row = {policy: round(statistics.median(values)) for policy, values in runs.items()}
+        rows[label] = {
+            **row,
+            "ratio": round(row["flush.messages=1"] / row["flush.ms=1000"], 2),
+            "runs": {policy: [round(v) for v in values] for policy, values in runs.items()},
+        }
+        print(f"  logtrove: durability {label}: {rows[label]}", flush=True)
+    return rows
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:
     lt, ta = results.get("logtrove", {}), results.get("tansu", {})
     lines = ["| row | logtrove | tansu | logtrove/tansu |", "|---|---:|---:|---:|"]
     for key, row in lt.items():
-        if key == "latency":
+        if key in ("latency", "durability"):
             continue
         other = ta.get(key, {}).get("msgs_per_s")
         ratio = f"{row['msgs_per_s'] / other:.2f}" if other else "-"
@@ -284,6 +372,17 @@ def table(results: dict[str, dict[str, Any]]) -> str:
         lines.append(
             f"| e2e latency {p} @ {LATENCY_RATE}/s (lower is better; tansu/logtrove) | {a} | {b} | {ratio} |"
         )
+    durability = lt.get("durability", {})
+    if durability:
+        lines += [
+            "",
+            "| logtrove, msg/s | flush.ms=1000 (default) | flush.messages=1 (group commit) | ratio |",
+        ]
+        lines += ["|---|---:|---:|---:|"]
+        for key, row in durability.items():
+            lines.append(
+                f"| {key} | {row['flush.ms=1000']:,} | {row['flush.messages=1']:,} | {row['ratio']:.2f} |"
+            )
     return "\n".join(lines)
 
 
@@ -311,7 +410,7 @@ def main() -> None:
         f"{name}: {key.removeprefix('produce ')}": row["msgs_per_s"]
         for name, rows in results.items()
         for key, row in rows.items()
-        if key != "latency"
+        if key not in ("latency", "durability")
     }
     plot = {"title": "Broker throughput (median of 3 runs)", "ylabel": "messages/s", "bars": bars}
     save(

@@ -3,6 +3,7 @@ all with a fake clock."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage, StorageError
 from logtrove.storage.checkpoint import LOG_START_OFFSET, RECOVERY_POINT, CheckpointFile
+from logtrove.storage.log import defer_flushes
 from logtrove.testing import FakeClock
 
 from .conftest import TOPIC, open_topic
@@ -77,6 +79,71 @@ def test_default_policy_leaves_fsync_to_flush_ms(tmp_path: Path) -> None:
     clock.advance(1000)
     assert log.flush_if_due()
     assert log.recovery_point == 100
+    storage.close()
+
+
+def test_appends_inside_defer_flushes_leave_the_fsync_to_the_caller(tmp_path: Path) -> None:
+    clock = FakeClock()
+    storage, log = open_topic(tmp_path, clock, flush_messages="3")
+    storage.create_topic("other")
+    other = storage.log("other", 0)
+    with defer_flushes() as deferred:
+        log.append(batch(clock, 2))
+        assert not deferred.due
+        log.append(batch(clock, 2))  # flush.messages reached: due, but not fsynced here
+        other.append(batch(clock, 1))
+    assert (log.recovery_point, other.recovery_point) == (0, 0)
+    assert deferred.due == {log}
+    assert deferred.written == {log: 4, other: 1}
+    log.flush()
+    assert log.recovery_point == 4
+    log.append(batch(clock, 3))  # outside the block an append fsyncs itself, as before
+    assert log.recovery_point == 7
+    storage.close()
+
+
+def record_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The path of every file or directory fsynced from now on, in order."""
+    paths: list[Path] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        paths.append(Path(f"/proc/self/fd/{fd}").readlink())
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return paths
+
+
+def test_a_flush_after_a_roll_fsyncs_the_partition_directory_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock()
+    storage, log = open_topic(tmp_path, clock, segment_bytes="1024", index_interval_bytes="100")
+    directory = log.directory.resolve()
+    log.append(batch(clock))
+    fsynced = record_fsyncs(monkeypatch)
+    log.flush()  # the first segment's files are new: their directory entries too
+    assert fsynced[-1] == directory
+    fsynced.clear()
+    log.append(batch(clock))
+    log.flush()  # no new file since the last flush: no directory fsync
+    assert fsynced and directory not in fsynced
+    fsynced.clear()
+    log.flush()  # nothing unflushed: no fsync at all
+    assert not fsynced
+    while len(log.segments) == 1:  # the last flush sees the full segment still active
+        log.flush()
+        log.append(batch(clock))
+    log.append(batch(clock))
+    sealed, active = log.segments
+    fsynced.clear()
+    log.flush()
+    assert active.log_path.resolve() in fsynced
+    assert sealed.offset_index.path.resolve() in fsynced  # sealed: its indexes are final
+    assert active.offset_index.path.resolve() not in fsynced  # rebuilt by recovery anyway
+    assert fsynced[-1] == directory  # after the files, before the recovery point moves
+    assert log.recovery_point == log.log_end_offset
     storage.close()
 
 

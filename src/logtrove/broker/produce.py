@@ -31,6 +31,7 @@ from logtrove.broker.produce_request import PartitionProduceResult, encode_produ
 from logtrove.broker.protocol import error_code
 from logtrove.records import HEADER_SIZE, RecordsError, read_header
 from logtrove.storage import PartitionLog, StorageError, UnknownPartitionError, UnknownTopicError
+from logtrove.storage.log import DeferredFlushes, defer_flushes
 
 if TYPE_CHECKING:
     from logtrove.broker.server import Broker, Reply, Request
@@ -184,13 +185,76 @@ def _append(
 
 
 async def handle_produce(broker: Broker, request: Request) -> Reply:
+    """Append every partition's batches on the event loop, then, for the partitions whose
+    acknowledgement needs the disk (see :func:`_needs_fsync`), wait for the group commit
+    (fsync off the loop) before answering; a partition whose fsync failed is answered
+    KAFKA_STORAGE_ERROR. acks=0 gets no answer and does not wait, but the topic's flush
+    policy still runs."""
     from logtrove.broker.server import RawBody
 
     body = request.body
-    responses = [
-        (topic.name, [_append(broker, topic.name, p.index, p.records) for p in topic.partition_data])
-        for topic in body.topic_data
-    ]
+    with defer_flushes() as appended:
+        responses = [
+            (topic.name, [_append(broker, topic.name, p.index, p.records) for p in topic.partition_data])
+            for topic in body.topic_data
+        ]
+    due = {log: appended.written[log] for log in appended.due}
     if body.acks == 0:
+        if due:
+            broker.group_commit.submit(due)
         return None
+    ends = _needs_fsync(broker, responses, appended, due)
+    if ends:
+        failed = await broker.group_commit.durable(ends)
+        if failed:
+            responses = _fail_unflushed(responses, failed)
     return RawBody([encode_produce_response(request.version, responses)])
+
+
+def _needs_fsync(
+    broker: Broker,
+    responses: list[tuple[str, list[PartitionProduceResult]]],
+    appended: DeferredFlushes,
+    due: dict[PartitionLog, int],
+) -> dict[PartitionLog, int]:
+    """The offset each log must be fsynced below before acks=1/all is answered.
+
+    A partition waits when its topic's ``flush.messages`` was reached (``due``; with
+    ``flush.messages=1``, every append), or the broker runs with ``durable_acks``. acks=1
+    waits as acks=all does: without replicas both mean "written by this broker", and
+    ``flush.messages`` says every message is flushed before it is acknowledged. A batch
+    answered from the idempotence cache (a retry) waits too: its first append may still be
+    waiting for its own fsync.
+    """
+    ends = dict(due)
+    for topic, results in responses:
+        for result in results:
+            if result.error_code or result.base_offset < 0:
+                continue
+            try:
+                log = broker.storage.log(topic, result.index)
+            except (UnknownTopicError, UnknownPartitionError):
+                continue  # deleted since the append (by another thread): nothing left to flush
+            if broker.config.durable_acks or log.config.flush_messages == 1:
+                end = appended.written.get(log, result.base_offset + 1)
+                ends[log] = max(ends.get(log, 0), end)
+    return ends
+
+
+def _fail_unflushed(
+    responses: list[tuple[str, list[PartitionProduceResult]]], failed: dict[PartitionLog, OSError]
+) -> list[tuple[str, list[PartitionProduceResult]]]:
+    """The responses with KAFKA_STORAGE_ERROR for the partitions that could not be fsynced
+    (the records were written, so a retry may duplicate them, as in Kafka)."""
+    errors = {(log.tp.topic, log.tp.partition): exc for log, exc in failed.items()}
+
+    def answer(topic: str, result: PartitionProduceResult) -> PartitionProduceResult:
+        exc = errors.get((topic, result.index))
+        if exc is None:
+            return result
+        message = f"cannot fsync {topic}-{result.index}: {exc}"
+        return PartitionProduceResult(
+            result.index, error_code=ErrorCode.kafka_storage_error, error_message=message
+        )
+
+    return [(topic, [answer(topic, r) for r in results]) for topic, results in responses]

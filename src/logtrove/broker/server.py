@@ -45,6 +45,7 @@ from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_re
 from kio.serial import entity_reader
 from kio.serial.errors import SerialError
 
+from logtrove.broker.group_commit import GroupCommit
 from logtrove.broker.limits import Connection, ConnectionLimits, Phase, default_max_connections, overdue
 from logtrove.broker.produce import ProducerStates
 from logtrove.broker.produce_request import MalformedRequestError, decode_produce_request
@@ -100,6 +101,7 @@ class BrokerConfig:
         DEFAULT_FETCH_MEMORY  # all unsent replies together; past it a Fetch gives one batch
     )
     max_partitions: int = DEFAULT_MAX_TOTAL_PARTITIONS  # total over all topics (Storage.max_partitions)
+    durable_acks: bool = False  # acks=1/all wait for the fsync on every topic (as flush.messages=1)
 
 
 @dataclass(frozen=True)
@@ -172,6 +174,7 @@ class Broker:
         self._stop_maintenance = threading.Event()
         self._maintenance: threading.Thread | None = None
         self.producers = ProducerStates(storage.clock.now_ms())
+        self.group_commit = GroupCommit()
         self.cleaner: Cleaner | None = None
         self.indexer: IndexerProcess | None = None
         self.limits = ConnectionLimits(
@@ -238,6 +241,7 @@ class Broker:
             task.cancel()
         if self._connections:
             await asyncio.wait(list(self._connections), timeout=5)
+        self.group_commit.close()
         await self.groups.stop()
         if self.indexer is not None:
             self.indexer.stop()

@@ -146,6 +146,14 @@ def serve(
             help="Most partitions over all topics; creations past it are refused (POLICY_VIOLATION).",
         ),
     ] = DEFAULT_MAX_TOTAL_PARTITIONS,
+    durable_acks: Annotated[
+        bool,
+        typer.Option(
+            "--durable-acks/--no-durable-acks",
+            help="Answer acks=1/all only once the records are fsynced, on every topic (as flush.messages=1; "
+            "fsyncs are grouped off the event loop). Default: fsync within flush.ms (1 s).",
+        ),
+    ] = False,
 ) -> None:
     """Serve the data directory over the Kafka protocol until SIGINT or SIGTERM."""
     http_listen = None if no_http else check_listen("--http", http)
@@ -176,6 +184,7 @@ def serve(
         cleaner_interval_ms=max(1, round(cleaner_interval_s * 1000)),
         cleaner_map_bytes=cleaner_map_mb << 20,
         max_partitions=max_partitions,
+        durable_acks=durable_acks,
     )
     with cli_errors():
         storage = Storage.open(data, holder=f"logtrove serve {listen}")

@@ -20,20 +20,29 @@ Offsets never change once assigned. Offsets below the log start offset are invis
 although the batch that holds the log start offset may still hold earlier records (as in
 Kafka, consumers skip them).
 
+Durability: an append is written to the OS at once; :meth:`PartitionLog.flush` fsyncs
+what was written since the **recovery point** and then advances it, so every offset below
+the recovery point is on disk. An append fsyncs when ``flush.messages`` is reached, unless
+it runs inside :func:`defer_flushes`: then it only reports that a flush is due, and the
+caller (the broker's group commit) fsyncs off its event loop before acknowledging.
+
 Thread-safety: one writer thread appends; other threads may read, flush and apply
 retention. Structural changes (roll, delete, truncate) hold ``self._lock``; readers take
 it only to snapshot the segment list, and deleted segments stay open for
-``file.delete.delay.ms`` so a reader holding one can finish.
+``file.delete.delay.ms`` so a reader holding one can finish. Flushes of one log are
+serialised by ``self._flush_lock`` and never hold ``self._lock`` while they fsync.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import struct
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from logtrove.clock import SYSTEM_CLOCK, Clock
@@ -52,6 +61,7 @@ from logtrove.records.batch import MAX_OFFSET
 from logtrove.records.compression import decompressed_limit
 from logtrove.records.errors import OffsetOverflowError
 from logtrove.records.walk import check_records
+from logtrove.storage.checkpoint import fsync_dir
 from logtrove.storage.config import TopicConfig
 from logtrove.storage.errors import (
     InvalidRecordError,
@@ -119,6 +129,35 @@ class ReadResult:
         return self.slice.read() if self.slice else b""
 
 
+@dataclass(slots=True, eq=False)
+class DeferredFlushes:
+    """What the appends made inside :func:`defer_flushes` left to make durable.
+
+    ``written`` maps each log appended to the log end offset its last append reached;
+    ``due`` holds the logs whose ``flush.messages`` was reached (each would have fsynced
+    inline outside the block).
+    """
+
+    written: dict[PartitionLog, int] = field(default_factory=dict)
+    due: set[PartitionLog] = field(default_factory=set)
+
+
+_DEFERRED: ContextVar[DeferredFlushes | None] = ContextVar("logtrove_deferred_flushes", default=None)
+
+
+@contextlib.contextmanager
+def defer_flushes() -> Iterator[DeferredFlushes]:
+    """Within the block (in this thread or asyncio task), appends never fsync: a log whose
+    ``flush.messages`` is reached is added to ``due`` instead, and the caller must flush
+    it (off its event loop) before acknowledging the appends. Nothing else changes."""
+    deferred = DeferredFlushes()
+    token = _DEFERRED.set(deferred)
+    try:
+        yield deferred
+    finally:
+        _DEFERRED.reset(token)
+
+
 @dataclass(frozen=True, slots=True)
 class TimestampOffset:
     """The answer to a by-time lookup: an offset and that record's timestamp."""
@@ -162,6 +201,9 @@ class PartitionLog:
         )
         self._messages_since_flush = 0
         self._last_flush_ms = clock.now_ms()
+        self._flush_lock = threading.Lock()
+        self._indexes_unsynced: Segment | None = None  # the active segment at the last flush
+        self.flushes = 0  # flushes that fsynced something (a metric: fsync rounds, not files)
 
     # -- loading --------------------------------------------------------------------
     def _load(self, recovery_point: int, clean_shutdown: bool) -> None:
@@ -302,8 +344,14 @@ class PartitionLog:
             self._messages_since_flush += count
         first, last = placements[0].base_offset, placements[-1].last_offset
         max_ts = max(h.max_timestamp for h in placements)
+        deferred = _DEFERRED.get()
+        if deferred is not None:
+            deferred.written[self] = max(deferred.written.get(self, 0), last + 1)
         if self._messages_since_flush >= self.config.flush_messages:
-            self.flush()
+            if deferred is None:
+                self.flush()
+            else:
+                deferred.due.add(self)
         return AppendResult(first, last, count, max_ts, log_append_time, self.log_start_offset)
 
     def _place(self, batches: list[tuple[int, BatchHeader]], *, assign_offsets: bool) -> list[BatchHeader]:
@@ -391,17 +439,43 @@ class PartitionLog:
 
     # -- durability -----------------------------------------------------------------
     def flush(self) -> None:
-        """fsync every segment written since the recovery point and advance it."""
+        """fsync every segment written since the recovery point and advance it to the log
+        end offset seen at the start; appends may go on meanwhile (they wait for the next
+        flush). Nothing is fsynced when the recovery point is already at the log end.
+
+        The indexes of the active segment are written but not fsynced: the last segment
+        is always recovered (re-validated, re-indexed) after an unclean shutdown, so only
+        its ``.log`` matters; its indexes are fsynced by the first flush after it is
+        sealed (even when its data was flushed before), and by :meth:`close`. A flush is
+        then one fsync instead of three, about half the time on this project's disks.
+
+        When a flushed segment starts at or after the recovery point, its files were
+        created since the last flush (a roll, or the first segment of a new partition):
+        the partition directory is fsynced too, before the recovery point passes them,
+        as Kafka's ``LocalLog.flush`` does; without it a power cut can lose the new
+        files' directory entries, and with them fsynced data. A directory removed
+        meanwhile (topic deletion) is skipped.
+        """
         if self.read_only:
             return
-        with self._lock:
-            target = self.log_end_offset
-            dirty = [s for s in self._segments if s.next_offset > self.recovery_point or s is self.active]
-            self._messages_since_flush = 0
-        for seg in dirty:
-            seg.flush()
-        self.recovery_point = max(self.recovery_point, target)
-        self._last_flush_ms = self.clock.now_ms()
+        with self._flush_lock:
+            with self._lock:
+                start, target = self.recovery_point, self.log_end_offset
+                self._messages_since_flush = 0
+                if target <= start:
+                    return
+                active, sealed = self.active, self._indexes_unsynced
+                dirty = [s for s in self._segments if s.next_offset > start or s in (active, sealed)]
+            for seg in dirty:
+                seg.flush(fsync_indexes=seg is not active)
+            self._indexes_unsynced = active
+            if any(seg.base_offset >= start for seg in dirty):
+                with contextlib.suppress(FileNotFoundError):
+                    fsync_dir(self.directory)
+            with self._lock:
+                self.recovery_point = max(self.recovery_point, target)
+                self.flushes += 1
+            self._last_flush_ms = self.clock.now_ms()
 
     def flush_if_due(self) -> bool:
         """Apply ``flush.ms``: fsync if unflushed data is older than it. True if flushed."""
@@ -669,9 +743,15 @@ class PartitionLog:
 
     # -- lifecycle ----------------------------------------------------------------------
     def close(self) -> None:
-        """Flush (writers) and close every file."""
+        """Flush (writers, the active segment's indexes included) and close every file."""
         if not self.read_only:
             self.flush()
+            with self._lock:
+                unsynced = dict.fromkeys(
+                    s for s in [*self._segments[-1:], self._indexes_unsynced] if s is not None
+                )
+            for seg in unsynced:
+                seg.flush()
         with self._lock:
             for seg in self._segments:
                 seg.close()

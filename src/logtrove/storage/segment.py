@@ -281,13 +281,19 @@ class Segment:
         self.time_index.flush()
         self._file.unkeep()  # its descriptor goes back to the pool (see storage.files)
 
-    def flush(self) -> None:
-        """fsync the log and both indexes."""
+    def flush(self, *, fsync_indexes: bool = True) -> None:
+        """fsync the log and both indexes. Without ``fsync_indexes`` the indexes' queued
+        entries are only written to the OS (readers see them), not fsynced: for the last
+        segment of a log, which recovery after an unclean shutdown re-validates and
+        re-indexes anyway, so its index fsyncs would buy nothing."""
         if self.read_only or self._closed:
             return
         self._file.fsync()
-        self.offset_index.fsync()
-        self.time_index.fsync()
+        for index in (self.offset_index, self.time_index):
+            if fsync_indexes:
+                index.fsync()
+            else:
+                index.flush()
 
     # -- reading ------------------------------------------------------------------
     def read(self, position: int, size: int) -> bytes:

@@ -78,8 +78,12 @@ def _storage_metrics(out: _Families, ctx: HttpContext) -> None:
             ("logtrove_log_end_offset", "Next offset to be written.", log.log_end_offset),
             ("logtrove_log_size_bytes", "Bytes of log segments.", sum(s.size for s in segments)),
             ("logtrove_log_segments", "Segments in the partition.", len(segments)),
+            ("logtrove_log_recovery_point", "Offset below which the log is fsynced.", log.recovery_point),
         ):
             out.add(name, "gauge", doc, value, **labels)
+        out.add(
+            "logtrove_log_flushes_total", "counter", "Flushes that fsynced the log.", log.flushes, **labels
+        )
         offset = indexed.get((log.tp.topic, log.tp.partition))
         if offset is None:
             continue  # no indexer has recorded this partition: no number beats a wrong one
