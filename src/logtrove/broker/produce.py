@@ -30,7 +30,13 @@ from kio.schema.errors import ErrorCode
 from logtrove.broker.produce_request import PartitionProduceResult, encode_produce_response
 from logtrove.broker.protocol import error_code
 from logtrove.records import HEADER_SIZE, RecordsError, read_header
-from logtrove.storage import PartitionLog, StorageError, UnknownPartitionError, UnknownTopicError
+from logtrove.storage import (
+    AppendResult,
+    PartitionLog,
+    StorageError,
+    UnknownPartitionError,
+    UnknownTopicError,
+)
 from logtrove.storage.log import DeferredFlushes, defer_flushes
 
 if TYPE_CHECKING:
@@ -209,6 +215,22 @@ async def handle_produce(broker: Broker, request: Request) -> Reply:
         if failed:
             responses = _fail_unflushed(responses, failed)
     return RawBody([encode_produce_response(request.version, responses)])
+
+
+async def append_durably(broker: Broker, topic: str, partition: int, batch: bytes) -> AppendResult:
+    """One append on the broker's event loop with the acknowledgement rules of acks=all
+    (REST produce next to the broker): under ``flush.messages=1`` or ``durable_acks`` it
+    returns only once the group commit has fsynced the batch, and raises the fsync's
+    error if that failed. Validation and errors are those of :meth:`PartitionLog.append`."""
+    with defer_flushes() as appended:
+        log = broker.storage.log(topic, partition)
+        result = log.append(batch)
+    broker.notify_append()
+    if log in appended.due or broker.config.durable_acks:
+        failed = await broker.group_commit.durable({log: appended.written[log]})
+        if failed:
+            raise failed[log]
+    return result
 
 
 def _needs_fsync(

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from logtrove.cli.common import DEFAULT_DATA, DataOption, cli_errors, err_console, fail, open_storage
 from logtrove.cli.main import app
 from logtrove.storage import AppendResult
+
+# = logtrove.http.limits.DEFAULT_MAX_BODY_BYTES, not imported here: the CLI starts without FastAPI
+DEFAULT_MAX_BODY_BYTES = 16 << 20
 
 if TYPE_CHECKING:
     from logtrove.broker import Broker
@@ -28,6 +31,7 @@ def http(
         str, typer.Option("--listen", "-l", help="Address to serve on, HOST:PORT.")
     ] = "127.0.0.1:8080",
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
+    max_body_mb: Annotated[int, body_limit_option()] = DEFAULT_MAX_BODY_BYTES >> 20,
 ) -> None:
     """Serve the HTTP API and web console for a data directory (read-only).
 
@@ -47,7 +51,7 @@ def http(
         fail(f"--log-level must be debug, info, warning or error, got {log_level!r}", 2)
     with open_storage(data, read_only=True) as storage, cli_errors():
         err_console.print(f"logtrove console on http://{host}:{port}/ui/ (API /api/v1, schema /docs)")
-        run(storage, f"{host}:{port}", log_level=log_level.lower())
+        run(storage, f"{host}:{port}", log_level=log_level.lower(), max_body_bytes=max_body_mb << 20)
 
 
 def check_listen(option: str, text: str) -> str:
@@ -68,9 +72,10 @@ class HttpBeside:
     meanwhile. Produce goes through the broker's loop. A port already in use is a
     warning, not a reason to stop the broker."""
 
-    def __init__(self, broker: Broker, listen: str) -> None:
+    def __init__(self, broker: Broker, listen: str, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
         self.broker = broker
         self.listen = listen
+        self.max_body_bytes = max_body_bytes
         self._loop = asyncio.get_running_loop()
         self._lock = threading.Lock()
         self._server: HttpServer | None = None
@@ -78,17 +83,19 @@ class HttpBeside:
         self._starter = threading.Thread(target=self._start, name="http-start", daemon=True)
         self._starter.start()
 
-    def _append(self, topic: str, partition: int, batch: bytes) -> AppendResult:
-        result = self.broker.storage.log(topic, partition).append(batch)
-        self.broker.notify_append()
-        return result
+    async def _append(self, topic: str, partition: int, batch: bytes) -> AppendResult:
+        from logtrove.broker.produce import append_durably
+
+        return await append_durably(self.broker, topic, partition, batch)
 
     def _start(self) -> None:
         from logtrove.http import next_to_broker, start_in_thread
 
         options = next_to_broker(self._loop, self._append, self.broker.groups)
         try:
-            server = start_in_thread(self.broker.storage, self.listen, **options)
+            server = start_in_thread(
+                self.broker.storage, self.listen, max_body_bytes=self.max_body_bytes, **options
+            )
         except OSError as exc:
             err_console.print(f"[yellow]warning:[/] no HTTP API: cannot serve on {self.listen} ({exc})")
             return
@@ -108,6 +115,16 @@ class HttpBeside:
         self._starter.join(30)
 
 
-def start_beside(broker: Broker, listen: str) -> HttpBeside:
+def start_beside(broker: Broker, listen: str, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> HttpBeside:
     """Start serving the API next to ``broker`` (see :class:`HttpBeside`)."""
-    return HttpBeside(broker, listen)
+    return HttpBeside(broker, listen, max_body_bytes=max_body_bytes)
+
+
+def body_limit_option() -> Any:
+    """``--http-max-body-mb``, shared by ``serve`` and ``http``."""
+    return typer.Option(
+        "--http-max-body-mb",
+        min=1,
+        max=1024,
+        help="Largest HTTP request body, MiB; larger ones get 413 while they are read.",
+    )

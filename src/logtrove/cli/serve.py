@@ -10,7 +10,13 @@ import typer
 
 from logtrove.broker import Broker, BrokerConfig, run
 from logtrove.cli.common import DEFAULT_DATA, DataOption, cli_errors, fail
-from logtrove.cli.http import HttpBeside, check_listen, start_beside
+from logtrove.cli.http import (
+    DEFAULT_MAX_BODY_BYTES,
+    HttpBeside,
+    body_limit_option,
+    check_listen,
+    start_beside,
+)
 from logtrove.cli.main import app
 from logtrove.storage import DEFAULT_MAX_TOTAL_PARTITIONS, Storage
 
@@ -154,6 +160,7 @@ def serve(
             "fsyncs are grouped off the event loop). Default: fsync within flush.ms (1 s).",
         ),
     ] = False,
+    http_max_body_mb: Annotated[int, body_limit_option()] = DEFAULT_MAX_BODY_BYTES >> 20,
 ) -> None:
     """Serve the data directory over the Kafka protocol until SIGINT or SIGTERM."""
     http_listen = None if no_http else check_listen("--http", http)
@@ -192,7 +199,7 @@ def serve(
     def ready(broker: Broker) -> None:
         print(f"logtrove serving {data} on {broker.config.host}:{broker.bound_port}", flush=True)
         if http_listen is not None:
-            http_servers.append(start_beside(broker, http_listen))
+            http_servers.append(start_beside(broker, http_listen, max_body_bytes=http_max_body_mb << 20))
 
     try:
         with cli_errors():

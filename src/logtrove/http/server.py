@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any, TypeVar
@@ -128,13 +128,14 @@ T = TypeVar("T")
 _LOOP_TIMEOUT_S = 30.0
 
 
-def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], T]) -> T:
-    """Run ``fn`` on ``loop``'s thread and wait for it (a 503 problem once the loop is gone)."""
+def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], Awaitable[T]]) -> T:
+    """Run the coroutine ``fn()`` on ``loop`` and wait for it (a 503 problem once the
+    loop is gone or does not answer in time)."""
     if loop.is_closed() or not loop.is_running():
         raise Problem(503, "shutting-down", "Shutting down", "the broker is shutting down")
 
     async def call() -> T:
-        return fn()
+        return await fn()
 
     try:
         return asyncio.run_coroutine_threadsafe(call(), loop).result(_LOOP_TIMEOUT_S)
@@ -144,14 +145,15 @@ def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], T]) -> T:
 
 def next_to_broker(
     loop: asyncio.AbstractEventLoop,
-    append: Callable[[str, int, bytes], AppendResult],
+    append: Callable[[str, int, bytes], Awaitable[AppendResult]],
     coordinator: GroupCoordinator | None = None,
 ) -> dict[str, Any]:
     """:func:`create_app` options for an app that shares a broker's storage.
 
-    The broker's event loop is its single writer, so REST produce runs ``append`` (which
-    should append and wake waiting fetches) on ``loop``; live group states are read there
-    too, since the coordinator is not thread-safe.
+    The broker's event loop is its single writer, so REST produce runs ``append`` (a
+    coroutine that appends, wakes waiting fetches and, where the topic asks for it, waits
+    for the fsync) on ``loop``; live group states are read there too, since the
+    coordinator is not thread-safe.
     """
 
     def appender(topic: str, partition: int, batch: bytes) -> AppendResult:
@@ -160,7 +162,11 @@ def next_to_broker(
     def states() -> dict[str, GroupState]:
         if coordinator is None:
             return {}
-        return _on_loop(loop, lambda: _group_states(coordinator))
+
+        async def read() -> dict[str, GroupState]:
+            return _group_states(coordinator)
+
+        return _on_loop(loop, read)
 
     options: dict[str, Any] = {"appender": appender}
     if coordinator is not None:
