@@ -20,7 +20,7 @@ from typing import Any
 from _common import RESULTS, machine
 
 ROOT = Path(__file__).resolve().parent.parent
-ORDER = ["storage", "broker", "query", "indexer", "compaction", "lag", "spark", "partitions"]
+ORDER = ["storage", "broker", "query", "indexer", "compaction", "lag", "spark", "partitions", "validation"]
 TITLES = {
     "storage": "Storage: append, read, lookups, recovery",
     "broker": "Broker: logtrove vs tansu (same run, same clients)",
@@ -28,6 +28,7 @@ TITLES = {
     "indexer": "Indexer: keeping up with sustained produce",
     "compaction": "Compaction",
     "lag": "Lag: tag-aware from .tagidx vs scanning the log",
+    "validation": "Produce validation: its share of an append",
     "partitions": "Partitions: opening thousands (checkpoints read once, lazy segment files)",
     "spark": "Spark: data source vs Parquet",
 }
