@@ -65,12 +65,23 @@ async def handle_join_group(broker: Broker, request: Request) -> Reply:
 async def handle_sync_group(broker: Broker, request: Request) -> Reply:
     body = request.body
     assignments = {a.member_id: a.assignment for a in body.assignments}
-    return await broker.groups.sync(body.group_id, body.member_id, body.generation_id, assignments)
+    return await broker.groups.sync(
+        body.group_id,
+        body.member_id,
+        body.generation_id,
+        assignments,
+        group_instance_id=getattr(body, "group_instance_id", None),
+        protocol_type=getattr(body, "protocol_type", None),
+        protocol_name=getattr(body, "protocol_name", None),
+    )
 
 
 async def handle_heartbeat(broker: Broker, request: Request) -> Reply:
     body = request.body
-    return {"error_code": broker.groups.heartbeat(body.group_id, body.member_id, body.generation_id)}
+    instance = getattr(body, "group_instance_id", None)
+    return {
+        "error_code": broker.groups.heartbeat(body.group_id, body.member_id, body.generation_id, instance)
+    }
 
 
 async def handle_leave_group(broker: Broker, request: Request) -> Reply:
@@ -81,7 +92,7 @@ async def handle_leave_group(broker: Broker, request: Request) -> Reply:
         {
             "member_id": m.member_id,
             "group_instance_id": m.group_instance_id,
-            "error_code": broker.groups.leave(body.group_id, m.member_id),
+            "error_code": broker.groups.leave(body.group_id, m.member_id, m.group_instance_id),
         }
         for m in body.members
     ]
@@ -108,7 +119,8 @@ async def handle_offset_commit(broker: Broker, request: Request) -> Reply:
                 now,
             )
     generation = getattr(body, "generation_id_or_member_epoch", getattr(body, "generation_id", -1))
-    code = broker.groups.commit_offsets(body.group_id, body.member_id, generation, commits)
+    instance = getattr(body, "group_instance_id", None)
+    code = broker.groups.commit_offsets(body.group_id, body.member_id, generation, commits, instance)
     return {
         "topics": [
             {
