@@ -255,3 +255,25 @@ def test_offset_commit_accepted_while_preparing_refused_while_completing(tmp_pat
             await coord.stop()
 
     asyncio.run(scenario())
+
+
+def test_follower_rejoining_unchanged_gets_the_current_generation_leader_rebalances(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        storage, coord = _open_coordinator(tmp_path)
+        with storage:
+            leader, follower = await _two_member_group(coord)
+            follower_sync = asyncio.ensure_future(coord.sync("g", follower, 1, {}))
+            await asyncio.sleep(0)
+            await coord.sync("g", leader, 1, {leader: b"A", follower: b"B"})
+            await follower_sync
+            again = await _join(coord, follower)  # same metadata, Stable: no rebalance
+            assert again["generation_id"] == 1 and again["leader"] == leader and again["members"] == []
+            assert coord.describe("g")["group_state"] == gc.STABLE
+            assert (await coord.sync("g", follower, 1, {}))["assignment"] == b"B"
+            rejoin = _join(coord, leader)  # the leader's JoinGroup always rebalances
+            await asyncio.sleep(0.01)
+            assert coord.describe("g")["group_state"] == gc.PREPARING
+            rejoin.cancel()
+            await coord.stop()
+
+    asyncio.run(scenario())
