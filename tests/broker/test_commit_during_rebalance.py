@@ -15,6 +15,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
+from tests.broker.clients import poll_until
 from tests.broker.conftest import BrokerProcess
 from tests.broker.wire import WireClient
 
@@ -72,16 +73,6 @@ class Member:
             self.read.append(m.value())
 
 
-def _poll_until(members: list[Member], done: Any, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        for m in members:
-            m.poll()
-        if done():
-            return
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_commit_in_revoke_callback_is_accepted_and_new_owner_does_not_reread(broker: BrokerProcess) -> None:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(10)
@@ -90,12 +81,12 @@ def test_commit_in_revoke_callback_is_accepted_and_new_owner_does_not_reread(bro
     a = Member(broker.bootstrap, "member-a")
     b: Member | None = None
     try:
-        _poll_until([a], lambda: set(a.read) >= first, 30, "member-a to read every record")
+        poll_until([a], lambda: set(a.read) >= first, 30, "member-a to read every record")
         assert a.assigned == [set(range(PARTITIONS))]
 
         b = Member(broker.bootstrap, "member-b")  # joins: member-a is revoked and commits
         new = b
-        _poll_until(
+        poll_until(
             [a, b],
             lambda: (
                 len(a.assigned) == 2
@@ -109,7 +100,7 @@ def test_commit_in_revoke_callback_is_accepted_and_new_owner_does_not_reread(bro
         assert b.assigned[-1], "member-b took over partitions"
 
         second = _produce(broker.bootstrap, 200, 40)
-        _poll_until([a, b], lambda: set(a.read) | set(new.read) >= second, 30, "the new records")
+        poll_until([a, b], lambda: set(a.read) | set(new.read) >= second, 30, "the new records")
         time.sleep(0.3)
         for m in (a, b):
             m.poll()

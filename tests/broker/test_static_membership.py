@@ -15,6 +15,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
+from tests.broker.clients import poll_until
 from tests.broker.conftest import BrokerProcess
 from tests.broker.wire import WireClient
 
@@ -61,16 +62,6 @@ class StaticMember:
             self.read.append((m.partition(), m.offset()))
 
 
-def _poll_until(members: list[StaticMember], done: Any, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        for m in members:
-            m.poll()
-        if done():
-            return
-    raise AssertionError(f"timed out waiting for {what}: {[m.events for m in members]}")
-
-
 def _fatal(error: Any) -> bool:
     return bool(error.fatal() or error.code() == KafkaError._FATAL)
 
@@ -89,10 +80,10 @@ def test_restarted_static_member_takes_its_partitions_back_without_a_rebalance(b
     a, b = StaticMember(broker.bootstrap, "node-a"), StaticMember(broker.bootstrap, "node-b")
     members = [a, b]
     try:
-        _poll_until(
+        poll_until(
             members, lambda: a.owned and b.owned and len(a.owned | b.owned) == PARTITIONS, 30, "a split"
         )
-        _poll_until(members, lambda: len(a.read) + len(b.read) == 40, 30, "every record")
+        poll_until(members, lambda: len(a.read) + len(b.read) == 40, 30, "every record")
         a.consumer.commit(asynchronous=False)
         a_partitions, b_events = a.owned, list(b.events)
         old_member_id = a.consumer.memberid()
@@ -101,12 +92,10 @@ def test_restarted_static_member_takes_its_partitions_back_without_a_rebalance(b
         members = [b]
         restarted = StaticMember(broker.bootstrap, "node-a")
         members = [restarted, b]
-        _poll_until(members, lambda: restarted.owned == a_partitions, 15, "the restarted member's assignment")
+        poll_until(members, lambda: restarted.owned == a_partitions, 15, "the restarted member's assignment")
         read_by_b = len(b.read)
         _produce(broker.bootstrap, 8)
-        _poll_until(
-            members, lambda: len(restarted.read) + len(b.read) - read_by_b == 8, 15, "the new records"
-        )
+        poll_until(members, lambda: len(restarted.read) + len(b.read) - read_by_b == 8, 15, "the new records")
         assert restarted.events == [("assign", a_partitions)]
         assert restarted.consumer.memberid() != old_member_id
         assert b.events == b_events, "the other static member was rebalanced"
@@ -126,7 +115,7 @@ def test_restarted_static_member_takes_its_partitions_back_without_a_rebalance(b
         # node-a goes away for good: after its session timeout node-b gets everything
         restarted.consumer.close()
         members = [b]
-        _poll_until(
+        poll_until(
             members, lambda: b.owned == set(range(PARTITIONS)), SESSION_MS / 1000 + 15, "node-a's expiry"
         )
     finally:
@@ -167,7 +156,7 @@ def test_old_static_process_is_fenced_when_a_new_one_joins(broker: BrokerProcess
         fatal = [e for e in errors if _fatal(e)]
         assert fatal, f"the old process was not fenced: {errors}"
         assert "fenced" in fatal[0].str().lower(), fatal[0]
-        _poll_until([new], lambda: new.owned == set(range(PARTITIONS)), 10, "the new process's assignment")
+        poll_until([new], lambda: new.owned == set(range(PARTITIONS)), 10, "the new process's assignment")
     finally:
         old.close()
         if new is not None:

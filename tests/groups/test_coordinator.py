@@ -150,6 +150,14 @@ async def _stable_static_group(coord: GroupCoordinator) -> tuple[str, str]:
     return leader, follower
 
 
+async def _sync_both(coord: GroupCoordinator, leader: str, follower: str) -> None:
+    """Generation 1's SyncGroups: the leader assigns b"A" to itself, b"B" to the follower."""
+    follower_sync = asyncio.ensure_future(coord.sync("g", follower, 1, {}))
+    await asyncio.sleep(0)
+    await coord.sync("g", leader, 1, {leader: b"A", follower: b"B"})
+    assert (await follower_sync)["assignment"] == b"B"
+
+
 def _open_coordinator(tmp_path: Path) -> tuple[Storage, GroupCoordinator]:
     storage = Storage.open(tmp_path)
     store = OffsetStore(storage)
@@ -241,10 +249,7 @@ def test_offset_commit_accepted_while_preparing_refused_while_completing(tmp_pat
             commit = {("t", 0): CommittedOffset(3, -1, "", 0)}
             leader, follower = await _two_member_group(coord)
             assert coord.commit_offsets("g", leader, 1, commit) == gc.REBALANCE_IN_PROGRESS  # Completing
-            follower_sync = asyncio.ensure_future(coord.sync("g", follower, 1, {}))
-            await asyncio.sleep(0)
-            await coord.sync("g", leader, 1, {})
-            await follower_sync
+            await _sync_both(coord, leader, follower)
             assert coord.leave("g", follower) == gc.NONE  # PreparingRebalance, generation 1 current
             assert coord.describe("g")["group_state"] == gc.PREPARING
             assert coord.commit_offsets("g", leader, 1, commit) == gc.NONE
@@ -262,10 +267,7 @@ def test_follower_rejoining_unchanged_gets_the_current_generation_leader_rebalan
         storage, coord = _open_coordinator(tmp_path)
         with storage:
             leader, follower = await _two_member_group(coord)
-            follower_sync = asyncio.ensure_future(coord.sync("g", follower, 1, {}))
-            await asyncio.sleep(0)
-            await coord.sync("g", leader, 1, {leader: b"A", follower: b"B"})
-            await follower_sync
+            await _sync_both(coord, leader, follower)
             again = await _join(coord, follower)  # same metadata, Stable: no rebalance
             assert again["generation_id"] == 1 and again["leader"] == leader and again["members"] == []
             assert coord.describe("g")["group_state"] == gc.STABLE

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -79,19 +80,6 @@ def _now() -> float:
     return time.monotonic()
 
 
-@dataclass(frozen=True)
-class JoinRequest:
-    """What a JoinGroup says about the joining member (any protocol version)."""
-
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]
-    group_instance_id: str | None
-
-
 @dataclass
 class Member:
     """One member of a group, with its pending JoinGroup / SyncGroup answers."""
@@ -109,24 +97,12 @@ class Member:
     join_future: asyncio.Future[dict[str, Any]] | None = None
     sync_future: asyncio.Future[dict[str, Any]] | None = None
 
-    @classmethod
-    def joining(cls, member_id: str, request: JoinRequest, assignment: bytes = b"") -> Member:
-        return cls(
-            member_id,
-            request.group_instance_id,
-            request.client_id,
-            request.client_host,
-            request.session_timeout_ms,
-            request.rebalance_timeout_ms,
-            request.protocol_type,
-            request.protocols,
-            assignment,
-        )
-
     def metadata_for(self, protocol: str | None) -> bytes:
         return next((m for n, m in self.protocols if n == protocol), b"")
 
-    def update(self, request: JoinRequest) -> None:
+    def update(self, request: Member) -> None:
+        """Take a JoinGroup's protocols and timeouts (``request`` is the member as the
+        JoinGroup describes it)."""
         self.protocols = request.protocols
         self.session_timeout_ms = request.session_timeout_ms
         self.rebalance_timeout_ms = request.rebalance_timeout_ms
@@ -221,14 +197,15 @@ class GroupCoordinator:
             return _join_error(INVALID_GROUP_ID, member_id)
         if not MIN_SESSION_TIMEOUT_MS <= session_timeout_ms <= MAX_SESSION_TIMEOUT_MS:
             return _join_error(INVALID_SESSION_TIMEOUT, member_id)
-        request = JoinRequest(
+        request = Member(  # the joining member as the request describes it, ID to be settled
+            member_id,
+            group_instance_id or None,
             client_id,
             client_host,
             session_timeout_ms,
             rebalance_timeout_ms,
             protocol_type,
             protocols,
-            group_instance_id or None,
         )
         group = self.groups.setdefault(group_id, Group(group_id))
         if group.members and (
@@ -244,9 +221,7 @@ class GroupCoordinator:
             return _join_error(error, member_id)
         return await self._rejoin(group, group.members[member_id], request)
 
-    async def _join_new(
-        self, group: Group, request: JoinRequest, require_known_member_id: bool
-    ) -> dict[str, Any]:
+    async def _join_new(self, group: Group, request: Member, require_known_member_id: bool) -> dict[str, Any]:
         """A JoinGroup without a member ID: a new member, or a restarted static one."""
         instance = request.group_instance_id
         member_id = f"{instance or request.client_id or 'member'}-{uuid.uuid4()}"
@@ -257,8 +232,8 @@ class GroupCoordinator:
             return _join_error(MEMBER_ID_REQUIRED, member_id)
         return await self._await_join(group, self._add_member(group, member_id, request))
 
-    def _add_member(self, group: Group, member_id: str, request: JoinRequest) -> Member:
-        member = group.members[member_id] = Member.joining(member_id, request)
+    def _add_member(self, group: Group, member_id: str, request: Member) -> Member:
+        member = group.members[member_id] = dataclasses.replace(request, member_id=member_id)
         if request.group_instance_id is not None:
             group.static[request.group_instance_id] = member_id
         if group.leader is None:
@@ -266,7 +241,7 @@ class GroupCoordinator:
         group.protocol_type = request.protocol_type
         return member
 
-    async def _rejoin(self, group: Group, member: Member, request: JoinRequest) -> dict[str, Any]:
+    async def _rejoin(self, group: Group, member: Member, request: Member) -> dict[str, Any]:
         """Kafka's join of a known member: the current generation at once when nothing
         changed (a follower of a Stable group, anyone while CompletingRebalance), else a
         rebalance."""
@@ -279,7 +254,7 @@ class GroupCoordinator:
         return await self._await_join(group, member)
 
     async def _replace_static(
-        self, group: Group, old_id: str, new_id: str, request: JoinRequest
+        self, group: Group, old_id: str, new_id: str, request: Member
     ) -> dict[str, Any]:
         """A static member's new process takes over the old member ID's place and
         assignment; the old ID is fenced. No rebalance in a Stable group whose selected
@@ -289,7 +264,7 @@ class GroupCoordinator:
         old = group.members[old_id]
         _answer(old.join_future, _join_error(FENCED_INSTANCE_ID, old_id))
         _answer(old.sync_future, _sync_error(FENCED_INSTANCE_ID))
-        member = Member.joining(new_id, request, old.assignment)
+        member = dataclasses.replace(request, member_id=new_id, assignment=old.assignment)
         group.members = {
             (new_id if k == old_id else k): (member if k == old_id else m) for k, m in group.members.items()
         }
