@@ -132,3 +132,15 @@ def consume_aiokafka(bootstrap: str, topic: str, count: int) -> list[Message]:
         return out
 
     return asyncio.run(run())
+
+
+def poll_until(members: list[Any], done: Any, seconds: float, what: str) -> None:
+    """Call ``poll()`` on every member (group-member wrappers of the tests) until
+    ``done()`` holds; fail naming ``what`` after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for m in members:
+            m.poll()
+        if done():
+            return
+    raise AssertionError(f"timed out waiting for {what}")

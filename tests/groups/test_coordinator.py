@@ -111,3 +111,171 @@ def test_join_sync_heartbeat_and_session_timeout(tmp_path: Path) -> None:
             await coord.stop()
 
     asyncio.run(scenario())
+
+
+def _static_join(
+    coord: GroupCoordinator, member_id: str, instance: str, protocols: list[tuple[str, bytes]] | None = None
+) -> asyncio.Task[dict[str, object]]:
+    return asyncio.ensure_future(
+        coord.join(
+            "g",
+            member_id,
+            client_id="c",
+            client_host="h",
+            session_timeout_ms=1000,
+            rebalance_timeout_ms=300,
+            protocol_type="consumer",
+            protocols=protocols or [("range", b"meta-" + instance.encode())],
+            group_instance_id=instance,
+        )
+    )
+
+
+BOTH = [("range", b"r"), ("roundrobin", b"rr")]
+
+
+async def _stable_static_group(coord: GroupCoordinator) -> tuple[str, str]:
+    """Two static members (range preferred, roundrobin possible), synced: returns
+    (leader ID, follower ID)."""
+    a, b = await asyncio.gather(
+        _static_join(coord, "", "inst-a", BOTH), _static_join(coord, "", "inst-b", BOTH)
+    )
+    assert a["error_code"] == b["error_code"] == gc.NONE  # no MEMBER_ID_REQUIRED for static members
+    leader, follower = str(a["member_id"]), str(b["member_id"])
+    assert a["leader"] == leader and a["generation_id"] == 1
+    follower_sync = asyncio.ensure_future(coord.sync("g", follower, 1, {}, group_instance_id="inst-b"))
+    await asyncio.sleep(0)
+    await coord.sync("g", leader, 1, {leader: b"A", follower: b"B"}, group_instance_id="inst-a")
+    assert (await follower_sync)["assignment"] == b"B"
+    return leader, follower
+
+
+async def _sync_both(coord: GroupCoordinator, leader: str, follower: str) -> None:
+    """Generation 1's SyncGroups: the leader assigns b"A" to itself, b"B" to the follower."""
+    follower_sync = asyncio.ensure_future(coord.sync("g", follower, 1, {}))
+    await asyncio.sleep(0)
+    await coord.sync("g", leader, 1, {leader: b"A", follower: b"B"})
+    assert (await follower_sync)["assignment"] == b"B"
+
+
+def _open_coordinator(tmp_path: Path) -> tuple[Storage, GroupCoordinator]:
+    storage = Storage.open(tmp_path)
+    store = OffsetStore(storage)
+    store.load()
+    return storage, GroupCoordinator(store, initial_rebalance_delay_ms=50)
+
+
+def test_restarted_static_member_replaces_the_old_one_without_a_rebalance(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        storage, coord = _open_coordinator(tmp_path)
+        with storage:
+            leader, follower = await _stable_static_group(coord)
+            # inst-a (the leader) restarts: a new member ID, the same generation at once,
+            # the old leader named so the new process does not recompute an assignment
+            rejoined = await _static_join(coord, "", "inst-a", [("range", b"changed"), ("roundrobin", b"")])
+            new_id = str(rejoined["member_id"])
+            assert rejoined["error_code"] == gc.NONE and new_id != leader
+            assert rejoined["generation_id"] == 1 and rejoined["leader"] == leader
+            assert (await coord.sync("g", new_id, 1, {}, group_instance_id="inst-a"))["assignment"] == b"A"
+            assert coord.describe("g")["group_state"] == gc.STABLE
+            assert coord.heartbeat("g", follower, 1, "inst-b") == gc.NONE  # no rebalance for the other one
+
+            # the old process is fenced everywhere; a stranger instance is unknown
+            commit = {("t", 0): CommittedOffset(1, -1, "", 0)}
+            assert coord.heartbeat("g", leader, 1, "inst-a") == gc.FENCED_INSTANCE_ID
+            assert (await coord.sync("g", leader, 1, {}, group_instance_id="inst-a"))[
+                "error_code"
+            ] == gc.FENCED_INSTANCE_ID
+            assert coord.commit_offsets("g", leader, 1, commit, "inst-a") == gc.FENCED_INSTANCE_ID
+            assert (await _static_join(coord, leader, "inst-a"))["error_code"] == gc.FENCED_INSTANCE_ID
+            assert coord.leave("g", leader, "inst-a") == gc.FENCED_INSTANCE_ID
+            assert coord.heartbeat("g", new_id, 1, "inst-zzz") == gc.UNKNOWN_MEMBER_ID
+            assert coord.commit_offsets("g", new_id, 1, commit, "inst-a") == gc.NONE
+
+            # a restart that changes the group's protocol (the leader now prefers
+            # roundrobin): a rebalance after all
+            again = _static_join(coord, "", "inst-a", [("roundrobin", b""), ("range", b"")])
+            await asyncio.sleep(0.05)
+            assert coord.describe("g")["group_state"] == gc.PREPARING
+            assert coord.heartbeat("g", follower, 1, "inst-b") == gc.REBALANCE_IN_PROGRESS
+            await coord.stop()
+            again.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_absent_static_member_keeps_its_place_until_its_session_ends(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        storage, coord = _open_coordinator(tmp_path)
+        with storage:
+            leader, follower = await _stable_static_group(coord)
+            # a third member joins; inst-b never rejoins, yet stays in the next generation
+            third = await asyncio.gather(_join(coord, ""))
+            newcomer = str(third[0]["member_id"])
+            rejoin_leader = _static_join(coord, leader, "inst-a")
+            joined = await asyncio.gather(rejoin_leader, _join(coord, newcomer))
+            assert joined[0]["generation_id"] == 2
+            members = [m["member_id"] for m in joined[0]["members"]]  # type: ignore[attr-defined,union-attr]
+            assert sorted(members) == sorted([leader, follower, newcomer])
+
+            # its session ends: removed, and the group rebalances without it
+            await asyncio.sleep(1.2)
+            coord.expire_sessions()
+            assert follower not in coord.groups["g"].members
+            assert "inst-b" not in coord.groups["g"].static
+            await coord.stop()
+
+    asyncio.run(scenario())
+
+
+def test_leave_group_by_instance_id_alone(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        storage, coord = _open_coordinator(tmp_path)
+        with storage:
+            _leader, follower = await _stable_static_group(coord)
+            assert coord.leave("g", "", "inst-nobody") == gc.UNKNOWN_MEMBER_ID
+            assert coord.leave("g", "", "inst-b") == gc.NONE
+            assert follower not in coord.groups["g"].members
+            assert coord.describe("g")["group_state"] == gc.PREPARING
+            await coord.stop()
+
+    asyncio.run(scenario())
+
+
+def test_offset_commit_accepted_while_preparing_refused_while_completing(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        storage, coord = _open_coordinator(tmp_path)
+        with storage:
+            commit = {("t", 0): CommittedOffset(3, -1, "", 0)}
+            leader, follower = await _two_member_group(coord)
+            assert coord.commit_offsets("g", leader, 1, commit) == gc.REBALANCE_IN_PROGRESS  # Completing
+            await _sync_both(coord, leader, follower)
+            assert coord.leave("g", follower) == gc.NONE  # PreparingRebalance, generation 1 current
+            assert coord.describe("g")["group_state"] == gc.PREPARING
+            assert coord.commit_offsets("g", leader, 1, commit) == gc.NONE
+            assert coord.committed("g", "t", 0) == commit[("t", 0)]
+            assert coord.commit_offsets("g", leader, 2, commit) == gc.ILLEGAL_GENERATION
+            assert coord.commit_offsets("g", follower, 1, commit) == gc.UNKNOWN_MEMBER_ID
+            assert coord.commit_offsets("g", "", -1, commit) == gc.UNKNOWN_MEMBER_ID
+            await coord.stop()
+
+    asyncio.run(scenario())
+
+
+def test_follower_rejoining_unchanged_gets_the_current_generation_leader_rebalances(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        storage, coord = _open_coordinator(tmp_path)
+        with storage:
+            leader, follower = await _two_member_group(coord)
+            await _sync_both(coord, leader, follower)
+            again = await _join(coord, follower)  # same metadata, Stable: no rebalance
+            assert again["generation_id"] == 1 and again["leader"] == leader and again["members"] == []
+            assert coord.describe("g")["group_state"] == gc.STABLE
+            assert (await coord.sync("g", follower, 1, {}))["assignment"] == b"B"
+            rejoin = _join(coord, leader)  # the leader's JoinGroup always rebalances
+            await asyncio.sleep(0.01)
+            assert coord.describe("g")["group_state"] == gc.PREPARING
+            rejoin.cancel()
+            await coord.stop()
+
+    asyncio.run(scenario())

@@ -3,7 +3,8 @@ OffsetCommit, OffsetFetch, DescribeGroups, ListGroups.
 
 Thin adapters between the kio request bodies of every version and
 :class:`logtrove.groups.GroupCoordinator`, which holds the semantics. This broker is
-the coordinator of every group (and of every transaction key, which it refuses).
+the coordinator of every group; it refuses transactional IDs (transactions are not served
+yet).
 """
 
 from __future__ import annotations
@@ -19,19 +20,27 @@ if TYPE_CHECKING:
     from logtrove.broker.server import Broker, Reply, Request
 
 GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+NO_TRANSACTIONS = (
+    "transactions are not supported by this broker (logtrove) yet: "
+    "produce without transactional.id (idempotence works)"
+)
 
 
 def _coordinator(broker: Broker, key: str, key_type: int) -> dict[str, Any]:
-    if key_type != GROUP_KEY_TYPE:
-        return {
-            "key": key,
-            "error_code": ErrorCode.coordinator_not_available,
-            "error_message": "transactions are not supported",
-            "node_id": -1,
-            "host": "",
-            "port": -1,
-        }
-    return {"key": key, "node_id": broker.node_id, "host": broker.host, "port": broker.port}
+    """The coordinator of one key. Transactions are not served yet, and the error says so
+    at once in a way clients treat as fatal: librdkafka (``rd_kafka_txn_handle_FindCoordinator``)
+    and kafka-python (``FindCoordinatorHandler``) fail ``init_transactions()`` on
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED, where COORDINATOR_NOT_AVAILABLE would have them
+    retry until their timeout. The transactional APIs (AddPartitionsToTxn, EndTxn, ...)
+    are not advertised in ApiVersions either."""
+    if key_type == GROUP_KEY_TYPE:
+        return {"key": key, "node_id": broker.node_id, "host": broker.host, "port": broker.port}
+    if key_type == TRANSACTION_KEY_TYPE:
+        code, message = ErrorCode.transactional_id_authorization_failed, NO_TRANSACTIONS
+    else:
+        code, message = ErrorCode.invalid_request, f"unknown coordinator key type {key_type}"
+    return {"key": key, "error_code": code, "error_message": message, "node_id": -1, "host": "", "port": -1}
 
 
 async def handle_find_coordinator(broker: Broker, request: Request) -> Reply:
@@ -65,12 +74,23 @@ async def handle_join_group(broker: Broker, request: Request) -> Reply:
 async def handle_sync_group(broker: Broker, request: Request) -> Reply:
     body = request.body
     assignments = {a.member_id: a.assignment for a in body.assignments}
-    return await broker.groups.sync(body.group_id, body.member_id, body.generation_id, assignments)
+    return await broker.groups.sync(
+        body.group_id,
+        body.member_id,
+        body.generation_id,
+        assignments,
+        group_instance_id=getattr(body, "group_instance_id", None),
+        protocol_type=getattr(body, "protocol_type", None),
+        protocol_name=getattr(body, "protocol_name", None),
+    )
 
 
 async def handle_heartbeat(broker: Broker, request: Request) -> Reply:
     body = request.body
-    return {"error_code": broker.groups.heartbeat(body.group_id, body.member_id, body.generation_id)}
+    instance = getattr(body, "group_instance_id", None)
+    return {
+        "error_code": broker.groups.heartbeat(body.group_id, body.member_id, body.generation_id, instance)
+    }
 
 
 async def handle_leave_group(broker: Broker, request: Request) -> Reply:
@@ -81,7 +101,7 @@ async def handle_leave_group(broker: Broker, request: Request) -> Reply:
         {
             "member_id": m.member_id,
             "group_instance_id": m.group_instance_id,
-            "error_code": broker.groups.leave(body.group_id, m.member_id),
+            "error_code": broker.groups.leave(body.group_id, m.member_id, m.group_instance_id),
         }
         for m in body.members
     ]
@@ -108,7 +128,8 @@ async def handle_offset_commit(broker: Broker, request: Request) -> Reply:
                 now,
             )
     generation = getattr(body, "generation_id_or_member_epoch", getattr(body, "generation_id", -1))
-    code = broker.groups.commit_offsets(body.group_id, body.member_id, generation, commits)
+    instance = getattr(body, "group_instance_id", None)
+    code = broker.groups.commit_offsets(body.group_id, body.member_id, generation, commits, instance)
     return {
         "topics": [
             {

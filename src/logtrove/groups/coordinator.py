@@ -10,38 +10,61 @@ States of a group, as in Kafka::
 * A JoinGroup without a member ID (v4+) is answered ``MEMBER_ID_REQUIRED`` with a new ID,
   which the client sends back in a second JoinGroup.
 * A rebalance completes when every known member has rejoined, or when the largest
-  rebalance timeout passes (members that did not rejoin are dropped). The first
+  rebalance timeout passes (dynamic members that did not rejoin are dropped). The first
   rebalance of an empty group waits ``initial_rebalance_delay_ms`` more (extended by
   each new member, bounded by the rebalance timeout) so that members starting together
   land in one generation. Generations start at 1.
 * The leader (the first member) receives every member's protocol metadata, computes the
   assignment on the client side and sends it in its SyncGroup; the others wait for it.
+* A known member that rejoins a Stable group with unchanged metadata (and is not the
+  leader), or a CompletingRebalance group with unchanged metadata, is answered at once
+  with the current generation; anything else starts a rebalance.
 * A member whose heartbeats stop for its session timeout is removed (a rebalance follows).
 
-Results are plain dicts with Kafka's field names and error codes, so the broker can
-encode them for any protocol version; this module knows nothing of the network.
+Static membership (KIP-345, JoinGroup v5+ ``group.instance.id``): a static member joins
+without ``MEMBER_ID_REQUIRED``, and the group maps its instance ID to its member ID. When
+the instance joins again with no member ID (a restarted process), it gets a new member ID
+in place of the old one and keeps the old one's assignment; in a Stable group whose
+selected protocol does not change, the answer comes at once with the current generation
+and the old leader's ID, so nobody rebalances and the member simply syncs its assignment.
+Requests that name the instance with another member ID (the old process) are answered
+``FENCED_INSTANCE_ID``. A static member that does not rejoin a rebalance keeps its place
+until its session times out; LeaveGroup v3+ can remove it by instance ID alone.
+
+OffsetCommit follows Kafka's ``validateOffsetCommit``: a current member of the current
+generation may commit while the group is Stable or PreparingRebalance (members commit in
+their revoke callbacks, before rejoining); CompletingRebalance answers
+``REBALANCE_IN_PROGRESS``.
+
+Results are plain dicts with Kafka's field names and error codes (kio's
+:class:`~kio.schema.errors.ErrorCode`), so the broker can encode them for any protocol
+version; this module knows nothing of the network.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from logtrove.groups.offsets import CommittedOffset, OffsetStore
 
-NONE = 0
-COORDINATOR_NOT_AVAILABLE = 15
-ILLEGAL_GENERATION = 22
-INCONSISTENT_GROUP_PROTOCOL = 23
-INVALID_GROUP_ID = 24
-UNKNOWN_MEMBER_ID = 25
-INVALID_SESSION_TIMEOUT = 26
-REBALANCE_IN_PROGRESS = 27
-MEMBER_ID_REQUIRED = 79
+NONE = ErrorCode.none
+COORDINATOR_NOT_AVAILABLE = ErrorCode.coordinator_not_available
+ILLEGAL_GENERATION = ErrorCode.illegal_generation
+INCONSISTENT_GROUP_PROTOCOL = ErrorCode.inconsistent_group_protocol
+INVALID_GROUP_ID = ErrorCode.invalid_group_id
+UNKNOWN_MEMBER_ID = ErrorCode.unknown_member_id
+INVALID_SESSION_TIMEOUT = ErrorCode.invalid_session_timeout
+REBALANCE_IN_PROGRESS = ErrorCode.rebalance_in_progress
+MEMBER_ID_REQUIRED = ErrorCode.member_id_required
+FENCED_INSTANCE_ID = ErrorCode.fenced_instance_id
 
 EMPTY = "Empty"
 PREPARING = "PreparingRebalance"
@@ -77,6 +100,14 @@ class Member:
     def metadata_for(self, protocol: str | None) -> bytes:
         return next((m for n, m in self.protocols if n == protocol), b"")
 
+    def update(self, request: Member) -> None:
+        """Take a JoinGroup's protocols and timeouts (``request`` is the member as the
+        JoinGroup describes it)."""
+        self.protocols = request.protocols
+        self.session_timeout_ms = request.session_timeout_ms
+        self.rebalance_timeout_ms = request.rebalance_timeout_ms
+        self.last_seen = _now()
+
 
 @dataclass
 class Group:
@@ -87,9 +118,22 @@ class Group:
     protocol: str | None = None
     leader: str | None = None
     members: dict[str, Member] = field(default_factory=dict)
+    static: dict[str, str] = field(default_factory=dict)  # group instance ID -> member ID
     pending: dict[str, float] = field(default_factory=dict)  # member IDs handed out, not yet joined
     rebalance_task: asyncio.Task[None] | None = None
     initial_deadline: float = 0.0
+
+    def validate_member(self, member_id: str, group_instance_id: str | None) -> ErrorCode:
+        """Kafka's ``validateMember``: an instance ID must map to exactly this member ID
+        (else ``FENCED_INSTANCE_ID``: an older process of the instance), and the member
+        must exist."""
+        if group_instance_id is not None:
+            current = self.static.get(group_instance_id)
+            if current is None:
+                return UNKNOWN_MEMBER_ID
+            if current != member_id:
+                return FENCED_INSTANCE_ID
+        return NONE if member_id in self.members else UNKNOWN_MEMBER_ID
 
 
 class GroupCoordinator:
@@ -153,47 +197,115 @@ class GroupCoordinator:
             return _join_error(INVALID_GROUP_ID, member_id)
         if not MIN_SESSION_TIMEOUT_MS <= session_timeout_ms <= MAX_SESSION_TIMEOUT_MS:
             return _join_error(INVALID_SESSION_TIMEOUT, member_id)
+        request = Member(  # the joining member as the request describes it, ID to be settled
+            member_id,
+            group_instance_id or None,
+            client_id,
+            client_host,
+            session_timeout_ms,
+            rebalance_timeout_ms,
+            protocol_type,
+            protocols,
+        )
         group = self.groups.setdefault(group_id, Group(group_id))
         if group.members and (
             protocol_type != group.protocol_type or not self._common_protocols(group, protocols)
         ):
             return _join_error(INCONSISTENT_GROUP_PROTOCOL, member_id)
         if not member_id:
-            member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
-            if require_known_member_id:
-                group.pending[member_id] = _now() + session_timeout_ms / 1000
-                return _join_error(MEMBER_ID_REQUIRED, member_id)
-        elif member_id not in group.members and member_id not in group.pending:
-            return _join_error(UNKNOWN_MEMBER_ID, member_id)
-        group.pending.pop(member_id, None)
-        member = group.members.get(member_id)
-        if member is None:
-            member = Member(
-                member_id,
-                group_instance_id,
-                client_id,
-                client_host,
-                session_timeout_ms,
-                rebalance_timeout_ms,
-                protocol_type,
-                protocols,
-            )
-            group.members[member_id] = member
-            if group.leader is None:
-                group.leader = member_id
-        else:
-            member.protocols = protocols
-            member.session_timeout_ms = session_timeout_ms
-            member.rebalance_timeout_ms = rebalance_timeout_ms
-        group.protocol_type = protocol_type
-        member.last_seen = _now()
+            return await self._join_new(group, request, require_known_member_id)
+        if group.pending.pop(member_id, None) is not None:
+            return await self._await_join(group, self._add_member(group, member_id, request))
+        error = group.validate_member(member_id, request.group_instance_id)
+        if error:
+            return _join_error(error, member_id)
+        return await self._rejoin(group, group.members[member_id], request)
+
+    async def _join_new(self, group: Group, request: Member, require_known_member_id: bool) -> dict[str, Any]:
+        """A JoinGroup without a member ID: a new member, or a restarted static one."""
+        instance = request.group_instance_id
+        member_id = f"{instance or request.client_id or 'member'}-{uuid.uuid4()}"
+        if instance is not None and instance in group.static:
+            return await self._replace_static(group, group.static[instance], member_id, request)
+        if instance is None and require_known_member_id:
+            group.pending[member_id] = _now() + request.session_timeout_ms / 1000
+            return _join_error(MEMBER_ID_REQUIRED, member_id)
+        return await self._await_join(group, self._add_member(group, member_id, request))
+
+    def _add_member(self, group: Group, member_id: str, request: Member) -> Member:
+        member = group.members[member_id] = dataclasses.replace(request, member_id=member_id)
+        if request.group_instance_id is not None:
+            group.static[request.group_instance_id] = member_id
+        if group.leader is None:
+            group.leader = member_id
+        group.protocol_type = request.protocol_type
+        return member
+
+    async def _rejoin(self, group: Group, member: Member, request: Member) -> dict[str, Any]:
+        """Kafka's join of a known member: the current generation at once when nothing
+        changed (a follower of a Stable group, anyone while CompletingRebalance), else a
+        rebalance."""
+        unchanged = member.protocols == request.protocols
+        member.update(request)
+        if unchanged and group.state == COMPLETING:
+            return self._joined(group, member.member_id, group.leader, member.member_id == group.leader)
+        if unchanged and group.state == STABLE and member.member_id != group.leader:
+            return self._joined(group, member.member_id, group.leader, False)
+        return await self._await_join(group, member)
+
+    async def _replace_static(
+        self, group: Group, old_id: str, new_id: str, request: Member
+    ) -> dict[str, Any]:
+        """A static member's new process takes over the old member ID's place and
+        assignment; the old ID is fenced. No rebalance in a Stable group whose selected
+        protocol stays: the answer names the previous leader (so a member that led does
+        not recompute an assignment the group would not take) and the member syncs."""
+        leader = group.leader
+        old = group.members[old_id]
+        _answer(old.join_future, _join_error(FENCED_INSTANCE_ID, old_id))
+        _answer(old.sync_future, _sync_error(FENCED_INSTANCE_ID))
+        member = dataclasses.replace(request, member_id=new_id, assignment=old.assignment)
+        group.members = {
+            (new_id if k == old_id else k): (member if k == old_id else m) for k, m in group.members.items()
+        }
+        group.static[str(request.group_instance_id)] = new_id
+        if group.leader == old_id:
+            group.leader = new_id
+        if group.state == STABLE and self._select_protocol(group) == group.protocol:
+            return self._joined(group, new_id, leader, False)
+        return await self._await_join(group, member)
+
+    async def _await_join(self, group: Group, member: Member) -> dict[str, Any]:
+        """Park the member's JoinGroup until the join phase completes (starting a
+        rebalance unless one is under way)."""
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        if member.join_future is not None and not member.join_future.done():
-            member.join_future.set_result(_join_error(REBALANCE_IN_PROGRESS, member_id))
+        _answer(member.join_future, _join_error(REBALANCE_IN_PROGRESS, member.member_id))
         member.join_future = future
         self._prepare_rebalance(group, new_member=True)
         self._maybe_complete_join(group)
         return await future
+
+    def _joined(self, group: Group, member_id: str, leader: str | None, with_members: bool) -> dict[str, Any]:
+        """A successful JoinGroup answer for the current generation."""
+        return {
+            "error_code": NONE,
+            "generation_id": group.generation,
+            "protocol_type": group.protocol_type,
+            "protocol_name": group.protocol,
+            "leader": leader or "",
+            "member_id": member_id,
+            "members": self._member_list(group) if with_members else [],
+        }
+
+    def _member_list(self, group: Group) -> list[dict[str, Any]]:
+        return [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "metadata": m.metadata_for(group.protocol),
+            }
+            for m in group.members.values()
+        ]
 
     def _common_protocols(self, group: Group, protocols: list[tuple[str, bytes]]) -> set[str]:
         names = {n for n, _ in protocols}
@@ -201,10 +313,17 @@ class GroupCoordinator:
             names &= {n for n, _ in member.protocols}
         return names
 
+    def _select_protocol(self, group: Group) -> str | None:
+        """The leader's most preferred protocol among those every member supports."""
+        leader = group.members.get(group.leader or "")
+        if leader is None:
+            return None
+        common = self._common_protocols(group, leader.protocols)
+        return next((n for n, _ in leader.protocols if n in common), None)
+
     def _prepare_rebalance(self, group: Group, *, new_member: bool = False) -> None:
         for member in group.members.values():
-            if member.sync_future is not None and not member.sync_future.done():
-                member.sync_future.set_result(_sync_error(REBALANCE_IN_PROGRESS))
+            _answer(member.sync_future, _sync_error(REBALANCE_IN_PROGRESS))
             member.sync_future = None
         if group.state == PREPARING:
             if new_member and group.initial_deadline:
@@ -219,7 +338,9 @@ class GroupCoordinator:
         group.rebalance_task = asyncio.get_running_loop().create_task(self._rebalance_timer(group))
 
     async def _rebalance_timer(self, group: Group) -> None:
-        """Completes the join phase at the rebalance timeout (or after the initial delay)."""
+        """Completes the join phase at the rebalance timeout (or after the initial delay);
+        when nobody rejoined (only absent static members are left) it waits another
+        rebalance timeout, until they rejoin or their sessions time out."""
         started = _now()
         while group.state == PREPARING:
             timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0) / 1000
@@ -232,8 +353,9 @@ class GroupCoordinator:
                 self._maybe_complete_join(group)
                 continue
             if now - started >= timeout:
-                self._complete_join(group)
-                return
+                if self._complete_join(group):
+                    return
+                started = now
             await asyncio.sleep(0.05)
 
     def _maybe_complete_join(self, group: Group) -> None:
@@ -242,59 +364,63 @@ class GroupCoordinator:
         if all(m.join_future is not None and not m.join_future.done() for m in group.members.values()):
             self._complete_join(group)
 
-    def _complete_join(self, group: Group) -> None:
-        for member_id in [m.member_id for m in group.members.values() if m.join_future is None]:
-            del group.members[member_id]
+    def _complete_join(self, group: Group) -> bool:
+        """Start the next generation with the members that rejoined (static members that
+        did not rejoin keep their place); False when none rejoined but static members
+        remain (the join phase goes on)."""
+        joined = [m.member_id for m in group.members.values() if m.join_future is not None]
+        for member in [m for m in group.members.values() if m.join_future is None]:
+            if member.group_instance_id is None:
+                del group.members[member.member_id]
+        if not joined and group.members:
+            return False
         group.generation += 1
         if not group.members:
             group.state, group.protocol, group.leader, group.protocol_type = EMPTY, None, None, None
-            return
-        if group.leader not in group.members:
-            group.leader = next(iter(group.members))
-        leader = group.members[group.leader]
-        common = self._common_protocols(group, leader.protocols)
-        group.protocol = next((n for n, _ in leader.protocols if n in common), None)
+            return True
+        if group.leader not in joined:
+            group.leader = joined[0]
+        group.protocol = self._select_protocol(group)
         group.state = COMPLETING
-        all_members = [
-            {
-                "member_id": m.member_id,
-                "group_instance_id": m.group_instance_id,
-                "metadata": m.metadata_for(group.protocol),
-            }
-            for m in group.members.values()
-        ]
         for member in group.members.values():
             future, member.join_future = member.join_future, None
             member.last_seen = _now()
-            if future is not None and not future.done():
-                future.set_result(
-                    {
-                        "error_code": NONE,
-                        "generation_id": group.generation,
-                        "protocol_type": group.protocol_type,
-                        "protocol_name": group.protocol,
-                        "leader": group.leader,
-                        "member_id": member.member_id,
-                        "members": all_members if member.member_id == group.leader else [],
-                    }
-                )
+            _answer(
+                future, self._joined(group, member.member_id, group.leader, member.member_id == group.leader)
+            )
+        return True
 
     # -- sync, heartbeat, leave ------------------------------------------------------
-    def _check_member(self, group_id: str, member_id: str, generation: int) -> tuple[Group | None, int]:
+    def _check_member(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation: int
+    ) -> tuple[Group | None, ErrorCode]:
         group = self.groups.get(group_id)
-        if group is None or member_id not in group.members:
-            return group, UNKNOWN_MEMBER_ID
+        if group is None:
+            return None, UNKNOWN_MEMBER_ID
+        error = group.validate_member(member_id, group_instance_id or None)
+        if error:
+            return group, error
         if generation != group.generation:
             return group, ILLEGAL_GENERATION
         group.members[member_id].last_seen = _now()
         return group, NONE
 
     async def sync(
-        self, group_id: str, member_id: str, generation: int, assignments: dict[str, bytes]
+        self,
+        group_id: str,
+        member_id: str,
+        generation: int,
+        assignments: dict[str, bytes],
+        *,
+        group_instance_id: str | None = None,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
     ) -> dict[str, Any]:
-        group, error = self._check_member(group_id, member_id, generation)
+        group, error = self._check_member(group_id, member_id, group_instance_id, generation)
         if error or group is None:
             return _sync_error(error)
+        if _inconsistent(protocol_type, group.protocol_type) or _inconsistent(protocol_name, group.protocol):
+            return _sync_error(INCONSISTENT_GROUP_PROTOCOL)
         if group.state == PREPARING:
             return _sync_error(REBALANCE_IN_PROGRESS)
         member = group.members[member_id]
@@ -307,8 +433,7 @@ class GroupCoordinator:
                 m.assignment = assignments.get(m.member_id, b"")
             group.state = STABLE
             for m in group.members.values():
-                if m.sync_future is not None and not m.sync_future.done():
-                    m.sync_future.set_result(self._sync_result(group, m))
+                _answer(m.sync_future, self._sync_result(group, m))
                 m.sync_future = None
         return await future
 
@@ -320,24 +445,41 @@ class GroupCoordinator:
             "assignment": member.assignment,
         }
 
-    def heartbeat(self, group_id: str, member_id: str, generation: int) -> int:
-        group, error = self._check_member(group_id, member_id, generation)
+    def heartbeat(
+        self, group_id: str, member_id: str, generation: int, group_instance_id: str | None = None
+    ) -> ErrorCode:
+        group, error = self._check_member(group_id, member_id, group_instance_id, generation)
         if error or group is None:
             return error
         return REBALANCE_IN_PROGRESS if group.state == PREPARING else NONE
 
-    def leave(self, group_id: str, member_id: str) -> int:
+    def leave(self, group_id: str, member_id: str, group_instance_id: str | None = None) -> ErrorCode:
+        """LeaveGroup of one member; v3+ may name a static member by instance ID alone
+        (an administrator removing it), and a stale process of a static member is
+        ``FENCED_INSTANCE_ID``."""
         group = self.groups.get(group_id)
-        if group is None or member_id not in group.members:
+        instance = group_instance_id or None
+        if group is None:
             return UNKNOWN_MEMBER_ID
+        if not member_id:
+            if instance is None or instance not in group.static:
+                return UNKNOWN_MEMBER_ID
+            member_id = group.static[instance]
+        elif group.pending.pop(member_id, None) is not None:
+            return NONE
+        else:
+            error = group.validate_member(member_id, instance)
+            if error:
+                return error
         self._remove_member(group, member_id)
         return NONE
 
     def _remove_member(self, group: Group, member_id: str) -> None:
         member = group.members.pop(member_id)
-        for fut in (member.join_future, member.sync_future):
-            if fut is not None and not fut.done():
-                fut.set_result(_join_error(UNKNOWN_MEMBER_ID, member_id))
+        if member.group_instance_id is not None and group.static.get(member.group_instance_id) == member_id:
+            del group.static[member.group_instance_id]
+        _answer(member.join_future, _join_error(UNKNOWN_MEMBER_ID, member_id))
+        _answer(member.sync_future, _sync_error(UNKNOWN_MEMBER_ID))
         if group.leader == member_id:
             group.leader = next(iter(group.members), None)
         if group.state == PREPARING:
@@ -355,24 +497,35 @@ class GroupCoordinator:
         member_id: str,
         generation: int,
         commits: dict[tuple[str, int], CommittedOffset],
-    ) -> int:
+        group_instance_id: str | None = None,
+    ) -> ErrorCode:
         """OffsetCommit: an error code for the whole request, after persisting on success.
 
-        Members of an active group must give their generation; a commit with no member
-        (``generation`` -1, as by admin tools and manual-assignment consumers) is accepted
-        for a group with no members.
+        Kafka's rules for a group with members: a commit that names a member or a
+        generation must come from a current member (``UNKNOWN_MEMBER_ID``; a stale
+        process of a static member is ``FENCED_INSTANCE_ID``) of the current generation
+        (``ILLEGAL_GENERATION``); one that names neither (``generation`` -1, as by admin
+        tools and manual-assignment consumers) is ``UNKNOWN_MEMBER_ID``. A valid commit is
+        accepted while Stable and while PreparingRebalance — the generation is still the
+        member's until the join phase completes, and members commit in their revoke
+        callbacks — and answered ``REBALANCE_IN_PROGRESS`` while CompletingRebalance
+        (the member has a new generation but no assignment yet). A group with no members
+        accepts any commit (group membership does not survive a broker restart, so a
+        member's commit after one is still taken).
         """
         group = self.groups.get(group_id)
-        if group is not None and group.members and (member_id or generation >= 0):
-            if member_id not in group.members:
+        if group is not None and group.members:
+            instance = group_instance_id or None
+            if not (member_id or generation >= 0 or instance):
                 return UNKNOWN_MEMBER_ID
+            error = group.validate_member(member_id, instance)
+            if error:
+                return error
             if generation != group.generation:
                 return ILLEGAL_GENERATION
-            if group.state in (PREPARING, COMPLETING):
+            if group.state == COMPLETING:
                 return REBALANCE_IN_PROGRESS
             group.members[member_id].last_seen = _now()
-        elif group is not None and group.members:
-            return UNKNOWN_MEMBER_ID
         self.offsets.commit(group_id, commits)
         return NONE
 
@@ -417,6 +570,17 @@ class GroupCoordinator:
                 }
             )
         return out
+
+
+def _answer(future: asyncio.Future[dict[str, Any]] | None, result: dict[str, Any]) -> None:
+    """Complete a parked JoinGroup / SyncGroup, if one is still waiting."""
+    if future is not None and not future.done():
+        future.set_result(result)
+
+
+def _inconsistent(asked: str | None, chosen: str | None) -> bool:
+    """Whether a SyncGroup (v5+) names another protocol type or name than the group's."""
+    return asked is not None and chosen is not None and asked != chosen
 
 
 def _join_error(code: int, member_id: str) -> dict[str, Any]:
