@@ -8,6 +8,13 @@ it writes the pending blocks; killing it loses nothing (the next indexer resumes
 files, and queries scan what is not indexed). A child whose parent died stops by itself,
 and a new child waits on ``.indexer.lock`` until an old one has let go.
 
+The parent asks a child to stop through a pipe of its own (each child gets a new one),
+not a shared ``multiprocessing.Event``: setting such an Event waits for every process
+sleeping on it to wake up, and a child killed while it slept (SIGKILL, or SIGTERM sent to
+the whole process group by ``timeout``, systemd or a terminal) never does, so the broker
+hung at shutdown. The child treats data or end-of-file on its pipe as "stop": the end of
+file also comes when the parent dies.
+
 A child that dies without being asked (killed, out of memory, a bug) is restarted by a
 watchdog thread of the parent, after a back-off that doubles from
 :data:`RESTART_MIN_S` to :data:`RESTART_MAX_S` while children keep dying young, and
@@ -17,6 +24,7 @@ exit code or signal.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import multiprocessing
@@ -25,7 +33,7 @@ import os
 import signal
 import threading
 import time
-from multiprocessing.synchronize import Event
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 from logtrove.storage.indexer import DEFAULT_BLOCK_RECORDS, Indexer
@@ -56,7 +64,7 @@ class IndexerProcess:
         self.restart_min_s = restart_min_s
         self.restarts = 0
         self._ctx = multiprocessing.get_context("spawn")
-        self._stop: Event = self._ctx.Event()
+        self._stop: Connection | None = None  # the write end of the running child's stop pipe
         self._process: multiprocessing.process.BaseProcess | None = None
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -66,16 +74,18 @@ class IndexerProcess:
         with self._lock:
             if self._process is not None:
                 return
-            self._stop.clear()
             self._stopping.clear()
             self._spawn()
         self._watchdog = threading.Thread(target=self._watch, name="indexer-watchdog", daemon=True)
         self._watchdog.start()
 
     def _spawn(self) -> None:
+        if self._stop is not None:
+            self._stop.close()  # a dead child's pipe
+        reader, self._stop = self._ctx.Pipe(duplex=False)
         self._process = self._ctx.Process(
             target=run_indexer,
-            args=(str(self.path), self._stop, os.getpid(), *self.args),
+            args=(str(self.path), reader, os.getpid(), *self.args),
             name="logtrove-indexer",
             daemon=True,
         )
@@ -127,9 +137,13 @@ class IndexerProcess:
         with self._lock:
             self._stopping.set()
             process, self._process = self._process, None
+            stop, self._stop = self._stop, None
         if process is None:
             return
-        self._stop.set()
+        if stop is not None:
+            with contextlib.suppress(OSError):  # the child is gone: nothing to tell
+                stop.send_bytes(b"stop")
+            stop.close()
         process.join(timeout_s)
         if process.is_alive():
             process.kill()
@@ -143,18 +157,20 @@ INDEXER_LOCK = ".indexer.lock"
 
 
 class _StopOrOrphaned:
-    """Set when the parent asks the child to stop, or when the parent is gone (a broker
-    killed with SIGKILL cannot stop its children: they must notice by themselves)."""
+    """Set when the parent asks the child to stop (a message on the stop pipe) or is gone
+    (end of file on it; a broker killed with SIGKILL cannot stop its children: they must
+    notice by themselves). The parent's pid is checked too, for a parent that dies before
+    the child starts."""
 
-    def __init__(self, stop: Event, parent: int) -> None:
+    def __init__(self, stop: Connection, parent: int) -> None:
         self._stop = stop
         self._parent = parent  # from the parent: it may be gone before the child starts
 
     def is_set(self) -> bool:
-        return self._stop.is_set() or os.getppid() != self._parent
+        return self.wait(0)
 
     def wait(self, timeout: float | None = None) -> bool:
-        return self._stop.wait(timeout) or self.is_set()
+        return self._stop.poll(timeout) or os.getppid() != self._parent
 
 
 def _lock_indexing(path: Path, stop: _StopOrOrphaned) -> int | None:
@@ -173,7 +189,7 @@ def _lock_indexing(path: Path, stop: _StopOrOrphaned) -> int | None:
 
 
 def run_indexer(
-    path: str, stop: Event, parent: int, block_records: int, idle_s: float, tail_flush_s: float
+    path: str, stop: Connection, parent: int, block_records: int, idle_s: float, tail_flush_s: float
 ) -> None:
     """The child's main loop."""
     # Ctrl-C in a terminal reaches the whole process group: the broker stops the child
