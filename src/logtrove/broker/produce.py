@@ -226,11 +226,17 @@ async def append_durably(broker: Broker, topic: str, partition: int, batch: byte
         log = broker.storage.log(topic, partition)
         result = log.append(batch)
     broker.notify_append()
-    if log in appended.due or broker.config.durable_acks:
+    if log in appended.due or _acks_wait_for_disk(broker, log):
         failed = await broker.group_commit.durable({log: appended.written[log]})
         if failed:
             raise failed[log]
     return result
+
+
+def _acks_wait_for_disk(broker: Broker, log: PartitionLog) -> bool:
+    """Whether acks=1/all on ``log`` are answered only after the fsync: the broker runs
+    with ``durable_acks``, or the topic has ``flush.messages=1``."""
+    return broker.config.durable_acks or log.config.flush_messages == 1
 
 
 def _needs_fsync(
@@ -257,7 +263,7 @@ def _needs_fsync(
                 log = broker.storage.log(topic, result.index)
             except (UnknownTopicError, UnknownPartitionError):
                 continue  # deleted since the append (by another thread): nothing left to flush
-            if broker.config.durable_acks or log.config.flush_messages == 1:
+            if _acks_wait_for_disk(broker, log):
                 end = appended.written.get(log, result.base_offset + 1)
                 ends[log] = max(ends.get(log, 0), end)
     return ends
