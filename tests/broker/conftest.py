@@ -11,6 +11,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Self
 
 import pytest
 
@@ -96,6 +97,13 @@ class BrokerProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
 
 class HttpBrokerProcess(BrokerProcess):
     """A broker subprocess that also serves its HTTP API on ``http_port``."""
@@ -118,20 +126,12 @@ class HttpBrokerProcess(BrokerProcess):
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path / "data", free_port())
-    proc.start()
-    try:
+    with BrokerProcess(tmp_path / "data", free_port()) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture(scope="module")
 def shared_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """One broker for a whole module (tests use distinct topic names)."""
-    proc = BrokerProcess(tmp_path_factory.mktemp("broker") / "data", free_port())
-    proc.start()
-    try:
+    with BrokerProcess(tmp_path_factory.mktemp("broker") / "data", free_port()) as proc:
         yield proc
-    finally:
-        proc.stop()

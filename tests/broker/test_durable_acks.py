@@ -40,22 +40,16 @@ def create_topic(broker: HttpBrokerProcess, topic: str, **config: str) -> None:
 @pytest.fixture
 def durable_broker(tmp_path: Path) -> Iterator[HttpBrokerProcess]:
     """A broker whose acks=1/all wait for the fsync on every topic."""
-    proc = HttpBrokerProcess(tmp_path / "data", free_port(), free_port(), "--durable-acks", "--no-indexer")
-    proc.start()
-    try:
+    with HttpBrokerProcess(
+        tmp_path / "data", free_port(), free_port(), "--durable-acks", "--no-indexer"
+    ) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture
 def http_broker(tmp_path: Path) -> Iterator[HttpBrokerProcess]:
-    proc = HttpBrokerProcess(tmp_path / "data", free_port(), free_port(), "--no-indexer")
-    proc.start()
-    try:
+    with HttpBrokerProcess(tmp_path / "data", free_port(), free_port(), "--no-indexer") as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def produce_one_by_one(

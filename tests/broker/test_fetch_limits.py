@@ -76,12 +76,8 @@ def _rss_mb(pid: int) -> float:
 @pytest.fixture
 def quiet_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     """A broker without indexer or cleaner: its RSS is the Kafka listener's alone."""
-    proc = BrokerProcess(tmp_path / "data", free_port(), "--no-indexer", "--no-cleaner")
-    proc.start()
-    try:
+    with BrokerProcess(tmp_path / "data", free_port(), "--no-indexer", "--no-cleaner") as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.mark.parametrize("version", [11, 16])

@@ -78,12 +78,8 @@ def _fetch_values(client: WireClient, topic: str, partition: int) -> list[bytes 
 
 @pytest.fixture
 def capped(tmp_path: Path) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path / "data", free_port(), "--max-partitions", "10", "--no-indexer")
-    proc.start()
-    try:
+    with BrokerProcess(tmp_path / "data", free_port(), "--max-partitions", "10", "--no-indexer") as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def test_the_total_partition_cap_refuses_create_topics_partitions_and_auto_create(

@@ -189,12 +189,8 @@ def _read_all(bootstrap: str, topic: str, partition: int, end: int) -> dict[int,
 
 @pytest.fixture
 def soak_broker(tmp_path: Path) -> Iterator[HttpBrokerProcess]:
-    proc = HttpBrokerProcess(tmp_path / "data", free_port(), free_port(), "--indexer-flush-s", "0.5")
-    proc.start()
-    try:
+    with HttpBrokerProcess(tmp_path / "data", free_port(), free_port(), "--indexer-flush-s", "0.5") as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def test_soak_no_acknowledged_record_lost_across_kills(soak_broker: HttpBrokerProcess) -> None:

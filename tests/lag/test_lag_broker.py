@@ -28,12 +28,8 @@ PER_PARTITION = 40
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Any:
-    proc = BrokerProcess(tmp_path / "data", free_port())
-    proc.start()
-    try:
+    with BrokerProcess(tmp_path / "data", free_port()) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def _create(bootstrap: str, topic: str, partitions: int) -> None:

@@ -37,12 +37,8 @@ Tags = dict[int, list[bytes | None]]  # partition -> tag of each offset (None: u
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpBrokerProcess]:
-    proc = HttpBrokerProcess(tmp_path_factory.mktemp("remote-tags") / "data", free_port(), free_port())
-    proc.start()
-    try:
+    with HttpBrokerProcess(tmp_path_factory.mktemp("remote-tags") / "data", free_port(), free_port()) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def _mixed_topic(broker: HttpBrokerProcess, topic: str) -> Tags:

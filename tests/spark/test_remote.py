@@ -21,12 +21,8 @@ def live(tmp_path: Path) -> Iterator[BrokerProcess]:
     configs = {"segment.bytes": "20000", "retention.ms": "-1"}
     make_topic(data, "orders", (record(i) for i in range(500)), partitions=2, configs=configs)
     make_topic(data, "sink", [], partitions=2, configs=configs)
-    proc = BrokerProcess(data, free_port())
-    proc.start()
-    try:
+    with BrokerProcess(data, free_port()) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def _rows(df: Any) -> list[tuple[Any, ...]]:
