@@ -20,6 +20,7 @@ from kio.serial import entity_reader, entity_writer
 from logtrove.broker.protocol import build
 
 _SIZE = struct.Struct(">i")
+DEFAULT_MAX_RESPONSE = 256 * 1024 * 1024  # a response frame larger than this is not read
 
 
 class KafkaProtocolError(Exception):
@@ -41,10 +42,18 @@ def parse_bootstrap(text: str) -> tuple[str, int]:
 class KafkaClient:
     """A blocking connection to one broker."""
 
-    def __init__(self, bootstrap: str, *, timeout_s: float = 30, client_id: str = "logtrove-cli") -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        timeout_s: float = 30,
+        client_id: str = "logtrove-cli",
+        max_frame_bytes: int = DEFAULT_MAX_RESPONSE,
+    ) -> None:
         host, port = parse_bootstrap(bootstrap)
         self.bootstrap = bootstrap
         self.client_id = client_id
+        self.max_frame_bytes = max_frame_bytes  # a larger response frame is refused unread
         self._sock = socket.create_connection((host, port), timeout=timeout_s)
         self._correlation = 0
 
@@ -80,7 +89,12 @@ class KafkaClient:
         self._sock.sendall(_SIZE.pack(len(payload)) + payload)
         if not expect_response:
             return None
-        frame = self._recv(_SIZE.unpack(self._recv(_SIZE.size))[0])
+        (size,) = _SIZE.unpack(self._recv(_SIZE.size))
+        if not 0 <= size <= self.max_frame_bytes:
+            raise KafkaProtocolError(
+                f"{self.bootstrap} sent a response frame of {size} bytes (limit {self.max_frame_bytes})"
+            )
+        frame = self._recv(size)
         resp_cls = load_response_schema(api_key, version)
         try:
             resp_header, used = entity_reader(resp_cls.__header_schema__)(frame, 0)

@@ -180,6 +180,8 @@ class Broker:
         self.limits = ConnectionLimits(
             config.max_connections or default_max_connections(), config.max_connections_per_ip
         )
+        # called first in stop(), before storage closes (a mirror thread writing to it)
+        self.before_stop: list[Callable[[], None]] = []
 
     @property
     def host(self) -> str:
@@ -233,6 +235,8 @@ class Broker:
 
     async def stop(self) -> None:
         """Stop accepting, close connections, stop maintenance, close storage."""
+        for hook in self.before_stop:
+            hook()
         if self._server is not None:
             self._server.close()
         if self._watch is not None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import re
 import sys
 from typing import Annotated
 
@@ -18,7 +20,30 @@ from logtrove.cli.http import (
     start_beside,
 )
 from logtrove.cli.main import app
+from logtrove.groups import CommittedOffset
+from logtrove.mirror import Mirror, MirrorConfig, MirrorError, MirrorThread
 from logtrove.storage import DEFAULT_MAX_TOTAL_PARTITIONS, Storage
+
+
+def start_following(broker: Broker, config: MirrorConfig) -> None:
+    """``--follow``: a mirror thread beside the broker, stopped before its storage closes.
+    It appends to the followed topics itself (their only writer); group commits and
+    fetch wake-ups are handed to the broker's event loop, which owns them."""
+    loop = asyncio.get_running_loop()
+
+    def commit(group: str, commits: dict[tuple[str, int], CommittedOffset]) -> None:
+        loop.call_soon_threadsafe(broker.offsets.commit, group, commits)
+
+    def woken() -> None:
+        loop.call_soon_threadsafe(broker.notify_append)
+
+    try:
+        follower = Mirror(broker.storage, config, commit=commit, on_append=woken)
+    except MirrorError as exc:
+        fail(str(exc), 2)
+    thread = MirrorThread(follower)
+    broker.before_stop.append(thread.stop)
+    thread.start()
 
 
 def _parse_listen(text: str) -> tuple[str, int]:
@@ -161,6 +186,31 @@ def serve(
         ),
     ] = False,
     http_max_body_mb: Annotated[int, body_limit_option()] = DEFAULT_MAX_BODY_BYTES >> 20,
+    follow: Annotated[
+        str | None,
+        typer.Option(
+            "--follow",
+            help="Mirror the topics of the Kafka cluster at HOST:PORT while serving (read-only to clients).",
+            rich_help_panel="Mirror",
+        ),
+    ] = None,
+    follow_topics: Annotated[
+        str,
+        typer.Option(
+            "--follow-topics",
+            help="Regular expression of the topics --follow mirrors.",
+            rich_help_panel="Mirror",
+        ),
+    ] = ".*",
+    follow_max_bytes_per_s: Annotated[
+        int | None,
+        typer.Option(
+            "--follow-max-bytes-per-s",
+            min=1024,
+            help="Throttle of --follow, bytes/s.",
+            rich_help_panel="Mirror",
+        ),
+    ] = None,
 ) -> None:
     """Serve the data directory over the Kafka protocol until SIGINT or SIGTERM."""
     http_listen = None if no_http else check_listen("--http", http)
@@ -193,11 +243,22 @@ def serve(
         max_partitions=max_partitions,
         durable_acks=durable_acks,
     )
+    mirror_config = None
+    if follow is not None:
+        try:
+            re.compile(follow_topics)
+        except re.error as exc:
+            fail(f"--follow-topics {follow_topics!r} is not a regular expression: {exc}", 2)
+        mirror_config = MirrorConfig(
+            source=follow, topics=follow_topics, max_bytes_per_s=follow_max_bytes_per_s
+        )
     with cli_errors():
         storage = Storage.open(data, holder=f"logtrove serve {listen}")
 
     def ready(broker: Broker) -> None:
         print(f"logtrove serving {data} on {broker.config.host}:{broker.bound_port}", flush=True)
+        if mirror_config is not None:
+            start_following(broker, mirror_config)
         if http_listen is not None:
             http_servers.append(start_beside(broker, http_listen, max_body_bytes=http_max_body_mb << 20))
 

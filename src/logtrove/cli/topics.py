@@ -25,6 +25,7 @@ from logtrove.cli.remote import BootstrapOption
 from logtrove.cli.remote_tags import HttpOption
 from logtrove.storage import CONFIG_DEFS, Storage, TopicInfo
 from logtrove.storage.cleaner import status_of
+from logtrove.storage.follow import read_follow_status
 from logtrove.storage.indexer import recorded_index_offsets
 from logtrove.storage.names import escaped_name
 
@@ -169,10 +170,15 @@ def describe(
         out["partition_details"] = [
             _partition_json(storage, name, p, indexed.get((name, p))) for p in range(info.partitions)
         ]
+        followed = _mirror_json(storage, info)
+    if followed is not None:
+        out["mirror"] = followed
     if as_json:
         console.print_json(json.dumps(out))
         return
     console.print(f"[bold]{info.name}[/]  id {info.topic_id}  created {format_time(info.created_ms)}")
+    if followed is not None:
+        _print_mirror(followed)
     table = Table("partition", "log start", "log end", "indexed below", "size", "segments", "max timestamp")
     for p in out["partition_details"]:
         table.add_row(
@@ -202,6 +208,44 @@ def describe(
         source = "topic" if d.name in info.overrides else "default"
         configs.add_row(d.name, out["configs"][d.name], source, style=None if source == "topic" else "dim")
     console.print(configs)
+
+
+def _mirror_json(storage: Storage, info: TopicInfo) -> dict[str, Any] | None:
+    """For a followed topic: its source and, per partition, the mirror's lag as its
+    status file last said (``None`` where the mirror has not reported the partition)."""
+    if info.followed_from is None:
+        return None
+    status = read_follow_status(storage.path)
+    rows = status.for_topic(info.name) if status is not None else {}
+    return {
+        "source": info.followed_from,
+        "status_updated_ms": status.updated_ms if status is not None else None,
+        "partitions": [
+            {
+                "partition": p,
+                "source_log_end_offset": rows[p].source_end if p in rows else None,
+                "lag_records": rows[p].lag_records if p in rows else None,
+                "lag_ms": rows[p].lag_ms if p in rows else None,
+            }
+            for p in range(info.partitions)
+        ],
+    }
+
+
+def _print_mirror(followed: dict[str, Any]) -> None:
+    updated = followed["status_updated_ms"]
+    when = format_time(updated) if updated is not None else "never"
+    console.print(f"mirror of {followed['source']} (read-only to clients); lag as of {when}")
+    table = Table("partition", "source log end", "lag (records)", "lag (s)")
+    for row in followed["partitions"]:
+        lag_ms = row["lag_ms"]
+        table.add_row(
+            str(row["partition"]),
+            "-" if row["source_log_end_offset"] is None else f"{row['source_log_end_offset']:,}",
+            "-" if row["lag_records"] is None else f"{row['lag_records']:,}",
+            "-" if lag_ms is None else f"{lag_ms / 1000:.1f}",
+        )
+    console.print(table)
 
 
 @topics_app.command("alter")

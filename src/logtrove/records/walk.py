@@ -33,7 +33,7 @@ from typing import NamedTuple
 from logtrove.records.batch import BatchHeader, Buffer, validate_produced_batch
 from logtrove.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
 from logtrove.records.errors import CorruptRecordError, InvalidRecordCountError
-from logtrove.records.record import batch_payload
+from logtrove.records.record import batch_payload, iter_records
 
 _U64 = (1 << 64) - 1
 
@@ -69,6 +69,34 @@ def check_records(
     if count != header.record_count:
         raise InvalidRecordCountError(f"the batch declares {header.record_count} records and holds {count}")
     return first_keyless
+
+
+def check_replicated_records(
+    buf: Buffer, header: BatchHeader, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+) -> None:
+    """The record checks for a batch copied from a leader (a mirror's follower append),
+    whose header has passed :func:`~logtrove.records.batch.validate_batch`.
+
+    A batch with one offset per record gets the produce checks (:func:`check_records`).
+    A batch the leader's cleaner compacted holds fewer records than offsets
+    (``recordCount < lastOffsetDelta + 1``): its records are decoded (pure Python; only
+    compacted batches take this path) and their offset deltas must rise strictly within
+    ``[0, lastOffsetDelta]``. Keyless records pass: the leader accepted them, and a
+    follower keeps what the leader has. Raises a
+    :class:`~logtrove.records.errors.RecordsError` saying what is wrong.
+    """
+    if header.record_count == header.last_offset_delta + 1:
+        check_records(buf, header, limit)
+        return
+    previous = -1
+    for i, record in enumerate(iter_records(buf, 0, header, limit)):
+        delta = record.offset - header.base_offset
+        if not previous < delta <= header.last_offset_delta:
+            raise CorruptRecordError(
+                f"record {i} of the batch is malformed: its offset delta {delta} does not rise "
+                f"within 0-{header.last_offset_delta} (previous {previous})"
+            )
+        previous = delta
 
 
 def py_walk(payload: Buffer) -> tuple[int, int | None]:

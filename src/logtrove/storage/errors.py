@@ -11,6 +11,7 @@
      │    ├── UnknownTopicError
      │    ├── UnknownPartitionError
      │    └── InvalidTopicError         bad name or partition count
+     │         └── FollowedTopicError   a client write to a topic a mirror follows
      ├── InvalidConfigError             unknown config name or bad value
      ├── OffsetOutOfRangeError          offset below the log start or past the log end
      ├── RecordTooLargeError            batch larger than max.message.bytes
@@ -69,6 +70,13 @@ class UnknownPartitionError(TopicError):
 
 class InvalidTopicError(TopicError):
     """Bad topic name or partition count."""
+
+
+class FollowedTopicError(InvalidTopicError):
+    """A client tried to write to a topic that a mirror follows (it is read-only until
+    promoted). Kafka answers a client's write to a topic it may not append to (its
+    internal topics) with INVALID_TOPIC_EXCEPTION, which clients do not retry; so does
+    logtrove, through this subclass."""
 
 
 class InvalidConfigError(StorageError):

@@ -60,10 +60,11 @@ from logtrove.records import (
 from logtrove.records.batch import MAX_OFFSET
 from logtrove.records.compression import decompressed_limit
 from logtrove.records.errors import OffsetOverflowError
-from logtrove.records.walk import check_records
+from logtrove.records.walk import check_records, check_replicated_records
 from logtrove.storage.checkpoint import fsync_dir
 from logtrove.storage.config import TopicConfig
 from logtrove.storage.errors import (
+    FollowedTopicError,
     InvalidRecordError,
     OffsetOutOfRangeError,
     ReadOnlyError,
@@ -204,6 +205,7 @@ class PartitionLog:
         self._flush_lock = threading.Lock()
         self._indexes_unsynced: Segment | None = None  # the active segment at the last flush
         self.flushes = 0  # flushes that fsynced something (a metric: fsync rounds, not files)
+        self.follower = False  # a mirror follows this partition: only append_replicated writes
 
     # -- loading --------------------------------------------------------------------
     def _load(self, recovery_point: int, clean_shutdown: bool) -> None:
@@ -323,6 +325,11 @@ class PartitionLog:
         """
         if self.read_only:
             raise ReadOnlyError(f"{self.tp} is open read-only")
+        if self.follower and assign_offsets:
+            raise FollowedTopicError(
+                f"{self.tp.topic} is a mirror of another cluster's topic and is read-only: "
+                "produce to the source cluster instead"
+            )
         batches = self._split(data, produced=assign_offsets)
         if assign_offsets:
             self._check_records(data, batches)
@@ -333,6 +340,38 @@ class PartitionLog:
             for pos, _header in batches:
                 set_log_append_time(memoryview(data)[pos:], log_append_time)
             batches = self._split(data, produced=assign_offsets)
+        return self._write(data, batches, assign_offsets=assign_offsets, log_append_time=log_append_time)
+
+    def append_replicated(self, data: bytes | bytearray | memoryview) -> AppendResult:
+        """A follower append (Kafka's ``appendAsFollower``): the leader's batches, all or
+        none, written byte for byte at their own base offsets (CRCs unchanged; offset gaps
+        left by the leader's cleaner kept; control batches kept; no LogAppendTime stamp).
+
+        Each batch is still checked as hostile input, header and CRC
+        (:func:`~logtrove.records.validate_batch`) and records
+        (:func:`~logtrove.records.walk.check_replicated_records`), but never rewritten;
+        ``max.message.bytes`` is the leader's business and is not applied. A batch may not
+        start below the log end offset (:class:`~logtrove.records.CorruptBatchError`).
+        This is the only write a followed topic takes (see :attr:`follower`).
+        """
+        if self.read_only:
+            raise ReadOnlyError(f"{self.tp} is open read-only")
+        batches = self._split(data, produced=False, size_limit=False)
+        view = memoryview(data)
+        limit = decompressed_limit(self.config.max_message_bytes)
+        for pos, header in batches:
+            check_replicated_records(view[pos : pos + header.size], header, limit)
+        return self._write(data, batches, assign_offsets=False, log_append_time=-1)
+
+    def _write(
+        self,
+        data: bytes | bytearray | memoryview,
+        batches: list[tuple[int, BatchHeader]],
+        *,
+        assign_offsets: bool,
+        log_append_time: int,
+    ) -> AppendResult:
+        """Place and write validated batches, then apply (or defer) the flush policy."""
         view = memoryview(data)
         with self._lock:
             placements = self._place(batches, assign_offsets=assign_offsets)
@@ -370,9 +409,11 @@ class PartitionLog:
         return placed
 
     def _split(
-        self, data: bytes | bytearray | memoryview, *, produced: bool
+        self, data: bytes | bytearray | memoryview, *, produced: bool, size_limit: bool = True
     ) -> list[tuple[int, BatchHeader]]:
-        """Frame and validate every batch before anything is written."""
+        """Frame and validate every batch before anything is written; with ``size_limit``
+        a batch over ``max.message.bytes`` is refused."""
+        max_size = self.config.max_message_bytes if size_limit else None
         out: list[tuple[int, BatchHeader]] = []
         view = memoryview(data)
         pos = 0
@@ -381,7 +422,7 @@ class PartitionLog:
             size = peek_batch_size(view, pos)
             if size is None or size > len(view) - pos:
                 raise InvalidLengthError(f"truncated batch at byte {pos} of {len(view)}")
-            if size > self.config.max_message_bytes:
+            if max_size is not None and size > max_size:
                 raise RecordTooLargeError(
                     f"batch of {size} bytes exceeds max.message.bytes={self.config.max_message_bytes} for {self.tp}"
                 )
@@ -614,6 +655,17 @@ class PartitionLog:
                 if seg.next_offset <= self.log_start_offset:
                     self._delete_segment(seg)
             return self.log_start_offset
+
+    def follow_log_start(self, offset: int) -> int:
+        """A follower's move of the log start to the leader's (its retention or
+        DeleteRecords moved it): as :meth:`truncate_before`, but an ``offset`` past the
+        log end empties the log, which then restarts there (Kafka's
+        ``truncateFullyAndStartAt``), since the records below it are gone at the leader.
+        Returns the new log start offset."""
+        with self._lock:
+            if offset > self.log_end_offset:
+                self.roll(offset)
+            return self.truncate_before(offset)
 
     def apply_retention(self) -> list[int]:
         """Delete old segments by ``retention.ms`` and ``retention.bytes`` (never the active

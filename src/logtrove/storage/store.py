@@ -146,6 +146,7 @@ class TopicInfo:
     overrides: Mapping[str, str]
     created_ms: int
     config: TopicConfig = field(compare=False)
+    followed_from: str | None = None  # the source a mirror copies it from; read-only to clients
 
     @property
     def internal(self) -> bool:
@@ -158,7 +159,7 @@ class TopicInfo:
             "partitions": self.partitions,
             "configs": dict(self.overrides),
             "created_ms": self.created_ms,
-        }
+        } | ({"followed_from": self.followed_from} if self.followed_from is not None else {})
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TopicInfo:
@@ -170,6 +171,7 @@ class TopicInfo:
             overrides=overrides,
             created_ms=int(data.get("created_ms", 0)),
             config=TopicConfig.from_overrides(overrides),
+            followed_from=None if data.get("followed_from") is None else str(data["followed_from"]),
         )
 
 
@@ -319,10 +321,16 @@ class Storage:
             raise UnknownTopicError(f"unknown topic {name!r}") from None
 
     def create_topic(
-        self, name: str, partitions: int = 1, configs: Mapping[str, str] | None = None
+        self,
+        name: str,
+        partitions: int = 1,
+        configs: Mapping[str, str] | None = None,
+        *,
+        followed_from: str | None = None,
     ) -> TopicInfo:
         """Create a topic; raises :class:`TopicExistsError`, :class:`InvalidTopicError` or
-        :class:`~logtrove.storage.errors.InvalidConfigError`."""
+        :class:`~logtrove.storage.errors.InvalidConfigError`. With ``followed_from`` (a
+        mirror's topic) only follower appends may write to it (see :meth:`follow_topic`)."""
         self._check_writable()
         check_topic_name(name)
         if not 1 <= partitions <= MAX_PARTITIONS:
@@ -346,6 +354,7 @@ class Storage:
                 overrides=overrides,
                 created_ms=self.clock.now_ms(),
                 config=TopicConfig.from_overrides(overrides),
+                followed_from=followed_from,
             )
             if f"{name}.json" in self._invalid:
                 raise TopicExistsError(
@@ -353,6 +362,8 @@ class Storage:
                     f"`logtrove topics delete {name}`"
                 )
             with self._new_logs(info, range(partitions)) as logs, self._lock:
+                for plog in logs.values():
+                    plog.follower = followed_from is not None
                 self._write_topic_file(info)
                 self._topics[name] = info
                 self._logs.update(logs)
@@ -384,9 +395,7 @@ class Storage:
             self._idle.notify_all()
 
     @contextlib.contextmanager
-    def _new_logs(
-        self, info: TopicInfo, partitions: range
-    ) -> Iterator[dict[TopicPartition, PartitionLog]]:
+    def _new_logs(self, info: TopicInfo, partitions: range) -> Iterator[dict[TopicPartition, PartitionLog]]:
         """Directories and open logs for new partitions of ``info``, made without
         ``_lock``. If the block (or the making) fails, the logs are closed and the
         directories this call made are removed, so a failed creation leaves nothing;
@@ -513,6 +522,7 @@ class Storage:
                 overrides=overrides,
                 created_ms=info.created_ms,
                 config=TopicConfig.from_overrides(overrides),
+                followed_from=info.followed_from,
             )
             self._write_topic_file(new)
             self._topics[name] = new
@@ -520,6 +530,21 @@ class Storage:
                 log = self._logs.get(TopicPartition(name, p))
                 if log is not None:
                     log.config = new.config
+            return new
+
+    def follow_topic(self, name: str, source: str | None) -> TopicInfo:
+        """Mark a topic as followed from ``source`` (a mirror copies it; clients may only
+        read it: :class:`~logtrove.storage.errors.FollowedTopicError`), or with ``None``
+        unmark it (promotion: it takes client writes again). Persisted in its topic file."""
+        self._check_writable()
+        with self._lock:
+            new = dataclasses.replace(self.topic(name), followed_from=source)
+            self._write_topic_file(new)
+            self._topics[name] = new
+            for p in range(new.partitions):
+                plog = self._logs.get(TopicPartition(name, p))
+                if plog is not None:
+                    plog.follower = source is not None
             return new
 
     def create_partitions(self, name: str, total: int) -> TopicInfo:
@@ -540,6 +565,7 @@ class Storage:
                 self._write_topic_file(new)
                 for log in logs.values():
                     log.config = new.config
+                    log.follower = new.followed_from is not None
                 self._topics[name] = new
                 self._logs.update(logs)
             return new
@@ -590,6 +616,7 @@ class Storage:
                     recovery_point=recovery_points.get(key, 0),
                     log_start_offset=log_starts.get(key, 0),
                 )
+                log.follower = info.followed_from is not None
                 self._logs[tp] = log
             return log
 
@@ -670,6 +697,12 @@ class Storage:
     def truncate_before(self, topic: str, partition: int, offset: int) -> int:
         """DeleteRecords for one partition; the new log start offset is checkpointed now."""
         start = self.log(topic, partition).truncate_before(offset)
+        self.write_checkpoints()
+        return start
+
+    def follow_log_start(self, topic: str, partition: int, offset: int) -> int:
+        """A follower's log start move (:meth:`PartitionLog.follow_log_start`), checkpointed now."""
+        start = self.log(topic, partition).follow_log_start(offset)
         self.write_checkpoints()
         return start
 

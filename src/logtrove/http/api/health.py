@@ -15,6 +15,7 @@ from logtrove import __version__
 from logtrove.http.context import HttpContext, get_context
 from logtrove.http.groups import GroupsSource
 from logtrove.http.models import Health
+from logtrove.storage.follow import read_follow_status
 from logtrove.storage.indexer import recorded_index_offsets
 
 router = APIRouter(tags=["health"])
@@ -26,6 +27,10 @@ INDEX_LAG_DOC = (
     "Records not in index blocks yet; queries scan them. A partial block waits up to "
     "--indexer-flush-s, so a few seconds of produce is normal; steady growth means the "
     "indexer is falling behind."
+)
+MIRROR_LAG_DOC = "Records the mirror is behind its source's high watermark (as it last reported)."
+MIRROR_LAG_SECONDS_DOC = (
+    "Seconds since the mirror last reached its source's high watermark (0 while it keeps up)."
 )
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -92,6 +97,25 @@ def _storage_metrics(out: _Families, ctx: HttpContext) -> None:
         out.add("logtrove_index_lag_records", "gauge", INDEX_LAG_DOC, lag, **labels)
 
 
+def _mirror_metrics(out: _Families, ctx: HttpContext) -> None:
+    """The lag of a mirror (``logtrove mirror`` / ``serve --follow``) on this data
+    directory, from the status file it rewrites about once a second."""
+    status = read_follow_status(ctx.fresh_storage().path)
+    if status is None:
+        return
+    for row in status.partitions:
+        labels = {"topic": row.topic, "partition": row.partition, "source": status.source}
+        out.add("logtrove_mirror_lag_records", "gauge", MIRROR_LAG_DOC, row.lag_records, **labels)
+        out.add("logtrove_mirror_lag_seconds", "gauge", MIRROR_LAG_SECONDS_DOC, row.lag_ms / 1000, **labels)
+        out.add(
+            "logtrove_mirror_source_log_end_offset",
+            "gauge",
+            "The source's high watermark as the mirror last saw it.",
+            row.source_end,
+            **labels,
+        )
+
+
 def _lag_metrics(out: _Families, groups: GroupsSource) -> None:
     for group_lag in groups.lags():
         for row in group_lag.partitions():
@@ -147,6 +171,7 @@ def metrics(request: Request, ctx: Annotated[HttpContext, Depends(get_context)])
     out = _Families()
     _storage_metrics(out, ctx)
     _lag_metrics(out, request.app.state.groups)
+    _mirror_metrics(out, ctx)
     _request_metrics(out, ctx)
     out.add(
         "logtrove_uptime_seconds",

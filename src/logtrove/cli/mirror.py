@@ -1,0 +1,118 @@
+"""``logtrove mirror``: follow another Kafka-protocol cluster into a data directory.
+
+Runs in the foreground until Ctrl-C or SIGTERM (the current round finishes, the status
+is written, the data directory is closed cleanly), or with ``--once`` until every
+followed partition has the source's log end. Progress goes to stderr every few seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+import time
+from types import FrameType
+from typing import Annotated
+
+import typer
+
+from logtrove.cli.common import DEFAULT_DATA, DataOption, err_console, fail, open_storage
+from logtrove.cli.main import app
+from logtrove.groups import OffsetStore
+from logtrove.mirror import Mirror, MirrorConfig, MirrorError
+
+FollowTopics = Annotated[
+    str,
+    typer.Option(
+        "--topics", "-t", help="Regular expression the whole topic name must match (internal topics never)."
+    ),
+]
+
+
+@app.command()
+def mirror(
+    source: Annotated[
+        str, typer.Option("--from", "-f", help="HOST:PORT of a broker of the cluster to follow.")
+    ],
+    topics: FollowTopics = ".*",
+    data: DataOption = DEFAULT_DATA,
+    once: Annotated[
+        bool, typer.Option("--once", help="Stop when every followed partition has the source's log end.")
+    ] = False,
+    max_bytes_per_s: Annotated[
+        int | None,
+        typer.Option("--max-bytes-per-s", min=1024, help="Throttle: bytes appended per second, at most."),
+    ] = None,
+    groups: Annotated[
+        bool,
+        typer.Option(
+            "--groups/--no-groups", help="Copy the source's consumer group commits on followed topics."
+        ),
+    ] = True,
+    metadata_interval_ms: Annotated[
+        int,
+        typer.Option(
+            "--metadata-interval-ms", min=10, help="How often to look for new topics and partitions."
+        ),
+    ] = 5000,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
+) -> None:
+    """Follow a Kafka cluster's topics: batches byte for byte at the same offsets,
+    read-only to clients, indexed like any topic."""
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    config = MirrorConfig(
+        source=source,
+        topics=topics,
+        max_bytes_per_s=max_bytes_per_s,
+        groups=groups,
+        metadata_interval_ms=metadata_interval_ms,
+        groups_interval_ms=metadata_interval_ms,
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    with open_storage(
+        data, read_only=False, when_locked="Stop it first, or mirror into another directory."
+    ) as storage:
+        store = OffsetStore(storage) if groups else None
+        if store is not None:
+            store.load()
+        try:
+            follower = Mirror(storage, config, commit=store.commit if store is not None else None)
+        except MirrorError as exc:
+            fail(str(exc), 2)
+        try:
+            follower.run(stop, once=once, progress=None if quiet else _progress)
+        except MirrorError as exc:
+            fail(str(exc))
+        finally:
+            follower.close()
+        _progress(follower)
+        failed = follower.failed()
+    if failed:
+        for (topic, partition), why in sorted(failed.items()):
+            err_console.print(f"[bold red]error:[/] {topic}-{partition} not mirrored: {why}", highlight=False)
+        raise typer.Exit(1)
+
+
+def _progress(follower: Mirror) -> None:
+    stats = follower.stats
+    elapsed = max(time.monotonic() - stats.started, 1e-9)
+    rows = follower.lag()
+    behind = sum(r.lag_records for r in rows)
+    err_console.print(
+        f"mirrored {stats.records:,} records ({stats.bytes / 1e6:,.1f} MB) in {elapsed:,.1f} s "
+        f"({stats.records / elapsed:,.0f} records/s); {len(rows)} partitions, {behind:,} records behind; "
+        f"{stats.commits} group commits copied",
+        highlight=False,
+    )
+
+
+__all__ = ["mirror"]

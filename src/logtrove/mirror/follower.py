@@ -1,0 +1,90 @@
+"""From a Fetch answer to the local log: the follower append of one partition.
+
+A Fetch answer for offset ``O`` (the local log end) holds whole batches and, possibly,
+a partial one at its end (Kafka cuts at the byte limit)::
+
+    ┌──────────────┬──────────────┬──────────────┬─────────┐
+    │ batch < O    │ batch ≥ O    │ batch ≥ O    │ partial │
+    └──────────────┴──────────────┴──────────────┴─────────┘
+      skipped        appended byte for byte at their     dropped (fetched
+      (already here) own offsets, all or none            again next time)
+
+A batch that ends below ``O`` is one the local log already has (a source may answer
+from the start of the batch holding ``O``). A batch that starts below ``O`` and ends at
+or after it cannot be placed without rewriting it: the leader's log no longer agrees
+with the local one (the leader truncated or rewrote it), which a mirror does not repair
+(:class:`DivergedError`). Everything else goes to
+:meth:`~logtrove.storage.PartitionLog.append_replicated`, which validates each batch as
+hostile input (CRC, counts, records) and writes it unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from logtrove.records import LOG_OVERHEAD, peek_batch_size, read_header
+from logtrove.records.batch import HEADER_SIZE
+from logtrove.storage import PartitionLog
+
+
+class DivergedError(Exception):
+    """The leader's batches overlap the local log end: the logs diverged."""
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """What one fetched answer added to the local log."""
+
+    records: int
+    batches: int
+    bytes: int
+    partial: bool  # the answer ended with a batch cut short (or held only one)
+
+
+def whole_batches(data: bytes) -> tuple[int, bool]:
+    """The length of the whole batches at the start of ``data``, and whether a partial
+    batch follows them. Only the length field is read; validation is the log's."""
+    pos = 0
+    while pos < len(data):
+        size = peek_batch_size(data, pos)
+        if size is None or size < LOG_OVERHEAD or size > len(data) - pos:
+            return pos, True
+        pos += size
+    return pos, False
+
+
+def append_fetched(log: PartitionLog, data: bytes) -> Appended:
+    """Append the batches of one fetched answer at or after the log end (module doc).
+    Raises :class:`DivergedError`, or what the follower append raises for a batch that
+    is not valid (nothing of the answer is then written)."""
+    end, partial = whole_batches(data)
+    leo = log.log_end_offset
+    pos = 0
+    while pos < end:  # skip what the log already has
+        if (peek_batch_size(data, pos) or 0) < HEADER_SIZE:
+            break  # too short to be a batch: the follower append refuses it below
+        header = read_header(data, pos)
+        if header.base_offset >= leo:
+            break
+        if header.last_offset >= leo:
+            raise DivergedError(
+                f"{log.tp}: the leader's batch {header.base_offset}-{header.last_offset} overlaps "
+                f"the local log end {leo}; the leader's log no longer matches (truncated or rewritten)"
+            )
+        pos += header.size
+    if pos >= end:
+        return Appended(0, 0, 0, partial)
+    view = memoryview(data)[pos:end]
+    result = log.append_replicated(view)
+    return Appended(result.record_count, _count_batches(view), end - pos, partial)
+
+
+def _count_batches(view: memoryview) -> int:
+    count = pos = 0
+    while pos < len(view):
+        size = peek_batch_size(view, pos)
+        if size is None:
+            break
+        pos += size
+        count += 1
+    return count

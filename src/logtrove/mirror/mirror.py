@@ -1,0 +1,427 @@
+"""The mirror's loop: follow a source cluster's topics into a data directory.
+
+Each round, in one thread (blocking sockets; the local appends are the partitions'
+single writer):
+
+1. **Topics** (every ``metadata_interval_ms``, and whenever a leader moved): Metadata
+   names the source's topics matching the pattern; a new one is created locally with the
+   source's partition count and :data:`~logtrove.mirror.source.MIRRORED_CONFIGS`, marked
+   followed (read-only to clients); a grown one gets its new partitions. A new partition
+   whose source log starts past the local end starts there too.
+2. **Fetch** from each leader, every followed partition from its local log end, and
+   append the answers byte for byte (:func:`~logtrove.mirror.follower.append_fetched`).
+   The answer's log start offset moves the local one (retention, DeleteRecords at the
+   source). OFFSET_OUT_OF_RANGE is resolved with ListOffsets: below the source's start,
+   the local log restarts there; past the source's end, the source lost records it had
+   (a truncation, which this mirror does not follow yet: the partition stops, with the
+   reason in the log and the status).
+3. **Groups** (every ``groups_interval_ms``): the source's commits on followed topics
+   are committed locally (:class:`~logtrove.mirror.groups.GroupOffsetMirror`).
+4. **Status** (every ``status_interval_ms``): per partition, records and milliseconds
+   behind (:mod:`logtrove.storage.follow`).
+
+Restarting resumes from each log's end: the local log is the only position kept, so
+there is no offset file to disagree with it (no gap, no duplicate). ``max_bytes_per_s``
+paces the appends (the average over the run stays under it; one batch may exceed it).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kio.schema.errors import ErrorCode
+
+from logtrove.clock import SYSTEM_CLOCK, Clock
+from logtrove.mirror.follower import DivergedError, append_fetched
+from logtrove.mirror.groups import CommitSink, GroupOffsetMirror
+from logtrove.mirror.source import (
+    EARLIEST,
+    LATEST,
+    Fetched,
+    FetchWant,
+    Source,
+    SourceError,
+    SourceTopic,
+)
+from logtrove.records import RecordsError
+from logtrove.storage import Storage, StorageError
+from logtrove.storage.config import validate_overrides
+from logtrove.storage.follow import (
+    FollowStatus,
+    PartitionFollowStatus,
+    remove_status_leftovers,
+    write_follow_status,
+)
+
+log = logging.getLogger("logtrove.mirror")
+
+MAX_PARTITION_FETCH = 64 << 20  # a partition's fetch size grows up to this for one big batch
+_LEADER_MOVED = {
+    ErrorCode.not_leader_or_follower,
+    ErrorCode.unknown_topic_or_partition,
+    ErrorCode.leader_not_available,
+    ErrorCode.fenced_leader_epoch,
+    ErrorCode.unknown_leader_epoch,
+}
+
+
+class MirrorError(Exception):
+    """The mirror cannot go on (the pattern is not a regex, the source is unreachable
+    for too long in ``once`` mode)."""
+
+
+@dataclass(frozen=True)
+class MirrorConfig:
+    """Settings of one mirror."""
+
+    source: str  # HOST:PORT of any broker of the source cluster
+    topics: str = ".*"  # a regular expression the whole topic name must match
+    max_bytes_per_s: int | None = None
+    groups: bool = True  # copy the source's group commits on the followed topics
+    metadata_interval_ms: int = 5000
+    groups_interval_ms: int = 5000
+    status_interval_ms: int = 1000
+    max_wait_ms: int = 500  # the fetch long poll when there is nothing new
+    fetch_max_bytes: int = 16 << 20
+    partition_max_bytes: int = 4 << 20
+    retry_backoff_ms: int = 1000
+    once_max_failures: int = 30  # consecutive failed rounds before ``once`` gives up
+
+
+@dataclass
+class PartitionState:
+    """What the mirror knows of one followed partition."""
+
+    topic: str
+    partition: int
+    source_start: int = -1
+    source_end: int = -1
+    caught_up_ms: int = 0  # the last time the local end reached the source's high watermark
+    max_bytes: int = 0
+    failed: str | None = None  # why it is no longer followed (divergence, a refused batch)
+
+
+@dataclass
+class MirrorStats:
+    """Totals since the mirror started, for progress lines and the benchmark."""
+
+    records: int = 0
+    batches: int = 0
+    bytes: int = 0
+    rounds: int = 0
+    commits: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
+class Mirror:
+    """Follows the topics of one source cluster into ``storage`` (module doc)."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        config: MirrorConfig,
+        *,
+        commit: CommitSink | None = None,
+        on_append: Callable[[], None] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        try:
+            self.pattern = re.compile(config.topics)
+        except re.error as exc:
+            raise MirrorError(f"--topics {config.topics!r} is not a regular expression: {exc}") from exc
+        self.storage = storage
+        self.config = config
+        self.clock = clock
+        self.on_append = on_append
+        self.source = Source(config.source)
+        self.group_offsets = GroupOffsetMirror(self.source, commit, clock=clock) if commit else None
+        self.partitions: dict[tuple[str, int], PartitionState] = {}
+        self.stats = MirrorStats()
+        self._topics: dict[str, SourceTopic] = {}
+        self._skipped: set[str] = set()
+        self._metadata_due = 0.0
+        self._groups_due = 0.0
+        self._status_due = 0.0
+        remove_status_leftovers(storage.path)
+
+    def close(self) -> None:
+        self.source.close()
+
+    # -- the loop -----------------------------------------------------------------------
+    def run(
+        self,
+        stop: threading.Event,
+        *,
+        once: bool = False,
+        progress: Callable[[Mirror], None] | None = None,
+        progress_interval_s: float = 2.0,
+    ) -> None:
+        """Mirror until ``stop`` is set (or, with ``once``, until every followed partition
+        has reached the source's log end and the group commits are copied)."""
+        failures = 0
+        next_progress = time.monotonic() + progress_interval_s
+        while not stop.is_set():
+            try:
+                appended = self.round()
+                failures = 0
+                if once and appended == 0 and self._caught_up():
+                    break
+            except SourceError as exc:
+                failures += 1
+                log.warning("source %s: %s; retrying", self.config.source, exc)
+                if once and failures >= self.config.once_max_failures:
+                    raise MirrorError(f"gave up after {failures} failed rounds: {exc}") from exc
+                stop.wait(self.config.retry_backoff_ms / 1000)
+            if progress is not None and time.monotonic() >= next_progress:
+                progress(self)
+                next_progress = time.monotonic() + progress_interval_s
+        self.write_status()
+
+    def round(self) -> int:
+        """One round (topics when due, one fetch per leader, groups and status when due);
+        returns the bytes appended."""
+        now = time.monotonic()
+        if now >= self._metadata_due:
+            self.sync_topics()
+        appended = self._fetch_round()
+        if self.group_offsets is not None and time.monotonic() >= self._groups_due:
+            self.sync_groups()
+        if time.monotonic() >= self._status_due:
+            self.write_status()
+        self.stats.rounds += 1
+        return appended
+
+    def _caught_up(self) -> bool:
+        """``once``: whether every followed partition has the source's log end (asked
+        anew with ListOffsets, after a fresh look at the topics) and the groups are synced."""
+        self.sync_topics()
+        for name, topic in self._topics.items():
+            ends = self.source.list_offsets(topic, range(topic.partitions), LATEST)
+            for p in range(topic.partitions):
+                state = self.partitions.get((name, p))
+                if state is None or state.failed:
+                    continue
+                if p not in ends or self.storage.log(name, p).log_end_offset < ends[p]:
+                    return False
+        if self.group_offsets is not None:
+            self.sync_groups()
+        return True
+
+    # -- topics -------------------------------------------------------------------------
+    def sync_topics(self) -> None:
+        """Create, grow and start following the source's matching topics."""
+        found = self.source.topics(self.pattern)
+        missing = [name for name in found if not self.storage.has_topic(name)]
+        configs = self.source.configs(missing)
+        for name, topic in found.items():
+            if not self._ensure_local(name, topic, configs.get(name, {})):
+                continue
+            new = [p for p in range(topic.partitions) if (name, p) not in self.partitions]
+            if new:
+                self._start_partitions(topic, new)
+        self._topics = {n: t for n, t in found.items() if n not in self._skipped}
+        self._metadata_due = time.monotonic() + self.config.metadata_interval_ms / 1000
+
+    def _ensure_local(self, name: str, topic: SourceTopic, configs: dict[str, str]) -> bool:
+        """The local topic exists with at least the source's partitions; False when a
+        local topic of that name is not a mirror's (it is never taken over)."""
+        if name in self._skipped:
+            return False
+        if not self.storage.has_topic(name):
+            usable = {}
+            for key, value in configs.items():
+                try:
+                    usable.update(validate_overrides({key: value}))
+                except StorageError as exc:
+                    log.warning("%s: config %s=%s not copied: %s", name, key, value, exc)
+            self.storage.create_topic(name, topic.partitions, usable, followed_from=self.config.source)
+            log.info("following %s (%d partitions) from %s", name, topic.partitions, self.config.source)
+            return True
+        info = self.storage.topic(name)
+        if info.followed_from is None:
+            log.warning(
+                "%s exists locally and is not a mirror's topic: it is not followed "
+                "(delete it, or leave it out of --topics)",
+                name,
+            )
+            self._skipped.add(name)
+            return False
+        if info.partitions < topic.partitions:
+            self.storage.create_partitions(name, topic.partitions)
+            log.info("%s grew to %d partitions at the source", name, topic.partitions)
+        return True
+
+    def _start_partitions(self, topic: SourceTopic, partitions: list[int]) -> None:
+        starts = self.source.list_offsets(topic, partitions, EARLIEST)
+        now = self.clock.now_ms()
+        for p in partitions:
+            state = PartitionState(topic.name, p, caught_up_ms=now, max_bytes=self.config.partition_max_bytes)
+            start = starts.get(p)
+            if start is not None:
+                state.source_start = start
+                self._follow_start(state, start)
+            self.partitions[(topic.name, p)] = state
+
+    def _follow_start(self, state: PartitionState, source_start: int) -> None:
+        plog = self.storage.log(state.topic, state.partition)
+        if source_start > plog.log_start_offset:
+            self.storage.follow_log_start(state.topic, state.partition, source_start)
+
+    # -- fetching -----------------------------------------------------------------------
+    def _fetch_round(self) -> int:
+        by_leader: dict[int, list[FetchWant]] = {}
+        rate = self.config.max_bytes_per_s
+        for (name, p), state in self.partitions.items():
+            topic = self._topics.get(name)
+            if state.failed or topic is None:
+                continue
+            leader = topic.leaders.get(p, -1)
+            if leader < 0:
+                self._metadata_due = 0
+                continue
+            size = state.max_bytes if rate is None else min(state.max_bytes, max(rate, 1024))
+            offset = self.storage.log(name, p).log_end_offset
+            by_leader.setdefault(leader, []).append(FetchWant(name, p, offset, size))
+        total = 0
+        for leader, wants in by_leader.items():
+            max_bytes = (
+                self.config.fetch_max_bytes if rate is None else min(self.config.fetch_max_bytes, rate)
+            )
+            for fetched in self.source.fetch(
+                leader, wants, max_wait_ms=self.config.max_wait_ms, max_bytes=max(max_bytes, 1024)
+            ):
+                total += self._apply(fetched)
+        if total and self.on_append is not None:
+            self.on_append()
+        self._pace(total)
+        return total
+
+    def _apply(self, fetched: Fetched) -> int:
+        """Append one partition's answer; returns the bytes appended."""
+        state = self.partitions.get((fetched.topic, fetched.partition))
+        if state is None or state.failed:
+            return 0
+        code = fetched.error_code
+        if code == ErrorCode.offset_out_of_range:
+            self._out_of_range(state)
+            return 0
+        if code in _LEADER_MOVED:
+            self._metadata_due = 0
+            return 0
+        if code:
+            log.warning("fetch %s-%d: error code %d; retrying", state.topic, state.partition, code)
+            return 0
+        plog = self.storage.log(state.topic, state.partition)
+        if fetched.log_start_offset > plog.log_start_offset:
+            state.source_start = fetched.log_start_offset
+            self._follow_start(state, fetched.log_start_offset)
+        try:
+            appended = append_fetched(plog, fetched.records)
+        except (DivergedError, RecordsError, StorageError) as exc:
+            self._fail(state, f"{exc}")
+            return 0
+        if appended.partial and appended.batches == 0:
+            state.max_bytes = min(state.max_bytes * 2, MAX_PARTITION_FETCH)
+        state.source_end = fetched.high_watermark
+        if fetched.log_start_offset >= 0:
+            state.source_start = fetched.log_start_offset
+        if plog.log_end_offset >= fetched.high_watermark:
+            state.caught_up_ms = self.clock.now_ms()
+        self.stats.records += appended.records
+        self.stats.batches += appended.batches
+        self.stats.bytes += appended.bytes
+        return appended.bytes
+
+    def _out_of_range(self, state: PartitionState) -> None:
+        topic = self._topics[state.topic]
+        plog = self.storage.log(state.topic, state.partition)
+        start = self.source.list_offsets(topic, [state.partition], EARLIEST).get(state.partition)
+        end = self.source.list_offsets(topic, [state.partition], LATEST).get(state.partition)
+        leo = plog.log_end_offset
+        if start is not None and leo < start:
+            log.info("%s: the source's log now starts at %d, past the local end %d", plog.tp, start, leo)
+            state.source_start = start
+            self._follow_start(state, start)
+        elif end is not None and leo > end:
+            self._fail(
+                state,
+                f"the local log ends at {leo}, past the source's end {end}: the source lost records it "
+                "had (leader truncation is not followed yet); delete the topic here to copy it anew",
+            )
+
+    def _fail(self, state: PartitionState, why: str) -> None:
+        state.failed = why
+        log.error("%s-%d is no longer mirrored: %s", state.topic, state.partition, why)
+
+    def _pace(self, appended: int) -> None:
+        """Sleep so that the bytes appended since the start stay under ``max_bytes_per_s``."""
+        rate = self.config.max_bytes_per_s
+        if rate is None or not appended:
+            return
+        ahead = self.stats.bytes / rate - (time.monotonic() - self.stats.started)
+        if ahead > 0:
+            time.sleep(ahead)
+
+    # -- groups and status ------------------------------------------------------------------
+    def sync_groups(self) -> None:
+        if self.group_offsets is None:
+            return
+        self.stats.commits += self.group_offsets.sync(set(self._topics))
+        self._groups_due = time.monotonic() + self.config.groups_interval_ms / 1000
+
+    def lag(self) -> list[PartitionFollowStatus]:
+        """Per followed partition: the source's start and end as last seen, the local
+        end, records behind, and milliseconds since it was last caught up."""
+        now = self.clock.now_ms()
+        rows = []
+        for (name, p), state in sorted(self.partitions.items()):
+            end = self.storage.log(name, p).log_end_offset
+            behind = max(0, state.source_end - end)
+            lag_ms = 0 if behind == 0 else max(0, now - state.caught_up_ms)
+            rows.append(
+                PartitionFollowStatus(name, p, state.source_start, state.source_end, end, behind, lag_ms)
+            )
+        return rows
+
+    def write_status(self) -> None:
+        status = FollowStatus(self.config.source, self.clock.now_ms(), tuple(self.lag()))
+        try:
+            write_follow_status(self.storage.path, status)
+        except OSError as exc:
+            log.warning("cannot write the mirror status: %s", exc)
+        self._status_due = time.monotonic() + self.config.status_interval_ms / 1000
+
+    def failed(self) -> dict[tuple[str, int], str]:
+        return {k: s.failed for k, s in self.partitions.items() if s.failed}
+
+
+class MirrorThread:
+    """A :class:`Mirror` running in a thread of its own beside a broker (``serve
+    --follow``): it retries a failing source forever and stops on :meth:`stop`."""
+
+    def __init__(self, mirror: Mirror) -> None:
+        self.mirror = mirror
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="mirror", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.mirror.run(self._stop)
+            except Exception:  # one bad round must not end the mirror; it starts over
+                log.exception("mirror round failed; starting over")
+                self._stop.wait(self.mirror.config.retry_backoff_ms / 1000)
+
+    def stop(self, timeout_s: float = 30) -> None:
+        """Stop after the current round (a fetch waits at most ``max_wait_ms``)."""
+        self._stop.set()
+        self._thread.join(timeout_s)
+        self.mirror.close()

@@ -1,0 +1,298 @@
+"""The leader a mirror follows, over the Kafka protocol: any Kafka-protocol cluster.
+
+One blocking :class:`~logtrove.broker.client.KafkaClient` per broker of the source: the
+bootstrap one for cluster-wide requests (Metadata, DescribeConfigs, ListGroups), and one
+per partition leader for Fetch and ListOffsets (as a Kafka follower fetches from each
+leader), and per group coordinator for OffsetFetch. Requests use the versions
+logtrove's own remote commands use (Metadata 12, Fetch 12, ListOffsets 7, OffsetFetch 8,
+ListGroups 4, DescribeConfigs 4, FindCoordinator 3), which Apache Kafka 2.8+, Redpanda,
+tansu and logtrove serve.
+
+Fetch is a consumer's (replica id -1, READ_UNCOMMITTED): it returns every batch below the
+high watermark, control batches included, as raw bytes, never decoded here. Everything
+the source answers is hostile input: a connection error or an unreadable answer raises
+:class:`SourceError`, and the mirror drops the connection and retries.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from logtrove.broker.client import KafkaClient, KafkaProtocolError
+
+METADATA, FETCH, LIST_OFFSETS, OFFSET_FETCH, FIND_COORDINATOR, LIST_GROUPS, DESCRIBE_CONFIGS = (
+    3,
+    1,
+    2,
+    9,
+    10,
+    16,
+    32,
+)
+EARLIEST, LATEST = -2, -1
+TOPIC_RESOURCE = 2
+CLIENT_ID = "logtrove-mirror"
+
+# The topic configs a mirror copies: they decide what the log keeps (compaction,
+# retention) and what it may hold; the rest (segment sizes, flushing) are local choices.
+MIRRORED_CONFIGS = (
+    "cleanup.policy",
+    "retention.ms",
+    "retention.bytes",
+    "delete.retention.ms",
+    "min.compaction.lag.ms",
+    "max.compaction.lag.ms",
+    "min.cleanable.dirty.ratio",
+    "max.message.bytes",
+    "message.timestamp.type",
+)
+
+
+class SourceError(Exception):
+    """The source cluster could not be reached or answered something unusable."""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceTopic:
+    """A topic of the source: partition count and each partition's leader node."""
+
+    name: str
+    leaders: Mapping[int, int]  # partition -> leader node id (-1: none right now)
+
+    @property
+    def partitions(self) -> int:
+        return len(self.leaders)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchWant:
+    """One partition to fetch from ``offset`` with at most ``max_bytes``."""
+
+    topic: str
+    partition: int
+    offset: int
+    max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """One partition of a Fetch answer: raw record batches (possibly ending with a
+    partial one, as Kafka may send), the leader's high watermark and log start."""
+
+    topic: str
+    partition: int
+    error_code: int
+    records: bytes
+    high_watermark: int
+    log_start_offset: int  # -1 when the source does not say
+
+
+class Source:
+    """Connections to the source cluster, opened on first use and dropped on error."""
+
+    def __init__(self, bootstrap: str, *, timeout_s: float = 30, max_frame_bytes: int = 256 << 20) -> None:
+        self.bootstrap = bootstrap
+        self.timeout_s = timeout_s
+        self.max_frame_bytes = max_frame_bytes
+        self._nodes: dict[int, str] = {}
+        self._clients: dict[str, KafkaClient] = {}
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
+
+    def _client(self, address: str) -> KafkaClient:
+        client = self._clients.get(address)
+        if client is None:
+            try:
+                client = KafkaClient(
+                    address,
+                    timeout_s=self.timeout_s,
+                    client_id=CLIENT_ID,
+                    max_frame_bytes=self.max_frame_bytes,
+                )
+            except (OSError, ValueError) as exc:
+                raise SourceError(f"cannot connect to {address}: {exc}") from exc
+            self._clients[address] = client
+        return client
+
+    def _request(self, address: str, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        """One request; any failure drops the connection (it may be out of step) and
+        raises :class:`SourceError`."""
+        client = self._client(address)
+        try:
+            return client.request(api_key, version, body)
+        except (OSError, KafkaProtocolError, ValueError, TypeError) as exc:
+            self._clients.pop(address, None)
+            client.close()
+            raise SourceError(f"{address}: api key {api_key} failed: {exc}") from exc
+
+    def _node(self, node_id: int) -> str:
+        """The address of a node (the bootstrap one if Metadata did not name it)."""
+        return self._nodes.get(node_id, self.bootstrap)
+
+    # -- metadata and configs ----------------------------------------------------------
+    def topics(self, pattern: re.Pattern[str]) -> dict[str, SourceTopic]:
+        """The source's topics whose whole name matches ``pattern`` (internal topics and
+        names starting with ``__`` never: each cluster keeps its own), with leaders."""
+        resp = self._request(
+            self.bootstrap, METADATA, 12, {"topics": None, "allow_auto_topic_creation": False}
+        )
+        self._nodes = {int(b.node_id): f"{b.host}:{int(b.port)}" for b in resp.brokers}
+        found: dict[str, SourceTopic] = {}
+        for t in resp.topics:
+            name = str(t.name or "")
+            if int(t.error_code) or t.is_internal or name.startswith("__") or not pattern.fullmatch(name):
+                continue
+            leaders = {int(p.partition_index): int(p.leader_id) for p in t.partitions}
+            if sorted(leaders) != list(range(len(leaders))):
+                raise SourceError(f"metadata of {name!r} lists partitions {sorted(leaders)}, not 0..n-1")
+            found[name] = SourceTopic(name, leaders)
+        return found
+
+    def configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
+        """The :data:`MIRRORED_CONFIGS` each topic sets explicitly at the source (its
+        defaults are left to the mirror's defaults). A source without DescribeConfigs
+        gives no configs rather than an error."""
+        names = list(topics)
+        if not names:
+            return {}
+        resources = [
+            {
+                "resource_type": TOPIC_RESOURCE,
+                "resource_name": n,
+                "configuration_keys": list(MIRRORED_CONFIGS),
+            }
+            for n in names
+        ]
+        try:
+            resp = self._request(self.bootstrap, DESCRIBE_CONFIGS, 4, {"resources": resources})
+        except SourceError:
+            return {n: {} for n in names}
+        out: dict[str, dict[str, str]] = {}
+        for result in resp.results:
+            if int(result.error_code):
+                continue
+            out[str(result.resource_name)] = {
+                str(c.name): str(c.value)
+                for c in result.configs
+                if c.name in MIRRORED_CONFIGS and c.value is not None and int(c.config_source) == 1
+            }
+        return out
+
+    # -- offsets and records ---------------------------------------------------------------
+    def list_offsets(self, topic: SourceTopic, partitions: Iterable[int], timestamp: int) -> dict[int, int]:
+        """ListOffsets ``timestamp`` (EARLIEST / LATEST) of some partitions, each asked of
+        its leader; a partition whose answer carries an error is left out."""
+        by_leader: dict[int, list[int]] = {}
+        for p in partitions:
+            by_leader.setdefault(topic.leaders.get(p, -1), []).append(p)
+        out: dict[int, int] = {}
+        for leader, parts in by_leader.items():
+            body = {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [
+                    {
+                        "name": topic.name,
+                        "partitions": [{"partition_index": p, "timestamp": timestamp} for p in parts],
+                    }
+                ],
+            }
+            resp = self._request(self._node(leader), LIST_OFFSETS, 7, body)
+            for t in resp.topics:
+                for p in t.partitions:
+                    if not int(p.error_code) and p.offset >= 0:
+                        out[int(p.partition_index)] = int(p.offset)
+        return out
+
+    def fetch(
+        self, leader: int, wants: list[FetchWant], *, max_wait_ms: int, max_bytes: int
+    ) -> list[Fetched]:
+        """One Fetch of ``wants`` (all led by ``leader``) from their offsets. Partitions
+        the answer leaves out (some brokers do when they have nothing) are not listed."""
+        by_topic: dict[str, list[FetchWant]] = {}
+        for w in wants:
+            by_topic.setdefault(w.topic, []).append(w)
+        body: dict[str, Any] = {
+            "replica_id": -1,
+            "max_wait": max_wait_ms,
+            "min_bytes": 1,
+            "max_bytes": max_bytes,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": topic,
+                    "partitions": [
+                        {
+                            "partition": w.partition,
+                            "current_leader_epoch": -1,
+                            "fetch_offset": w.offset,
+                            "last_fetched_epoch": -1,
+                            "log_start_offset": -1,
+                            "partition_max_bytes": w.max_bytes,
+                        }
+                        for w in ws
+                    ],
+                }
+                for topic, ws in by_topic.items()
+            ],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        }
+        resp = self._request(self._node(leader), FETCH, 12, body)
+        if int(resp.error_code):
+            raise SourceError(f"fetch from node {leader}: error code {int(resp.error_code)}")
+        return [
+            Fetched(
+                str(t.topic),
+                int(p.partition_index),
+                int(p.error_code),
+                bytes(p.records or b""),
+                int(p.high_watermark),
+                int(p.log_start_offset),
+            )
+            for t in resp.responses
+            for p in t.partitions
+        ]
+
+    # -- consumer groups ----------------------------------------------------------------------
+    def groups(self) -> list[str]:
+        """The group ids the source's brokers know (ListGroups to the bootstrap broker;
+        on a multi-broker cluster each broker lists the groups it coordinates, so every
+        known broker is asked)."""
+        ids: set[str] = set()
+        for address in {self.bootstrap, *self._nodes.values()}:
+            resp = self._request(address, LIST_GROUPS, 4, {"states_filter": []})
+            if not int(resp.error_code):
+                ids.update(str(g.group_id) for g in resp.groups)
+        return sorted(ids)
+
+    def committed(self, group: str) -> dict[tuple[str, int], tuple[int, int, str]]:
+        """Every commit of ``group``: (topic, partition) -> (offset, leader epoch,
+        metadata), asked of its coordinator. Uncommitted partitions are left out."""
+        coordinator = self._coordinator(group)
+        body = {"groups": [{"group_id": group, "topics": None}], "require_stable": False}
+        resp = self._request(coordinator, OFFSET_FETCH, 8, body)
+        out: dict[tuple[str, int], tuple[int, int, str]] = {}
+        for found in resp.groups:
+            if int(found.error_code):
+                continue
+            for t in found.topics:
+                for p in t.partitions:
+                    if not int(p.error_code) and p.committed_offset >= 0:
+                        key = (str(t.name), int(p.partition_index))
+                        out[key] = (int(p.committed_offset), int(p.committed_leader_epoch), p.metadata or "")
+        return out
+
+    def _coordinator(self, group: str) -> str:
+        resp = self._request(self.bootstrap, FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
+        if int(resp.error_code):
+            return self.bootstrap
+        return f"{resp.host}:{int(resp.port)}"
