@@ -369,10 +369,15 @@ class Mirror:
 
     # -- groups and status ------------------------------------------------------------------
     def sync_groups(self) -> None:
+        """Copy the group commits; a source that cannot list them (or not now) is
+        logged and asked again next interval: the records do not wait for the groups."""
         if self.group_offsets is None:
             return
-        self.stats.commits += self.group_offsets.sync(set(self._topics))
         self._groups_due = time.monotonic() + self.config.groups_interval_ms / 1000
+        try:
+            self.stats.commits += self.group_offsets.sync(set(self._topics))
+        except SourceError as exc:
+            log.warning("group commits not copied this round: %s", exc)
 
     def lag(self) -> list[PartitionFollowStatus]:
         """Per followed partition: the source's start and end as last seen, the local
