@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.storage.conftest import files_of
 
 from logtrove.records import CorruptBatchError, CrcMismatchError, NewRecord, RecordsError, build_batch
 from logtrove.storage import FollowedTopicError, Storage
 from logtrove.testing import FakeClock
-from tests.storage.conftest import files_of
 
 T = "m"
 
