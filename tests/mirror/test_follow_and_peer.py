@@ -17,7 +17,7 @@ from tests.broker.conftest import BrokerProcess, HttpBrokerProcess, cli_in, free
 from tests.broker.test_peer_broker import tansu  # noqa: F401  (the fixture)
 from tests.mirror.conftest import DEADLINE_S, mirror_once, offsets, offsets_of, raw_batches, served
 
-from logtrove.broker.client import KafkaProtocolError
+from logtrove.broker.client import KafkaClient, KafkaProtocolError
 
 
 def _create(bootstrap: str, topic: str, partitions: int) -> None:
@@ -75,6 +75,13 @@ def test_serve_follow_mirrors_live_and_clients_may_only_read(leader: BrokerProce
 
         refused = _produce(follower.bootstrap, "live", 1, 1)
         assert [e.code() for e in refused] == [KafkaError.TOPIC_EXCEPTION]
+        with KafkaClient(follower.bootstrap) as client:
+            body = {
+                "topics": [{"name": "live", "partitions": [{"partition_index": 0, "offset": 5}]}],
+                "timeout": 5000,
+            }
+            answer = client.request(21, 2, body).topics[0].partitions[0]
+        assert answer.error_code == KafkaError.TOPIC_EXCEPTION  # DeleteRecords: INVALID_TOPIC_EXCEPTION
 
         local = Consumer(
             {"bootstrap.servers": follower.bootstrap, "group.id": "local", "enable.auto.commit": False}

@@ -180,7 +180,6 @@ def test_the_leaders_log_start_is_followed_even_past_the_mirrors_end(
         assert raw_batches(mirror.bootstrap, "trim", 0) == raw_batches(leader.bootstrap, "trim", 0)
 
 
-@pytest.mark.slow
 def test_a_mirror_killed_mid_stream_resumes_with_no_gap_and_no_duplicate(
     leader: BrokerProcess, tmp_path: Path
 ) -> None:
@@ -268,3 +267,25 @@ def test_group_commits_are_mirrored_and_lag_on_the_mirror_equals_lag_on_the_lead
     on_mirror = _lag_rows(cli_in(tmp_path, "lag", "billing", "--json", "--data", str(data)))
     assert on_leader == {("paid", 0): (30, 20), ("paid", 1): (12, 38)}
     assert on_mirror == on_leader
+
+
+def test_a_topic_recreated_at_the_leader_stops_the_mirror_instead_of_mixing_two_logs(
+    leader: BrokerProcess, tmp_path: Path
+) -> None:
+    _create(leader.bootstrap, "reborn", 1)
+    _produce(leader.bootstrap, "reborn", [(0, None, b"first %d" % i) for i in range(10)])
+    data = tmp_path / "mirror"
+    mirror_once(leader.bootstrap, data, "reborn")
+    first = log_bytes(data, "reborn", 0)
+    admin = AdminClient({"bootstrap.servers": leader.bootstrap})
+    admin.delete_topics(["reborn"])["reborn"].result(DEADLINE_S)
+    _create(leader.bootstrap, "reborn", 1)
+    # one record per batch: a batch ends exactly at the mirror's end, so nothing overlaps it
+    one_per_batch = {"linger.ms": 0, "batch.num.messages": 1}
+    _produce(leader.bootstrap, "reborn", [(0, None, b"second %d" % i) for i in range(30)], **one_per_batch)
+    out = cli_in(
+        tmp_path, "mirror", "--from", leader.bootstrap, "--topics", "reborn", "--data", str(data), "--once"
+    )
+    assert out.returncode == 1
+    assert "reborn-0 not mirrored" in out.stderr and "diverged" in out.stderr
+    assert log_bytes(data, "reborn", 0) == first, "nothing of the new log was appended"

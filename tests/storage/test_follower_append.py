@@ -100,3 +100,10 @@ def test_following_the_log_start_past_the_end_restarts_the_log_there(storage: St
     assert (log.log_start_offset, log.log_end_offset) == (100, 100)
     log.append_replicated(build_batch(_records(2), base_offset=100))
     assert [r.offset for r in log.records(100)] == [100, 101]
+
+
+def test_delete_records_on_a_followed_topic_is_refused(storage: Storage) -> None:
+    storage.log(T, 0).append_replicated(build_batch(_records(5), base_offset=0))
+    with pytest.raises(FollowedTopicError, match="at the source"):
+        storage.truncate_before(T, 0, 3)
+    assert storage.log(T, 0).log_start_offset == 0

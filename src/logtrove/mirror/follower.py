@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from logtrove.records import LOG_OVERHEAD, peek_batch_size, read_header
+from logtrove.records import LOG_OVERHEAD, BatchHeader, peek_batch_size, read_header
 from logtrove.records.batch import HEADER_SIZE
 from logtrove.storage import PartitionLog
 
@@ -77,6 +77,35 @@ def append_fetched(log: PartitionLog, data: bytes) -> Appended:
     view = memoryview(data)[pos:end]
     result = log.append_replicated(view)
     return Appended(result.record_count, _count_batches(view), end - pos, partial)
+
+
+def tail_matches(last: tuple[BatchHeader, bytes], data: bytes, *, compacted: bool) -> bool | None:
+    """Whether the source still has the local log's last batch, ``last`` (header, bytes),
+    in a Fetch answer from its base offset: ``True`` if the answer's batch at that base
+    offset is the same (byte for byte; for a compacted topic the same offset span, since
+    the source's cleaner may have dropped records from it since), ``False`` if it differs
+    (the source's log diverged: truncated and rewritten, or the topic recreated), ``None``
+    if the answer holds no batch at that offset (nothing to compare).
+
+    This is how the mirror notices a divergence without leader epochs (logtrove and tansu
+    leaders do not serve OffsetForLeaderEpoch): once per partition at start and after
+    every reconnection, before it appends again."""
+    header, raw = last
+    end, _partial = whole_batches(data)
+    pos = 0
+    while pos < end:
+        size = peek_batch_size(data, pos) or 0
+        if size < HEADER_SIZE:
+            return None
+        theirs = read_header(data, pos)
+        if theirs.base_offset == header.base_offset:
+            if compacted:
+                return theirs.last_offset == header.last_offset
+            return data[pos : pos + size] == raw
+        if theirs.base_offset > header.base_offset:
+            return None
+        pos += size
+    return None
 
 
 def _count_batches(view: memoryview) -> int:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 from logtrove.clock import SYSTEM_CLOCK, Clock
-from logtrove.mirror.follower import DivergedError, append_fetched
+from logtrove.mirror.follower import DivergedError, append_fetched, tail_matches
 from logtrove.mirror.groups import CommitSink, GroupOffsetMirror
 from logtrove.mirror.source import (
     EARLIEST,
@@ -48,8 +48,8 @@ from logtrove.mirror.source import (
     SourceError,
     SourceTopic,
 )
-from logtrove.records import RecordsError
-from logtrove.storage import Storage, StorageError
+from logtrove.records import BatchHeader, RecordsError
+from logtrove.storage import PartitionLog, Storage, StorageError
 from logtrove.storage.config import validate_overrides
 from logtrove.storage.follow import (
     FollowStatus,
@@ -104,6 +104,7 @@ class PartitionState:
     caught_up_ms: int = 0  # the last time the local end reached the source's high watermark
     max_bytes: int = 0
     failed: str | None = None  # why it is no longer followed (divergence, a refused batch)
+    verified: bool = False  # the source's batch at the local log's last batch was compared
 
 
 @dataclass
@@ -173,6 +174,8 @@ class Mirror:
                     break
             except SourceError as exc:
                 failures += 1
+                for state in self.partitions.values():
+                    state.verified = False  # the source may have changed while unreachable
                 log.warning("source %s: %s; retrying", self.config.source, exc)
                 if once and failures >= self.config.once_max_failures:
                     raise MirrorError(f"gave up after {failures} failed rounds: {exc}") from exc
@@ -285,7 +288,14 @@ class Mirror:
                 self._metadata_due = 0
                 continue
             size = state.max_bytes if rate is None else min(state.max_bytes, max(rate, 1024))
-            offset = self.storage.log(name, p).log_end_offset
+            plog = self.storage.log(name, p)
+            offset = plog.log_end_offset
+            if not state.verified:
+                last = _last_batch(plog)
+                if last is None:
+                    state.verified = True
+                else:
+                    offset = last[0].base_offset  # compare it first (see tail_matches)
             by_leader.setdefault(leader, []).append(FetchWant(name, p, offset, size))
         total = 0
         for leader, wants in by_leader.items():
@@ -312,6 +322,7 @@ class Mirror:
             return 0
         if code in _LEADER_MOVED:
             self._metadata_due = 0
+            state.verified = False
             return 0
         if code:
             log.warning("fetch %s-%d: error code %d; retrying", state.topic, state.partition, code)
@@ -320,6 +331,21 @@ class Mirror:
         if fetched.log_start_offset > plog.log_start_offset:
             state.source_start = fetched.log_start_offset
             self._follow_start(state, fetched.log_start_offset)
+        if not state.verified:
+            last = _last_batch(plog)
+            same = (
+                None if last is None else tail_matches(last, fetched.records, compacted=plog.config.compact)
+            )
+            if same is False:
+                assert last is not None
+                self._fail(
+                    state,
+                    f"the source's batch at offset {last[0].base_offset} differs from the mirror's: the "
+                    "source's log diverged (truncated and rewritten, or the topic recreated); delete the "
+                    "topic here to copy it anew",
+                )
+                return 0
+            state.verified = True
         try:
             appended = append_fetched(plog, fetched.records)
         except (DivergedError, RecordsError, StorageError) as exc:
@@ -347,6 +373,8 @@ class Mirror:
             log.info("%s: the source's log now starts at %d, past the local end %d", plog.tp, start, leo)
             state.source_start = start
             self._follow_start(state, start)
+        elif not state.verified and (start is None or end is None or start <= leo <= end):
+            state.verified = True  # the last local batch is below the source's start: nothing to compare
         elif end is not None and leo > end:
             self._fail(
                 state,
@@ -403,6 +431,14 @@ class Mirror:
 
     def failed(self) -> dict[tuple[str, int], str]:
         return {k: s.failed for k, s in self.partitions.items() if s.failed}
+
+
+def _last_batch(plog: PartitionLog) -> tuple[BatchHeader, bytes] | None:
+    """The header and bytes of the log's last batch, or ``None`` for an empty log."""
+    end = plog.log_end_offset
+    if end <= plog.log_start_offset:
+        return None
+    return next(iter(plog.batches(end - 1)), None)
 
 
 class MirrorThread:

@@ -69,6 +69,7 @@ from logtrove.storage.checkpoint import (
 from logtrove.storage.config import TopicConfig, validate_overrides
 from logtrove.storage.datadir import DataDir
 from logtrove.storage.errors import (
+    FollowedTopicError,
     InvalidTopicError,
     PartitionLimitError,
     ReadOnlyError,
@@ -695,7 +696,13 @@ class Storage:
         return stats
 
     def truncate_before(self, topic: str, partition: int, offset: int) -> int:
-        """DeleteRecords for one partition; the new log start offset is checkpointed now."""
+        """DeleteRecords for one partition; the new log start offset is checkpointed now.
+        A followed topic refuses it (:class:`FollowedTopicError`): its log start is the
+        source's (:meth:`follow_log_start`)."""
+        if self.topic(topic).followed_from is not None:
+            raise FollowedTopicError(
+                f"{topic} is a mirror of another cluster's topic: delete records at the source instead"
+            )
         start = self.log(topic, partition).truncate_before(offset)
         self.write_checkpoints()
         return start
