@@ -1,4 +1,5 @@
-"""``logtrove mirror``: follow another Kafka-protocol cluster into a data directory.
+"""``logtrove mirror``: follow another Kafka-protocol cluster into a data directory;
+``logtrove promote``: make the followed topics ordinary (writable) topics.
 
 Runs in the foreground until Ctrl-C or SIGTERM (the current round finishes, the status
 is written, the data directory is closed cleanly), or with ``--once`` until every
@@ -21,6 +22,7 @@ from logtrove.cli.common import DEFAULT_DATA, DataOption, err_console, fail, ope
 from logtrove.cli.main import app
 from logtrove.groups import OffsetStore
 from logtrove.mirror import Mirror, MirrorConfig, MirrorError
+from logtrove.storage.follow import STATUS_FILE
 
 FollowTopics = Annotated[
     str,
@@ -102,6 +104,39 @@ def mirror(
         raise typer.Exit(1)
 
 
+@app.command()
+def promote(
+    topics: Annotated[
+        list[str] | None, typer.Argument(help="Followed topics to promote (default: every followed topic).")
+    ] = None,
+    data: DataOption = DEFAULT_DATA,
+) -> None:
+    """Turn a mirror's topics into ordinary topics that take client writes, keeping every
+    offset, record and group commit (the mirror must be stopped: a standby's failover).
+
+    A standby is asynchronous: records the source acknowledged after the mirror's last
+    fetch are not here. Example: logtrove promote --data ./standby
+    """
+    with open_storage(
+        data, read_only=False, when_locked="Stop the mirror (or `serve --follow`) first, then promote."
+    ) as storage:
+        followed = [t.name for t in storage.topics() if t.followed_from is not None]
+        chosen = topics or followed
+        unknown = sorted(set(chosen) - set(followed))
+        if unknown:
+            fail(
+                f"not followed topics here: {', '.join(unknown)} (followed: {', '.join(followed) or 'none'})"
+            )
+        for name in chosen:
+            storage.follow_topic(name, None)
+        if set(chosen) == set(followed):
+            (storage.path / STATUS_FILE).unlink(missing_ok=True)  # no mirror lag to report any more
+    err_console.print(
+        f"promoted {len(chosen)} topic(s): {', '.join(chosen) or '-'}; they take client writes now",
+        highlight=False,
+    )
+
+
 def _progress(follower: Mirror) -> None:
     stats = follower.stats
     elapsed = max(time.monotonic() - stats.started, 1e-9)
@@ -115,4 +150,4 @@ def _progress(follower: Mirror) -> None:
     )
 
 
-__all__ = ["mirror"]
+__all__ = ["mirror", "promote"]
