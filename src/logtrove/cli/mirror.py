@@ -97,6 +97,12 @@ def mirror(
         finally:
             follower.close()
         _progress(follower)
+        if not follower.partitions:
+            err_console.print(
+                f"[yellow]warning:[/] no topic at {source} matches --topics {topics!r} (whole name; "
+                "internal topics are never followed)",
+                highlight=False,
+            )
         failed = follower.failed()
     if failed:
         for (topic, partition), why in sorted(failed.items()):

@@ -60,6 +60,7 @@ from logtrove.storage.follow import (
 
 log = logging.getLogger("logtrove.mirror")
 
+MAX_BACKOFF_MS = 30_000  # retries of an unreachable source slow down to one every 30 s
 MAX_PARTITION_FETCH = 64 << 20  # a partition's fetch size grows up to this for one big batch
 _LEADER_MOVED = {
     ErrorCode.not_leader_or_follower,
@@ -176,10 +177,13 @@ class Mirror:
                 failures += 1
                 for state in self.partitions.values():
                     state.verified = False  # the source may have changed while unreachable
-                log.warning("source %s: %s; retrying", self.config.source, exc)
                 if once and failures >= self.config.once_max_failures:
                     raise MirrorError(f"gave up after {failures} failed rounds: {exc}") from exc
-                stop.wait(self.config.retry_backoff_ms / 1000)
+                growth = 0 if once else min(failures - 1, 5)  # ``once`` gives up after about 30 s
+                backoff_ms = min(self.config.retry_backoff_ms << growth, MAX_BACKOFF_MS)
+                log.warning("source %s: %s; retrying in %.1f s", self.config.source, exc, backoff_ms / 1000)
+                self.write_status()
+                stop.wait(backoff_ms / 1000)
             if progress is not None and time.monotonic() >= next_progress:
                 progress(self)
                 next_progress = time.monotonic() + progress_interval_s

@@ -103,6 +103,13 @@ def _mirror_metrics(out: _Families, ctx: HttpContext) -> None:
     status = read_follow_status(ctx.fresh_storage().path)
     if status is None:
         return
+    out.add(
+        "logtrove_mirror_status_age_seconds",
+        "gauge",
+        "Seconds since the mirror last wrote its status (about 1 s while it runs; growing: it stopped).",
+        max(0, ctx.clock.now_ms() - status.updated_ms) / 1000,
+        source=status.source,
+    )
     for row in status.partitions:
         labels = {"topic": row.topic, "partition": row.partition, "source": status.source}
         out.add("logtrove_mirror_lag_records", "gauge", MIRROR_LAG_DOC, row.lag_records, **labels)
