@@ -289,3 +289,27 @@ def test_a_topic_recreated_at_the_leader_stops_the_mirror_instead_of_mixing_two_
     assert out.returncode == 1
     assert "reborn-0 not mirrored" in out.stderr and "diverged" in out.stderr
     assert log_bytes(data, "reborn", 0) == first, "nothing of the new log was appended"
+
+
+def test_a_corrupt_batch_from_the_leader_is_refused_and_the_other_partitions_go_on(
+    leader: BrokerProcess, tmp_path: Path
+) -> None:
+    _create(leader.bootstrap, "evil", 2)
+    one_per_batch = {"linger.ms": 0, "batch.num.messages": 1}
+    _produce(
+        leader.bootstrap, "evil", [(i % 2, b"k%d" % i, b"value %d" % i) for i in range(10)], **one_per_batch
+    )
+    segment = sorted((leader.data / "evil-0").glob("*.log"))[-1]
+    raw = bytearray(segment.read_bytes())
+    raw[-3] ^= 0xFF  # inside the last batch's last record: its CRC32C no longer matches
+    segment.write_bytes(bytes(raw))  # same size, in place: the leader serves it as it is
+    data = tmp_path / "mirror"
+    out = cli_in(
+        tmp_path, "mirror", "--from", leader.bootstrap, "--topics", "evil", "--data", str(data), "--once"
+    )
+    assert out.returncode == 1
+    assert "evil-0 not mirrored" in out.stderr and "CRC32C mismatch" in out.stderr
+    with served(data) as mirror:
+        assert raw_batches(mirror.bootstrap, "evil", 1) == raw_batches(leader.bootstrap, "evil", 1)
+        assert offsets(mirror.bootstrap, "evil", 1) == (0, 5)
+        assert offsets(mirror.bootstrap, "evil", 0) == (0, 0), "nothing of the refused answer was written"
