@@ -335,21 +335,8 @@ class Mirror:
         if fetched.log_start_offset > plog.log_start_offset:
             state.source_start = fetched.log_start_offset
             self._follow_start(state, fetched.log_start_offset)
-        if not state.verified:
-            last = _last_batch(plog)
-            same = (
-                None if last is None else tail_matches(last, fetched.records, compacted=plog.config.compact)
-            )
-            if same is False:
-                assert last is not None
-                self._fail(
-                    state,
-                    f"the source's batch at offset {last[0].base_offset} differs from the mirror's: the "
-                    "source's log diverged (truncated and rewritten, or the topic recreated); delete the "
-                    "topic here to copy it anew",
-                )
-                return 0
-            state.verified = True
+        if not state.verified and not self._tail_agrees(state, plog, fetched.records):
+            return 0
         try:
             appended = append_fetched(plog, fetched.records)
         except (DivergedError, RecordsError, StorageError) as exc:
@@ -366,6 +353,21 @@ class Mirror:
         self.stats.batches += appended.batches
         self.stats.bytes += appended.bytes
         return appended.bytes
+
+    def _tail_agrees(self, state: PartitionState, plog: PartitionLog, records: bytes) -> bool:
+        """Compare the source's batch at the local last batch (an answer fetched from its
+        base offset); a different one stops the partition (see ``tail_matches``)."""
+        last = _last_batch(plog)
+        if last is not None and tail_matches(last, records, compacted=plog.config.compact) is False:
+            self._fail(
+                state,
+                f"the source's batch at offset {last[0].base_offset} differs from the mirror's: the "
+                "source's log diverged (truncated and rewritten, or the topic recreated); delete the "
+                "topic here to copy it anew",
+            )
+            return False
+        state.verified = True
+        return True
 
     def _out_of_range(self, state: PartitionState) -> None:
         topic = self._topics[state.topic]
