@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import socket
 import struct
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
@@ -123,3 +124,38 @@ def check(code: Any, message: str | None, what: str) -> None:
     if value:
         name = getattr(code, "name", str(value)).upper()
         raise KafkaProtocolError(f"{what}: {name}" + (f" ({message})" if message else ""), value)
+
+
+def fetch_body(
+    wants: Mapping[str, Sequence[tuple[int, int, int]]], *, max_wait_ms: int, max_bytes: int
+) -> dict[str, Any]:
+    """The body of a consumer's Fetch (v4-v12: replica id -1, READ_UNCOMMITTED, no fetch
+    session) for ``wants``: topic -> (partition, fetch offset, partition max bytes)."""
+    return {
+        "replica_id": -1,
+        "max_wait": max_wait_ms,
+        "min_bytes": 1,
+        "max_bytes": max_bytes,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": partition,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": offset,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": partition_max,
+                    }
+                    for partition, offset, partition_max in parts
+                ],
+            }
+            for topic, parts in wants.items()
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }

@@ -14,9 +14,9 @@ import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
-from logtrove.broker.client import KafkaClient, KafkaProtocolError, check
+from logtrove.broker.client import KafkaClient, KafkaProtocolError, check, fetch_body
 from logtrove.clock import SYSTEM_CLOCK, Clock
 from logtrove.groups import OFFSETS_TOPIC
 from logtrove.groups import subscriptions as subs
@@ -140,32 +140,9 @@ def fetch(client: KafkaClient, topic: str, partition: int, offset: int, max_byte
     Raises :class:`KafkaProtocolError` (code 1, OFFSET_OUT_OF_RANGE) for an offset below
     the log start or past the end, as Kafka does.
     """
-    body: dict[str, Any] = {
-        "replica_id": -1,
-        "max_wait": FETCH_WAIT_MS,
-        "min_bytes": 1,
-        "max_bytes": max_bytes,
-        "isolation_level": 0,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [
-            {
-                "topic": topic,
-                "partitions": [
-                    {
-                        "partition": partition,
-                        "current_leader_epoch": -1,
-                        "fetch_offset": offset,
-                        "last_fetched_epoch": -1,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": max_bytes,
-                    }
-                ],
-            }
-        ],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }
+    body = fetch_body(
+        {topic: [(partition, offset, max_bytes)]}, max_wait_ms=FETCH_WAIT_MS, max_bytes=max_bytes
+    )
     answer = client.request(FETCH, 12, body).responses
     if not answer or not answer[0].partitions:
         raise KafkaProtocolError(f"fetch {topic}-{partition}: the broker's answer left the partition out")

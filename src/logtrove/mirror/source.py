@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from logtrove.broker.client import KafkaClient, KafkaProtocolError
+from logtrove.broker.client import KafkaClient, KafkaProtocolError, fetch_body
 
 METADATA, FETCH, LIST_OFFSETS, OFFSET_FETCH, FIND_COORDINATOR, LIST_GROUPS, DESCRIBE_CONFIGS = (
     3,
@@ -215,37 +215,10 @@ class Source:
     ) -> list[Fetched]:
         """One Fetch of ``wants`` (all led by ``leader``) from their offsets. Partitions
         the answer leaves out (some brokers do when they have nothing) are not listed."""
-        by_topic: dict[str, list[FetchWant]] = {}
+        by_topic: dict[str, list[tuple[int, int, int]]] = {}
         for w in wants:
-            by_topic.setdefault(w.topic, []).append(w)
-        body: dict[str, Any] = {
-            "replica_id": -1,
-            "max_wait": max_wait_ms,
-            "min_bytes": 1,
-            "max_bytes": max_bytes,
-            "isolation_level": 0,
-            "session_id": 0,
-            "session_epoch": -1,
-            "topics": [
-                {
-                    "topic": topic,
-                    "partitions": [
-                        {
-                            "partition": w.partition,
-                            "current_leader_epoch": -1,
-                            "fetch_offset": w.offset,
-                            "last_fetched_epoch": -1,
-                            "log_start_offset": -1,
-                            "partition_max_bytes": w.max_bytes,
-                        }
-                        for w in ws
-                    ],
-                }
-                for topic, ws in by_topic.items()
-            ],
-            "forgotten_topics_data": [],
-            "rack_id": "",
-        }
+            by_topic.setdefault(w.topic, []).append((w.partition, w.offset, w.max_bytes))
+        body = fetch_body(by_topic, max_wait_ms=max_wait_ms, max_bytes=max_bytes)
         resp = self._request(self._node(leader), FETCH, 12, body)
         if int(resp.error_code):
             raise SourceError(f"fetch from node {leader}: error code {int(resp.error_code)}")
