@@ -72,6 +72,7 @@ def mirror(
         groups=groups,
         metadata_interval_ms=metadata_interval_ms,
         groups_interval_ms=metadata_interval_ms,
+        maintenance=True,
     )
     stop = threading.Event()
 

@@ -18,7 +18,8 @@ single writer):
 3. **Groups** (every ``groups_interval_ms``): the source's commits on followed topics
    are committed locally (:class:`~logtrove.mirror.groups.GroupOffsetMirror`).
 4. **Status** (every ``status_interval_ms``): per partition, records and milliseconds
-   behind (:mod:`logtrove.storage.follow`).
+   behind (:mod:`logtrove.storage.follow`). Standalone (``maintenance``), also the
+   storage maintenance a broker would run: ``flush.ms`` fsyncs, retention, checkpoints.
 
 Restarting resumes from each log's end: the local log is the only position kept, so
 there is no offset file to disagree with it (no gap, no duplicate). ``max_bytes_per_s``
@@ -92,6 +93,8 @@ class MirrorConfig:
     partition_max_bytes: int = 4 << 20
     retry_backoff_ms: int = 1000
     once_max_failures: int = 30  # consecutive failed rounds before ``once`` gives up
+    maintenance: bool = False  # run storage maintenance itself (no broker beside it to do so)
+    maintenance_interval_ms: int = 1000
 
 
 @dataclass
@@ -149,6 +152,7 @@ class Mirror:
         self._metadata_due = 0.0
         self._groups_due = 0.0
         self._status_due = 0.0
+        self._maintenance_due = 0.0
         remove_status_leftovers(storage.path)
 
     def close(self) -> None:
@@ -200,6 +204,9 @@ class Mirror:
             self.sync_groups()
         if time.monotonic() >= self._status_due:
             self.write_status()
+        if self.config.maintenance and time.monotonic() >= self._maintenance_due:
+            self.storage.run_maintenance()  # flush.ms fsyncs, retention, checkpoints
+            self._maintenance_due = time.monotonic() + self.config.maintenance_interval_ms / 1000
         self.stats.rounds += 1
         return appended
 
