@@ -115,6 +115,12 @@ def test_serve_follow_mirrors_live_and_clients_may_only_read(leader: BrokerProce
         assert mirror["source"] == leader.bootstrap
         assert [(r["partition"], r["lag_records"]) for r in mirror["partitions"]] == [(0, 0), (1, 0)]
 
+        # a followed topic deleted on the mirror is copied anew, not left half-followed
+        admin = AdminClient({"bootstrap.servers": follower.bootstrap})
+        admin.delete_topics(["live"])["live"].result(DEADLINE_S)
+        _caught_up(leader.bootstrap, follower.bootstrap, "live", 2)
+        assert raw_batches(follower.bootstrap, "live", 0) == raw_batches(leader.bootstrap, "live", 0)
+
 
 def test_a_tansu_leader_is_mirrored_batch_for_batch(tansu: str, tmp_path: Path) -> None:  # noqa: F811
     _create(tansu, "peer-mirror", 2)

@@ -50,7 +50,7 @@ from logtrove.mirror.source import (
     SourceTopic,
 )
 from logtrove.records import BatchHeader, RecordsError
-from logtrove.storage import PartitionLog, Storage, StorageError
+from logtrove.storage import PartitionLog, Storage, StorageError, TopicError
 from logtrove.storage.config import validate_overrides
 from logtrove.storage.follow import (
     FollowStatus,
@@ -230,6 +230,8 @@ class Mirror:
     def sync_topics(self) -> None:
         """Create, grow and start following the source's matching topics."""
         found = self.source.topics(self.pattern)
+        # a topic deleted here meanwhile is copied anew (from the source's log start)
+        self.partitions = {k: v for k, v in self.partitions.items() if self.storage.has_topic(k[0])}
         missing = [name for name in found if not self.storage.has_topic(name)]
         configs = self.source.configs(missing)
         for name, topic in found.items():
@@ -294,6 +296,9 @@ class Mirror:
             topic = self._topics.get(name)
             if state.failed or topic is None:
                 continue
+            if not self.storage.has_topic(name):  # deleted here: picked up again by sync_topics
+                self._metadata_due = 0
+                continue
             leader = topic.leaders.get(p, -1)
             if leader < 0:
                 self._metadata_due = 0
@@ -338,7 +343,11 @@ class Mirror:
         if code:
             log.warning("fetch %s-%d: error code %d; retrying", state.topic, state.partition, code)
             return 0
-        plog = self.storage.log(state.topic, state.partition)
+        try:
+            plog = self.storage.log(state.topic, state.partition)
+        except TopicError:  # deleted here during the fetch: sync_topics copies it anew
+            self._metadata_due = 0
+            return 0
         if fetched.log_start_offset > plog.log_start_offset:
             state.source_start = fetched.log_start_offset
             self._follow_start(state, fetched.log_start_offset)
@@ -426,6 +435,8 @@ class Mirror:
         now = self.clock.now_ms()
         rows = []
         for (name, p), state in sorted(self.partitions.items()):
+            if not self.storage.has_topic(name):
+                continue
             end = self.storage.log(name, p).log_end_offset
             behind = max(0, state.source_end - end)
             lag_ms = 0 if behind == 0 else max(0, now - state.caught_up_ms)
