@@ -313,3 +313,26 @@ def test_a_corrupt_batch_from_the_leader_is_refused_and_the_other_partitions_go_
         assert raw_batches(mirror.bootstrap, "evil", 1) == raw_batches(leader.bootstrap, "evil", 1)
         assert offsets(mirror.bootstrap, "evil", 1) == (0, 5)
         assert offsets(mirror.bootstrap, "evil", 0) == (0, 0), "nothing of the refused answer was written"
+
+
+def test_config_changes_at_the_leader_are_followed(leader: BrokerProcess, tmp_path: Path) -> None:
+    _create(leader.bootstrap, "tuned", 1, {"retention.ms": "1000000", "max.message.bytes": "2000000"})
+    data = tmp_path / "mirror"
+    mirror_once(leader.bootstrap, data, "tuned")
+    topic_file = data / "topics" / "tuned.json"
+    assert json.loads(topic_file.read_text())["configs"] == {
+        "retention.ms": "1000000",
+        "max.message.bytes": "2000000",
+    }
+    altered = cli_in(
+        tmp_path,
+        *("topics", "alter", "tuned", "--bootstrap", leader.bootstrap),
+        *("--config", "retention.ms=2000000", "--config", "cleanup.policy=compact,delete"),
+        *("--delete-config", "max.message.bytes"),
+    )
+    assert altered.returncode == 0, altered.stderr
+    mirror_once(leader.bootstrap, data, "tuned")
+    assert json.loads(topic_file.read_text())["configs"] == {
+        "retention.ms": "2000000",
+        "cleanup.policy": "compact,delete",
+    }

@@ -6,7 +6,8 @@ single writer):
 1. **Topics** (every ``metadata_interval_ms``, and whenever a leader moved): Metadata
    names the source's topics matching the pattern; a new one is created locally with the
    source's partition count and :data:`~logtrove.mirror.source.MIRRORED_CONFIGS`, marked
-   followed (read-only to clients); a grown one gets its new partitions. A new partition
+   followed (read-only to clients); a grown one gets its new partitions, and changes of
+   those configs at the source are applied. A new partition
    whose source log starts past the local end starts there too.
 2. **Fetch** from each leader, every followed partition from its local log end, and
    append the answers byte for byte (:func:`~logtrove.mirror.follower.append_fetched`).
@@ -43,6 +44,7 @@ from logtrove.mirror.groups import CommitSink, GroupOffsetMirror
 from logtrove.mirror.source import (
     EARLIEST,
     LATEST,
+    MIRRORED_CONFIGS,
     Fetched,
     FetchWant,
     Source,
@@ -149,6 +151,7 @@ class Mirror:
         self.stats = MirrorStats()
         self._topics: dict[str, SourceTopic] = {}
         self._skipped: set[str] = set()
+        self._refused: set[tuple[str, str, str]] = set()
         self._metadata_due = 0.0
         self._groups_due = 0.0
         self._status_due = 0.0
@@ -232,10 +235,9 @@ class Mirror:
         found = self.source.topics(self.pattern)
         # a topic deleted here meanwhile is copied anew (from the source's log start)
         self.partitions = {k: v for k, v in self.partitions.items() if self.storage.has_topic(k[0])}
-        missing = [name for name in found if not self.storage.has_topic(name)]
-        configs = self.source.configs(missing)
+        configs = self.source.configs(found)
         for name, topic in found.items():
-            if not self._ensure_local(name, topic, configs.get(name, {})):
+            if not self._ensure_local(name, topic, configs.get(name)):
                 continue
             new = [p for p in range(topic.partitions) if (name, p) not in self.partitions]
             if new:
@@ -243,18 +245,14 @@ class Mirror:
         self._topics = {n: t for n, t in found.items() if n not in self._skipped}
         self._metadata_due = time.monotonic() + self.config.metadata_interval_ms / 1000
 
-    def _ensure_local(self, name: str, topic: SourceTopic, configs: dict[str, str]) -> bool:
-        """The local topic exists with at least the source's partitions; False when a
-        local topic of that name is not a mirror's (it is never taken over)."""
+    def _ensure_local(self, name: str, topic: SourceTopic, configs: dict[str, str] | None) -> bool:
+        """The local topic exists with at least the source's partitions and its mirrored
+        configs (``None``: unknown this time, left as they are); False when a local topic
+        of that name is not a mirror's (it is never taken over)."""
         if name in self._skipped:
             return False
         if not self.storage.has_topic(name):
-            usable = {}
-            for key, value in configs.items():
-                try:
-                    usable.update(validate_overrides({key: value}))
-                except StorageError as exc:
-                    log.warning("%s: config %s=%s not copied: %s", name, key, value, exc)
+            usable = self._usable(name, configs or {})
             self.storage.create_topic(name, topic.partitions, usable, followed_from=self.config.source)
             log.info("following %s (%d partitions) from %s", name, topic.partitions, self.config.source)
             return True
@@ -270,7 +268,26 @@ class Mirror:
         if info.partitions < topic.partitions:
             self.storage.create_partitions(name, topic.partitions)
             log.info("%s grew to %d partitions at the source", name, topic.partitions)
+        if configs is not None:
+            wanted = self._usable(name, configs)
+            have = {k: v for k, v in info.overrides.items() if k in MIRRORED_CONFIGS}
+            if have != wanted:
+                gone = [k for k in have if k not in wanted]
+                self.storage.alter_topic_configs(name, wanted, gone)
+                log.info("%s: configs changed at the source: %s (removed: %s)", name, wanted, gone or "none")
         return True
+
+    def _usable(self, name: str, configs: dict[str, str]) -> dict[str, str]:
+        """The configs this storage accepts (each refused one is reported once)."""
+        usable: dict[str, str] = {}
+        for key, value in configs.items():
+            try:
+                usable.update(validate_overrides({key: value}))
+            except StorageError as exc:
+                if (name, key, value) not in self._refused:
+                    self._refused.add((name, key, value))
+                    log.warning("%s: config %s=%s not copied: %s", name, key, value, exc)
+        return usable
 
     def _start_partitions(self, topic: SourceTopic, partitions: list[int]) -> None:
         starts = self.source.list_offsets(topic, partitions, EARLIEST)

@@ -156,8 +156,9 @@ class Source:
 
     def configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
         """The :data:`MIRRORED_CONFIGS` each topic sets explicitly at the source (its
-        defaults are left to the mirror's defaults). A source without DescribeConfigs
-        gives no configs rather than an error."""
+        defaults are left to the mirror's defaults). A topic the source could not
+        describe is left out (unknown, which is not "none set"); a source without
+        DescribeConfigs gives no topic rather than an error."""
         names = list(topics)
         if not names:
             return {}
@@ -172,7 +173,7 @@ class Source:
         try:
             resp = self._request(self.bootstrap, DESCRIBE_CONFIGS, 4, {"resources": resources})
         except SourceError:
-            return {n: {} for n in names}
+            return {}
         out: dict[str, dict[str, str]] = {}
         for result in resp.results:
             if int(result.error_code):
