@@ -153,7 +153,11 @@ def lag_under_load(bootstrap: str, tmp: Path, rate: float) -> dict[str, Any]:
             "p99": percentile(samples_records, 99),
             "max": max(samples_records),
         },
-        "lag_ms": {"p50": percentile(samples_ms, 50), "p99": percentile(samples_ms, 99), "max": max(samples_ms)},
+        "lag_ms": {
+            "p50": percentile(samples_ms, 50),
+            "p99": percentile(samples_ms, 99),
+            "max": max(samples_ms),
+        },
         "samples": len(samples_records),
     }
 
