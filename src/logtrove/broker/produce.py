@@ -32,6 +32,7 @@ from logtrove.broker.protocol import error_code
 from logtrove.records import HEADER_SIZE, RecordsError, read_header
 from logtrove.storage import (
     AppendResult,
+    InvalidRecordError,
     PartitionLog,
     StorageError,
     UnknownPartitionError,
@@ -181,6 +182,10 @@ def _append(
         )
     except (UnknownTopicError, UnknownPartitionError):
         return PartitionProduceResult(partition, error_code=ErrorCode.unknown_topic_or_partition)
+    except InvalidRecordError as exc:
+        return PartitionProduceResult(
+            partition, error_code=error_code(exc), error_message=str(exc), record_errors=exc.record_errors
+        )
     except (StorageError, RecordsError) as exc:
         return PartitionProduceResult(partition, error_code=error_code(exc), error_message=str(exc))
     except OSError as exc:  # disk full, I/O error: the client may retry

@@ -183,6 +183,7 @@ class PartitionProduceResult:
     log_append_time: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    record_errors: tuple[tuple[int, str], ...] = ()  # (batch index, message), Produce v8+
 
 
 def encode_produce_response(version: int, topics: list[tuple[str, list[PartitionProduceResult]]]) -> bytes:
@@ -192,10 +193,11 @@ def encode_produce_response(version: int, topics: list[tuple[str, list[Partition
         [responses] name string
                     [partition_responses] index i32 | error_code i16 | base_offset i64
                         | log_append_time_ms i64 | log_start_offset i64 (5+)
-                        | record_errors [] (8+, always empty) | error_message string? (8+)
+                        | record_errors [] (8+) | error_message string? (8+)
                         | tags (9+)
                     tags (9+)
         throttle_time_ms i32 | tags (9+)
+        record_errors: batch_index i32 | batch_index_error_message string? | tags (9+)
     """
     flexible = version >= FIRST_FLEXIBLE
     out = bytearray()
@@ -220,7 +222,12 @@ def encode_produce_response(version: int, topics: list[tuple[str, list[Partition
             if version >= 5:
                 out.extend(_I64.pack(p.log_start_offset))
             if version >= 8:
-                length(0)
+                length(len(p.record_errors))
+                for batch_index, message in p.record_errors:
+                    out.extend(_I32.pack(batch_index))
+                    string(message)
+                    if flexible:
+                        out.append(0)
                 string(p.error_message)
             if flexible:
                 out.append(0)

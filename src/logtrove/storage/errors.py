@@ -97,7 +97,15 @@ class RecordTooLargeError(StorageError):
 
 
 class InvalidRecordError(StorageError):
-    """A well-formed batch that the topic refuses (e.g. keyless records on a compacted topic)."""
+    """A well-formed batch that the topic refuses (e.g. keyless records on a compacted topic).
+
+    ``record_errors`` names the offending records as Kafka's Produce v8+ does (KIP-467):
+    ``(index of the record in its batch, message)``; the other records of the batch fail
+    with it and clients report them as failed because of another record."""
+
+    def __init__(self, message: str, record_errors: tuple[tuple[int, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
 
 
 class SegmentsChangedError(StorageError):

@@ -440,15 +440,23 @@ class PartitionLog:
         as Kafka's LogValidator does: :func:`logtrove.records.walk.check_records`.
 
         Compacted topics keep the latest record per key: a keyless record has no place
-        in them and is refused (Kafka's INVALID_RECORD)."""
+        in them and the batch is refused (Kafka's INVALID_RECORD), every keyless record
+        named in ``record_errors`` as Kafka's LogValidator does. The walk reports only
+        the first keyless record; the others are found by decoding the refused batch
+        (the error path, never the append path)."""
         view = memoryview(data)
         limit = decompressed_limit(self.config.max_message_bytes)
         for pos, header in batches:
-            keyless = check_records(view[pos : pos + header.size], header, limit)
+            batch = view[pos : pos + header.size]
+            keyless = check_records(batch, header, limit)
             if keyless is not None and self.config.compact:
+                why = f"Compacted topic cannot accept message without key in topic partition {self.tp}."
+                indexes = [i for i, r in enumerate(iter_records(batch, 0, header, limit)) if r.key is None]
                 raise InvalidRecordError(
                     f"{self.tp.topic} is a compacted topic (cleanup.policy={self.config.cleanup_policy}): "
-                    f"every record needs a key, the record at batch offset +{keyless} has none"
+                    f"every record needs a key; {len(indexes)} of the batch's {header.record_count} "
+                    f"have none (the first at batch offset +{keyless})",
+                    tuple((i, why) for i in indexes),
                 )
 
     def _maybe_roll(self, header: BatchHeader) -> None:
