@@ -65,7 +65,9 @@ _TABLE: dict[int, tuple[Handler, int, int]] = {
     22: (produce.handle_init_producer_id, 0, 5),
     32: (configs.handle_describe_configs, 1, 4),
     37: (topics.handle_create_partitions, 0, 3),
+    42: (groups_api.handle_delete_groups, 0, 2),
     44: (configs.handle_incremental_alter_configs, 0, 1),
+    47: (groups_api.handle_offset_delete, 0, 0),
 }
 
 

@@ -1,5 +1,5 @@
 """Group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-OffsetCommit, OffsetFetch, DescribeGroups, ListGroups.
+OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete.
 
 Thin adapters between the kio request bodies of every version and
 :class:`logtrove.groups.GroupCoordinator`, which holds the semantics. This broker is
@@ -194,3 +194,31 @@ async def handle_list_groups(broker: Broker, request: Request) -> Reply:
     states = set(getattr(request.body, "states_filter", ()) or ())
     groups = [g for g in broker.groups.list_groups() if not states or g["group_state"] in states]
     return {"groups": groups}
+
+
+async def handle_delete_groups(broker: Broker, request: Request) -> Reply:
+    results = [
+        {"group_id": g, "error_code": broker.groups.delete_group(g)} for g in request.body.groups_names
+    ]
+    return {"results": results}
+
+
+async def handle_offset_delete(broker: Broker, request: Request) -> Reply:
+    """OffsetDelete: a partition of an unknown topic is UNKNOWN_TOPIC_OR_PARTITION (as
+    Kafka answers from its metadata); the others go to the coordinator's rules."""
+    body = request.body
+    known = {t.name: t.partitions for t in broker.storage.topics()}
+    asked = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
+    group_error, errors = broker.groups.delete_offsets(
+        body.group_id, [(t, p) for t, p in asked if 0 <= p < known.get(t, 0)]
+    )
+    if group_error:
+        return {"error_code": group_error, "topics": []}
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for t, p in asked:
+        code = errors.get((t, p), ErrorCode.unknown_topic_or_partition)
+        topics.setdefault(t, []).append({"partition_index": p, "error_code": code})
+    return {
+        "error_code": ErrorCode.none,
+        "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+    }

@@ -46,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import struct
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -53,7 +54,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logtrove.groups.offsets import CommittedOffset, OffsetStore
+from logtrove.groups.offsets import CommitKey, CommittedOffset, OffsetStore
 
 NONE = ErrorCode.none
 COORDINATOR_NOT_AVAILABLE = ErrorCode.coordinator_not_available
@@ -65,6 +66,9 @@ INVALID_SESSION_TIMEOUT = ErrorCode.invalid_session_timeout
 REBALANCE_IN_PROGRESS = ErrorCode.rebalance_in_progress
 MEMBER_ID_REQUIRED = ErrorCode.member_id_required
 FENCED_INSTANCE_ID = ErrorCode.fenced_instance_id
+GROUP_ID_NOT_FOUND = ErrorCode.group_id_not_found
+NON_EMPTY_GROUP = ErrorCode.non_empty_group
+GROUP_SUBSCRIBED_TO_TOPIC = ErrorCode.group_subscribed_to_topic
 
 EMPTY = "Empty"
 PREPARING = "PreparingRebalance"
@@ -570,6 +574,69 @@ class GroupCoordinator:
                 }
             )
         return out
+
+    # -- administration --------------------------------------------------------------
+    def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of one group, with Kafka's rules: only a group with no members
+        goes (``NON_EMPTY_GROUP`` otherwise), taking its committed offsets with it
+        (tombstones in ``__consumer_offsets``, so a restart does not bring them back);
+        a group that neither has members nor commits is ``GROUP_ID_NOT_FOUND``."""
+        if not group_id:
+            return INVALID_GROUP_ID
+        group = self.groups.get(group_id)
+        if group is not None and (group.members or group.state != EMPTY):
+            return NON_EMPTY_GROUP
+        commits = self.offsets.for_group(group_id)
+        if group is None and not commits:
+            return GROUP_ID_NOT_FOUND
+        self.offsets.delete([CommitKey(group_id, t, p) for t, p in commits])
+        self.groups.pop(group_id, None)
+        return NONE
+
+    def delete_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]]
+    ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
+        """OffsetDelete: ``(group error, error per partition)``. As Kafka: an unknown
+        group is ``GROUP_ID_NOT_FOUND``; a group with members of another protocol type
+        than ``consumer`` is ``NON_EMPTY_GROUP``; in a consumer group, a partition of a
+        topic a member subscribes to is ``GROUP_SUBSCRIBED_TO_TOPIC`` and keeps its
+        commit; every other named commit is deleted durably (a partition with none is
+        simply answered without error)."""
+        if not group_id:
+            return INVALID_GROUP_ID, {}
+        group = self.groups.get(group_id)
+        commits = self.offsets.for_group(group_id)
+        if group is None and not commits:
+            return GROUP_ID_NOT_FOUND, {}
+        subscribed: set[str] = set()
+        if group is not None and group.members:
+            if group.protocol_type != "consumer":
+                return NON_EMPTY_GROUP, {}
+            for member in group.members.values():
+                subscribed |= subscribed_topics(member.metadata_for(group.protocol))
+        errors = {tp: GROUP_SUBSCRIBED_TO_TOPIC if tp[0] in subscribed else NONE for tp in partitions}
+        gone = [
+            CommitKey(group_id, t, p) for (t, p), error in errors.items() if not error and (t, p) in commits
+        ]
+        self.offsets.delete(gone)
+        return NONE, errors
+
+
+def subscribed_topics(metadata: bytes) -> set[str]:
+    """The topics of a consumer's subscription (the ``consumer`` protocol's member
+    metadata: ``version i16 | [topics] (i32 count, then i16 length + UTF-8 each) | …``);
+    a member whose metadata does not parse subscribes, as far as we can tell, to
+    nothing."""
+    try:
+        (count,) = struct.unpack_from(">i", metadata, 2)
+        pos, topics = 6, set()
+        for _ in range(max(0, min(count, len(metadata)))):
+            (length,) = struct.unpack_from(">h", metadata, pos)
+            topics.add(metadata[pos + 2 : pos + 2 + length].decode("utf-8"))
+            pos += 2 + length
+        return topics
+    except (struct.error, UnicodeDecodeError):
+        return set()
 
 
 def _answer(future: asyncio.Future[dict[str, Any]] | None, result: dict[str, Any]) -> None:
