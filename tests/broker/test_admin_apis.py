@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    NewPartitions,
     NewTopic,
     ResourceType,
 )
 from kafka import KafkaConsumer
+from kafka.admin import KafkaAdminClient
+from kafka.admin import NewTopic as KpNewTopic
+from kio.schema.errors import ErrorCode
 from tests.broker import clients
 from tests.broker.conftest import BrokerProcess
 from tests.broker.wire import WireClient
@@ -157,3 +161,32 @@ def test_idempotent_retry_after_a_restart_is_recognised(broker: BrokerProcess) -
         assert _produce_batch(client, "idem2", pid, 3, b"v3") == (0, 3)
         assert _produce_batch(client, "idem2", pid, 9, b"v9")[0] == 45
         assert client.list_offsets("idem2", 0, -1).offset == 4
+
+
+def test_manual_replica_assignment_naming_this_broker_is_accepted(shared_broker: BrokerProcess) -> None:
+    """Issue 14, finding 6 (librdkafka 0081): an assignment that names only this broker
+    is served; one naming another broker is INVALID_REPLICA_ASSIGNMENT with a reason."""
+    admin = _admin(shared_broker)
+    (me,) = admin.list_topics(timeout=10).brokers
+    # confluent-kafka 2.16 refuses replica_assignment locally, so kafka-python creates
+    kp = KafkaAdminClient(bootstrap_servers=shared_broker.bootstrap)
+    try:
+        kp.create_topics([KpNewTopic("assigned", replica_assignments={0: [me], 1: [me], 2: [me]})])
+        assert len(admin.list_topics("assigned", timeout=10).topics["assigned"].partitions) == 3
+        away = KpNewTopic("assigned-away", replica_assignments={0: [me], 1: [me + 1]})
+        result = kp.create_topics([away], raise_errors=False)
+        ((name, code, message),) = [
+            (t["name"], t["error_code"], t["error_message"]) for t in result["topics"]
+        ]
+        assert (name, code) == ("assigned-away", ErrorCode.invalid_replica_assignment)
+        assert "single broker" in message
+    finally:
+        kp.close()
+
+    admin.create_partitions([NewPartitions("assigned", 5, replica_assignment=[[me], [me]])])[
+        "assigned"
+    ].result(10)
+    assert len(admin.list_topics("assigned", timeout=10).topics["assigned"].partitions) == 5
+    wrong = admin.create_partitions([NewPartitions("assigned", 6, replica_assignment=[[me + 7]])])["assigned"]
+    error = wrong.exception(10)
+    assert error is not None and error.args[0].code() == KafkaError.INVALID_REPLICA_ASSIGNMENT

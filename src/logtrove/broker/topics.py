@@ -129,18 +129,30 @@ async def handle_create_topics(broker: Broker, request: Request) -> Reply:
         partitions = topic.num_partitions if topic.num_partitions > 0 else broker.config.default_partitions
         configs = {c.name: c.value for c in topic.configs if c.value is not None}
         try:
-            if topic.replication_factor > 1:
+            if topic.assignments and (topic.num_partitions != -1 or topic.replication_factor != -1):
+                result["error_code"] = ErrorCode.invalid_request
+                result["error_message"] = (
+                    "both num_partitions or replication_factor and a replica assignment were given; give one"
+                )
+            elif topic.replication_factor > 1:
                 result["error_code"] = ErrorCode.invalid_replication_factor
                 result["error_message"] = "logtrove is a single broker: replication factor must be 1 or -1"
-            elif topic.assignments:
-                result["error_code"] = ErrorCode.invalid_request
-                result["error_message"] = "manual replica assignments are not supported"
+            elif topic.assignments and (
+                wrong := _wrong_assignment(
+                    broker,
+                    [list(a.broker_ids) for a in topic.assignments],
+                    [a.partition_index for a in topic.assignments],
+                )
+            ):
+                result["error_code"] = ErrorCode.invalid_replica_assignment
+                result["error_message"] = wrong
             elif body.validate_only:
                 check_topic_name(topic.name)
                 TopicConfig.from_overrides(configs)
                 if broker.storage.has_topic(topic.name):
                     result["error_code"] = ErrorCode.topic_already_exists
             else:
+                partitions = len(topic.assignments) or partitions
                 info = await asyncio.to_thread(broker.storage.create_topic, topic.name, partitions, configs)
                 result.update(
                     topic_id=info.topic_id,
@@ -187,11 +199,19 @@ async def handle_create_partitions(broker: Broker, request: Request) -> Reply:
     for topic in body.topics:
         result: dict[str, Any] = {"name": topic.name}
         try:
+            current = broker.storage.topic(topic.name).partitions
+            wrong = None
             if topic.assignments:
-                result["error_code"] = ErrorCode.invalid_request
-                result["error_message"] = "manual replica assignments are not supported"
+                wrong = _wrong_assignment(broker, [list(a.broker_ids) for a in topic.assignments])
+                if wrong is None and len(topic.assignments) != topic.count - current:
+                    wrong = (
+                        f"{len(topic.assignments)} assignments for {topic.count - current} new partitions "
+                        f"({current} to {topic.count}); give one per new partition"
+                    )
+            if wrong is not None:
+                result["error_code"] = ErrorCode.invalid_replica_assignment
+                result["error_message"] = wrong
             elif body.validate_only:
-                current = broker.storage.topic(topic.name).partitions
                 if topic.count <= current:
                     result["error_code"] = ErrorCode.invalid_partitions
                     result["error_message"] = f"topic has {current} partitions; the new count must be larger"
@@ -203,3 +223,20 @@ async def handle_create_partitions(broker: Broker, request: Request) -> Reply:
                 result["error_code"] = ErrorCode.invalid_partitions
         results.append(result)
     return {"results": results}
+
+
+def _wrong_assignment(
+    broker: Broker, replicas: list[list[int]], indexes: list[int] | None = None
+) -> str | None:
+    """Why a manual replica assignment cannot be served, or None: this broker is the
+    only one, so each partition's replica list must be exactly ``[its node id]``, and the
+    partition indexes (CreateTopics) must be 0..n-1, as Kafka requires."""
+    if indexes is not None and sorted(indexes) != list(range(len(indexes))):
+        return f"the assignment's partition indexes {sorted(indexes)} are not 0-{len(indexes) - 1}"
+    for i, ids in enumerate(replicas):
+        if ids != [broker.node_id]:
+            return (
+                f"partition {indexes[i] if indexes else i} is assigned to brokers {ids}; "
+                f"logtrove is a single broker: assign each partition to [{broker.node_id}]"
+            )
+    return None
