@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map, schema_name_map
 
-from logtrove.broker import configs, fetch, groups_api, offsets, produce, topics
+from logtrove.broker import cluster, configs, fetch, groups_api, offsets, produce, topics
 
 if TYPE_CHECKING:
     from logtrove.broker.server import Api, Broker, Handler, Reply, Request
@@ -64,10 +64,16 @@ _TABLE: dict[int, tuple[Handler, int, int]] = {
     21: (offsets.handle_delete_records, 0, 2),
     22: (produce.handle_init_producer_id, 0, 5),
     32: (configs.handle_describe_configs, 1, 4),
+    35: (cluster.handle_describe_log_dirs, 1, 4),
     37: (topics.handle_create_partitions, 0, 3),
     42: (groups_api.handle_delete_groups, 0, 2),
+    43: (cluster.handle_elect_leaders, 0, 2),
     44: (configs.handle_incremental_alter_configs, 0, 1),
+    45: (cluster.handle_alter_partition_reassignments, 0, 0),
+    46: (cluster.handle_list_partition_reassignments, 0, 0),
     47: (groups_api.handle_offset_delete, 0, 0),
+    60: (cluster.handle_describe_cluster, 0, 2),
+    61: (cluster.handle_describe_producers, 0, 0),
 }
 
 

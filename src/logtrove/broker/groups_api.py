@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from logtrove.broker.authorize import Resource, authorized_operations
 from logtrove.broker.protocol import ms
 from logtrove.groups import CommittedOffset
 
@@ -186,7 +187,8 @@ async def handle_offset_fetch(broker: Broker, request: Request) -> Reply:
 
 
 async def handle_describe_groups(broker: Broker, request: Request) -> Reply:
-    groups = [{**broker.groups.describe(g), "authorized_operations": -(2**31)} for g in request.body.groups]
+    ops = authorized_operations(Resource.GROUP, getattr(request.body, "include_authorized_operations", False))
+    groups = [{**broker.groups.describe(g), "authorized_operations": ops} for g in request.body.groups]
     return {"groups": groups}
 
 

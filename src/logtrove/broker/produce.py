@@ -114,6 +114,15 @@ class ProducerStates:
         self._state[(pid, log.tp.topic, log.tp.partition)] = state
         return state
 
+    def active(self, topic: str, partition: int) -> list[tuple[int, int, int]]:
+        """``(producer ID, epoch, last sequence)`` of each producer remembered for the
+        partition (DescribeProducers; a scan of every remembered pair, an admin call)."""
+        return [
+            (pid, state.epoch, state.recent[-1].last_seq)
+            for (pid, t, p), state in list(self._state.items())
+            if t == topic and p == partition and state.recent
+        ]
+
     def record(
         self, pid: int, epoch: int, topic: str, partition: int, first_seq: int, count: int, base: int
     ) -> None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from logtrove.broker.authorize import Resource, authorized_operations
 from logtrove.broker.protocol import ZERO_UUID, error_code
 from logtrove.storage import (
     StorageError,
@@ -30,8 +31,6 @@ from logtrove.storage import (
 
 if TYPE_CHECKING:
     from logtrove.broker.server import Broker, Reply, Request
-
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
 def _partitions(broker: Broker, info: TopicInfo) -> list[dict[str, Any]]:
@@ -50,14 +49,14 @@ def _partitions(broker: Broker, info: TopicInfo) -> list[dict[str, Any]]:
     ]
 
 
-def _topic(broker: Broker, info: TopicInfo) -> dict[str, Any]:
+def _topic(broker: Broker, info: TopicInfo, with_operations: bool = False) -> dict[str, Any]:
     return {
         "error_code": 0,
         "name": info.name,
         "topic_id": info.topic_id,
         "is_internal": info.internal,
         "partitions": _partitions(broker, info),
-        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "topic_authorized_operations": authorized_operations(Resource.TOPIC, with_operations),
     }
 
 
@@ -89,8 +88,9 @@ async def handle_metadata(broker: Broker, request: Request) -> Reply:
         request.version < 4 or getattr(body, "allow_auto_topic_creation", True)
     )
     topics: list[dict[str, Any]] = []
+    ops = bool(getattr(body, "include_topic_authorized_operations", False))
     if body.topics is None or (request.version == 0 and not body.topics):
-        topics = [_topic(broker, info) for info in storage.topics()]
+        topics = [_topic(broker, info, ops) for info in storage.topics()]
     else:
         for wanted in body.topics:
             name = wanted.name
@@ -101,7 +101,7 @@ async def handle_metadata(broker: Broker, request: Request) -> Reply:
                 continue
             try:
                 info = storage.topic(name) if not allow_create else await auto_create(broker, name)
-                topics.append(_topic(broker, info))
+                topics.append(_topic(broker, info, ops))
             except UnknownTopicError:
                 topics.append(_unknown(name, ZERO_UUID, ErrorCode.unknown_topic_or_partition))
             except StorageError as exc:
@@ -113,7 +113,9 @@ async def handle_metadata(broker: Broker, request: Request) -> Reply:
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "topics": topics,
-        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "cluster_authorized_operations": authorized_operations(
+            Resource.CLUSTER, getattr(body, "include_cluster_authorized_operations", False)
+        ),
     }
 
 
