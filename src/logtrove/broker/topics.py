@@ -186,7 +186,8 @@ async def handle_delete_topics(broker: Broker, request: Request) -> Reply:
             if name is None:
                 result["error_code"] = ErrorCode.unknown_topic_id
             else:
-                result["topic_id"] = broker.storage.delete_topic(name) or ZERO_UUID
+                # in a thread: removing a big topic's files must not stall the listener
+                result["topic_id"] = await asyncio.to_thread(broker.storage.delete_topic, name) or ZERO_UUID
                 broker.offsets.delete(broker.offsets.for_topic(name))  # tombstones for its commits
         except StorageError as exc:
             result["error_code"] = error_code(exc)
