@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map, schema_name_map
 
-from logtrove.broker import cluster, configs, fetch, groups_api, offsets, produce, topics
+from logtrove.broker import acls_api, cluster, configs, fetch, groups_api, offsets, produce, topics
 
 if TYPE_CHECKING:
     from logtrove.broker.server import Api, Broker, Handler, Reply, Request
@@ -63,6 +63,9 @@ _TABLE: dict[int, tuple[Handler, int, int]] = {
     20: (topics.handle_delete_topics, 1, 6),
     21: (offsets.handle_delete_records, 0, 2),
     22: (produce.handle_init_producer_id, 0, 5),
+    29: (acls_api.handle_describe_acls, 1, 3),
+    30: (acls_api.handle_create_acls, 1, 3),
+    31: (acls_api.handle_delete_acls, 1, 3),
     32: (configs.handle_describe_configs, 1, 4),
     33: (configs.handle_alter_configs, 0, 2),
     35: (cluster.handle_describe_log_dirs, 1, 4),

@@ -103,6 +103,7 @@ class Connection:
     abort: Callable[[], None]
     phase: Phase
     since: float  # loop time at which the phase began
+    principal: str = "User:ANONYMOUS"  # who authenticated on it (the ACLs' principal)
 
     def enter(self, phase: Phase, now: float) -> None:
         self.phase, self.since = phase, now

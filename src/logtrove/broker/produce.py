@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
+from logtrove.acl import Operation, ResourceType
 from logtrove.broker.produce_request import PartitionProduceResult, encode_produce_response
 from logtrove.broker.protocol import error_code
 from logtrove.records import HEADER_SIZE, RecordsError, read_header
@@ -144,12 +145,24 @@ async def handle_init_producer_id(broker: Broker, request: Request) -> Reply:
             "producer_id": -1,
             "producer_epoch": -1,
         }
+    if not _may_write_idempotently(broker, request):
+        return {"error_code": ErrorCode.cluster_authorization_failed, "producer_id": -1, "producer_epoch": -1}
     states = broker.producers
     pid = getattr(body, "producer_id", -1)
     epoch = getattr(body, "producer_epoch", -1)
     if pid >= 0 and 0 <= epoch < 32766:
         return {"producer_id": pid, "producer_epoch": epoch + 1}
     return {"producer_id": states.new_producer_id(), "producer_epoch": 0}
+
+
+def _may_write_idempotently(broker: Broker, request: Request) -> bool:
+    """IDEMPOTENT_WRITE on the cluster, or WRITE on any topic (KIP-679)."""
+    auth = broker.authorizer
+    if auth is None or auth.authorize_any(
+        request.principal, request.host, Operation.WRITE, ResourceType.TOPIC
+    ):
+        return True
+    return broker.allowed_cluster(request, Operation.IDEMPOTENT_WRITE)  # with its audit line if denied
 
 
 def _append(
@@ -215,7 +228,15 @@ async def handle_produce(broker: Broker, request: Request) -> Reply:
     body = request.body
     with defer_flushes() as appended:
         responses = [
-            (topic.name, [_append(broker, topic.name, p.index, p.records) for p in topic.partition_data])
+            (
+                topic.name,
+                [_append(broker, topic.name, p.index, p.records) for p in topic.partition_data]
+                if broker.allowed(request, Operation.WRITE, ResourceType.TOPIC, topic.name)
+                else [
+                    PartitionProduceResult(p.index, error_code=ErrorCode.topic_authorization_failed)
+                    for p in topic.partition_data
+                ],
+            )
             for topic in body.topic_data
         ]
     due = {log: appended.written[log] for log in appended.due}

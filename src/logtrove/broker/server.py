@@ -45,6 +45,7 @@ from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_re
 from kio.serial import entity_reader
 from kio.serial.errors import SerialError
 
+from logtrove.acl import ANONYMOUS, CLUSTER_NAME, AclStore, Authorizer, Operation, ResourceType
 from logtrove.broker.group_commit import GroupCommit
 from logtrove.broker.limits import Connection, ConnectionLimits, Phase, default_max_connections, overdue
 from logtrove.broker.produce import ProducerStates
@@ -65,6 +66,7 @@ from logtrove.storage.files import FILE_POOL, raise_fd_limit
 from logtrove.storage.indexproc import IndexerProcess
 
 log = logging.getLogger("logtrove.broker")
+audit = logging.getLogger("logtrove.audit")  # one line per denied request
 
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024
 DEFAULT_FETCH_MAX = 55 * 1024 * 1024  # Kafka's broker fetch.max.bytes
@@ -102,6 +104,9 @@ class BrokerConfig:
     )
     max_partitions: int = DEFAULT_MAX_TOTAL_PARTITIONS  # total over all topics (Storage.max_partitions)
     durable_acks: bool = False  # acks=1/all wait for the fsync on every topic (as flush.messages=1)
+    authorizer: bool = False  # enforce the ACLs of DATA_DIR/acls.json [authorizer.class.name]
+    super_users: tuple[str, ...] = ()  # principals every operation is allowed to [super.users]
+    allow_if_no_acl: bool = False  # a resource no ACL covers is open [allow.everyone.if.no.acl.found]
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,8 @@ class Request:
     body: Any
     flexible: bool
     response_cls: type
+    principal: str = ANONYMOUS  # the connection's authenticated principal
+    host: str = ""  # the client's address
 
 
 @dataclass(frozen=True)
@@ -182,6 +189,38 @@ class Broker:
         )
         # called first in stop(), before storage closes (a mirror thread writing to it)
         self.before_stop: list[Callable[[], None]] = []
+        self.acls = AclStore.load(storage.path) if not storage.read_only else AclStore(storage.path)
+        self.authorizer = (
+            Authorizer(self.acls, frozenset(config.super_users), config.allow_if_no_acl)
+            if config.authorizer
+            else None
+        )
+
+    def allowed(
+        self, request: Request, op: Operation, rtype: ResourceType, name: str, *, audited: bool = True
+    ) -> bool:
+        """Whether the request's principal may perform ``op`` on the resource (always, with
+        no authorizer, as Kafka without ``authorizer.class.name``). A denial leaves an
+        audit line (who, from where, what, on which resource) unless ``audited`` is off:
+        filtering a listing to what the principal may see is not a denied request."""
+        if self.authorizer is None:
+            return True
+        if self.authorizer.authorize(request.principal, request.host, op, rtype, name):
+            return True
+        if audited:
+            audit.info(
+                "denied %s from %s: %s on %s %r (api key %d)",
+                request.principal,
+                request.host,
+                op.name,
+                rtype.name,
+                name,
+                request.api_key,
+            )
+        return False
+
+    def allowed_cluster(self, request: Request, op: Operation) -> bool:
+        return self.allowed(request, op, ResourceType.CLUSTER, CLUSTER_NAME)
 
     @property
     def host(self) -> str:
@@ -279,7 +318,7 @@ class Broker:
         try:
             while (frame := await self._read_frame(reader, conn)) is not None:
                 conn.enter(Phase.HANDLING, loop.time())
-                reply = await self._handle_frame(frame)
+                reply = await self._handle_frame(frame, conn)
                 del frame  # a request of up to max_frame_bytes must not outlive its handling
                 if reply:
                     conn.enter(Phase.WRITING, loop.time())
@@ -341,7 +380,7 @@ class Broker:
                 log.debug("closing connection from %s: %s", conn.address, why)
                 conn.abort()
 
-    def _decode(self, frame: bytes) -> Request:
+    def _decode(self, frame: bytes, conn: Connection) -> Request:
         api_key, version, correlation_id = REQUEST_PREFIX.unpack_from(frame, 0)
         api = self.apis.get(api_key)
         if api is None:
@@ -355,7 +394,15 @@ class Broker:
                 raise BadFrameError(f"undecodable Produce v{version}: {exc}") from exc
             resp_cls = _schemas(api_key, version)[1]
             return Request(
-                api_key, version, correlation_id, produce.client_id, produce, version >= 9, resp_cls
+                api_key,
+                version,
+                correlation_id,
+                produce.client_id,
+                produce,
+                version >= 9,
+                resp_cls,
+                conn.principal,
+                conn.address,
             )
         try:
             req_cls, resp_cls, read_header, read_body = _schemas(api_key, version)
@@ -371,15 +418,17 @@ class Broker:
             body=body,
             flexible=bool(getattr(req_cls, "__flexible__", False)),
             response_cls=resp_cls,
+            principal=conn.principal,
+            host=conn.address,
         )
 
-    async def _handle_frame(self, frame: bytes) -> list[bytes | memoryview] | None:
+    async def _handle_frame(self, frame: bytes, conn: Connection) -> list[bytes | memoryview] | None:
         api_key, version, correlation_id = REQUEST_PREFIX.unpack_from(frame, 0)
         if api_key == API_VERSIONS_KEY and not self._serves(api_key, version):
             from logtrove.broker.apis import unsupported_api_versions
 
             return self._frame(unsupported_api_versions(self), correlation_id, False, api_key)
-        request = self._decode(frame)
+        request = self._decode(frame, conn)
         api = self.apis[request.api_key]
         reply = await api.handler(self, request)
         if reply is None:

@@ -185,6 +185,28 @@ def serve(
             "fsyncs are grouped off the event loop). Default: fsync within flush.ms (1 s).",
         ),
     ] = False,
+    authorizer: Annotated[
+        bool,
+        typer.Option(
+            "--authorizer/--no-authorizer",
+            help="Enforce the ACLs (DATA_DIR/acls.json; manage them with `logtrove acls` or any Kafka "
+            "admin client). A resource no ACL covers is closed unless --allow-everyone-if-no-acl-found.",
+        ),
+    ] = False,
+    super_user: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--super-user",
+            help="A principal allowed everything (Kafka's super.users), e.g. User:admin. Repeatable.",
+        ),
+    ] = None,
+    allow_everyone_if_no_acl_found: Annotated[
+        bool,
+        typer.Option(
+            "--allow-everyone-if-no-acl-found",
+            help="With --authorizer: a resource that no ACL covers is open to everyone.",
+        ),
+    ] = False,
     http_max_body_mb: Annotated[int, body_limit_option()] = DEFAULT_MAX_BODY_BYTES >> 20,
     follow: Annotated[
         str | None,
@@ -242,6 +264,9 @@ def serve(
         cleaner_map_bytes=cleaner_map_mb << 20,
         max_partitions=max_partitions,
         durable_acks=durable_acks,
+        authorizer=authorizer,
+        super_users=tuple(_principals(super_user or [])),
+        allow_if_no_acl=allow_everyone_if_no_acl_found,
     )
     mirror_config = None
     if follow is not None:
@@ -268,3 +293,14 @@ def serve(
     finally:
         for server in http_servers:
             server.stop()
+
+
+def _principals(raw: list[str]) -> list[str]:
+    """``--super-user`` values, checked (``Type:name``); a wrong one ends with exit code 2."""
+    from logtrove.acl import AclError
+    from logtrove.acl.model import check_principal
+
+    try:
+        return [check_principal(p) for p in raw]
+    except AclError as exc:
+        fail(f"--super-user: {exc}", 2)
