@@ -60,7 +60,7 @@ from logtrove.records import (
 from logtrove.records.batch import MAX_OFFSET
 from logtrove.records.compression import decompressed_limit
 from logtrove.records.errors import OffsetOverflowError
-from logtrove.records.walk import check_records, check_replicated_records
+from logtrove.records.walk import Keyless, check_records, check_replicated_records
 from logtrove.storage.checkpoint import fsync_dir
 from logtrove.storage.config import TopicConfig
 from logtrove.storage.errors import (
@@ -441,23 +441,25 @@ class PartitionLog:
 
         Compacted topics keep the latest record per key: a keyless record has no place
         in them and the batch is refused (Kafka's INVALID_RECORD), every keyless record
-        named in ``record_errors`` as Kafka's LogValidator does. The walk reports only
-        the first keyless record; the others are found by decoding the refused batch
-        (the error path, never the append path)."""
+        named in ``record_errors`` as Kafka's LogValidator does, up to the walk's
+        :data:`~logtrove.records.walk.MAX_KEYLESS_REPORTED` (the message gives the
+        whole count)."""
         view = memoryview(data)
         limit = decompressed_limit(self.config.max_message_bytes)
         for pos, header in batches:
-            batch = view[pos : pos + header.size]
-            keyless = check_records(batch, header, limit)
-            if keyless is not None and self.config.compact:
-                why = f"Compacted topic cannot accept message without key in topic partition {self.tp}."
-                indexes = [i for i, r in enumerate(iter_records(batch, 0, header, limit)) if r.key is None]
-                raise InvalidRecordError(
-                    f"{self.tp.topic} is a compacted topic (cleanup.policy={self.config.cleanup_policy}): "
-                    f"every record needs a key; {len(indexes)} of the batch's {header.record_count} "
-                    f"have none (the first at batch offset +{keyless})",
-                    tuple((i, why) for i in indexes),
-                )
+            keyless = check_records(view[pos : pos + header.size], header, limit)
+            if keyless.total and self.config.compact:
+                raise self._keyless_refused(keyless, header.record_count)
+
+    def _keyless_refused(self, keyless: Keyless, records: int) -> InvalidRecordError:
+        why = f"Compacted topic cannot accept message without key in topic partition {self.tp}."
+        named = "" if len(keyless.indexes) == keyless.total else f", the first {len(keyless.indexes)} named"
+        return InvalidRecordError(
+            f"{self.tp.topic} is a compacted topic (cleanup.policy={self.config.cleanup_policy}): "
+            f"every record needs a key; {keyless.total} of the batch's {records} have none "
+            f"(the first at batch offset +{keyless.indexes[0]}{named})",
+            tuple((i, why) for i in keyless.indexes),
+        )
 
     def _maybe_roll(self, header: BatchHeader) -> None:
         seg = self.active
