@@ -64,6 +64,7 @@ _TABLE: dict[int, tuple[Handler, int, int]] = {
     21: (offsets.handle_delete_records, 0, 2),
     22: (produce.handle_init_producer_id, 0, 5),
     32: (configs.handle_describe_configs, 1, 4),
+    33: (configs.handle_alter_configs, 0, 2),
     35: (cluster.handle_describe_log_dirs, 1, 4),
     37: (topics.handle_create_partitions, 0, 3),
     42: (groups_api.handle_delete_groups, 0, 2),
