@@ -13,7 +13,17 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map, schema_name_map
 
-from logtrove.broker import acls_api, cluster, configs, fetch, groups_api, offsets, produce, topics
+from logtrove.broker import (
+    acls_api,
+    cluster,
+    configs,
+    consumer_groups_api,
+    fetch,
+    groups_api,
+    offsets,
+    produce,
+    topics,
+)
 
 if TYPE_CHECKING:
     from logtrove.broker.server import Api, Broker, Handler, Reply, Request
@@ -78,6 +88,8 @@ _TABLE: dict[int, tuple[Handler, int, int]] = {
     47: (groups_api.handle_offset_delete, 0, 0),
     60: (cluster.handle_describe_cluster, 0, 2),
     61: (cluster.handle_describe_producers, 0, 0),
+    68: (consumer_groups_api.handle_consumer_group_heartbeat, 0, 1),
+    69: (consumer_groups_api.handle_consumer_group_describe, 0, 1),
 }
 
 

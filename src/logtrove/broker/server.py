@@ -58,7 +58,7 @@ from logtrove.broker.protocol import (
     encode,
     response_header,
 )
-from logtrove.groups import GroupCoordinator, OffsetStore
+from logtrove.groups import ConsumerGroups, GroupCoordinator, OffsetStore
 from logtrove.storage import DEFAULT_MAX_TOTAL_PARTITIONS, Storage, pending
 from logtrove.storage.cleaner import Cleaner
 from logtrove.storage.cleaner.scheduler import DEFAULT_MAP_BUDGET
@@ -86,6 +86,8 @@ class BrokerConfig:
     default_partitions: int = 1
     max_frame_bytes: int = DEFAULT_MAX_FRAME
     initial_rebalance_delay_ms: int = 3000
+    consumer_session_timeout_ms: int = 45_000  # [group.consumer.session.timeout.ms]
+    consumer_heartbeat_interval_ms: int = 5000  # [group.consumer.heartbeat.interval.ms]
     maintenance_interval_ms: int = 1000
     offsets_partitions: int = 1
     indexer: bool = True  # a child process writes the key, tag and skip indexes
@@ -173,6 +175,13 @@ class Broker:
         self.groups = GroupCoordinator(
             self.offsets, initial_rebalance_delay_ms=config.initial_rebalance_delay_ms
         )
+        self.consumer_groups = ConsumerGroups(
+            self.offsets,
+            storage.path,
+            lambda: {t.name: t.partitions for t in storage.topics()},
+            session_timeout_ms=config.consumer_session_timeout_ms,
+        )
+        self._consumer_groups_task: asyncio.Task[None] | None = None
         self._appended: asyncio.Future[None] | None = None
         self._server: asyncio.Server | None = None
         self._connections: dict[asyncio.Task[None], Connection] = {}
@@ -271,6 +280,7 @@ class Broker:
                     "sustained produce; install gcc and libxxhash-dev and reinstall logtrove to compile it"
                 )
         self.groups.start()
+        self._consumer_groups_task = asyncio.create_task(self.consumer_groups.run(), name="consumer-groups")
 
     async def stop(self) -> None:
         """Stop accepting, close connections, stop maintenance, close storage."""
@@ -286,6 +296,11 @@ class Broker:
             await asyncio.wait(list(self._connections), timeout=5)
         self.group_commit.close()
         await self.groups.stop()
+        if self._consumer_groups_task is not None:
+            self._consumer_groups_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._consumer_groups_task
+        self.consumer_groups.close()
         if self.indexer is not None:
             self.indexer.stop()
         if self.cleaner is not None:

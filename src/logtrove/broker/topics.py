@@ -101,12 +101,18 @@ async def handle_metadata(broker: Broker, request: Request) -> Reply:
             if broker.allowed(request, Operation.DESCRIBE, Resource.TOPIC, info.name, audited=False)
         ]
     else:
+        by_id: dict[Any, TopicInfo] | None = None
         for wanted in body.topics:
             name = wanted.name
-            if name is None:
-                topics.append(
-                    _unknown(name, getattr(wanted, "topic_id", ZERO_UUID), ErrorCode.unknown_topic_id)
-                )
+            if name is None:  # v10+: by topic ID (how KIP-848 consumers resolve assignments)
+                if by_id is None:
+                    by_id = {info.topic_id: info for info in storage.topics()}
+                topic_id = getattr(wanted, "topic_id", ZERO_UUID)
+                found = by_id.get(topic_id)
+                if found is None:
+                    topics.append(_unknown(None, topic_id, ErrorCode.unknown_topic_id))
+                else:
+                    topics.append(_topic(broker, found, ops))
                 continue
             if not broker.allowed(request, Operation.DESCRIBE, Resource.TOPIC, name):
                 topics.append(_unknown(name, ZERO_UUID, ErrorCode.topic_authorization_failed))

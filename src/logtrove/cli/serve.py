@@ -79,6 +79,22 @@ def serve(
             help="Wait for more members before a new group's first rebalance.",
         ),
     ] = 3000,
+    consumer_session_timeout_ms: Annotated[
+        int,
+        typer.Option(
+            "--consumer-session-timeout-ms",
+            min=1000,
+            help="Consumer-protocol (KIP-848) members silent this long are removed.",
+        ),
+    ] = 45_000,
+    consumer_heartbeat_interval_ms: Annotated[
+        int,
+        typer.Option(
+            "--consumer-heartbeat-interval-ms",
+            min=100,
+            help="How often consumer-protocol (KIP-848) members are told to heartbeat.",
+        ),
+    ] = 5000,
     max_frame_bytes: Annotated[
         int, typer.Option("--max-frame-bytes", min=1024, help="Largest request accepted.")
     ] = 100 * 1024 * 1024,
@@ -257,6 +273,8 @@ def serve(
         fetch_max_bytes=fetch_max_bytes,
         fetch_memory_bytes=fetch_memory_mb << 20,
         initial_rebalance_delay_ms=initial_rebalance_delay_ms,
+        consumer_session_timeout_ms=consumer_session_timeout_ms,
+        consumer_heartbeat_interval_ms=consumer_heartbeat_interval_ms,
         indexer=indexer,
         indexer_flush_ms=max(1, round(indexer_flush_s * 1000)),
         cleaner=cleaner,
