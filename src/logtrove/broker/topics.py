@@ -111,8 +111,10 @@ async def handle_metadata(broker: Broker, request: Request) -> Reply:
                 found = by_id.get(topic_id)
                 if found is None:
                     topics.append(_unknown(None, topic_id, ErrorCode.unknown_topic_id))
+                elif not broker.allowed(request, Operation.DESCRIBE, Resource.TOPIC, found.name):
+                    topics.append(_unknown(None, topic_id, ErrorCode.topic_authorization_failed))
                 else:
-                    topics.append(_topic(broker, found, ops))
+                    topics.append(_topic(broker, request, found, ops))
                 continue
             if not broker.allowed(request, Operation.DESCRIBE, Resource.TOPIC, name):
                 topics.append(_unknown(name, ZERO_UUID, ErrorCode.topic_authorization_failed))
