@@ -28,7 +28,7 @@ NO_TRANSACTIONS = (
 )
 
 
-def _coordinator(broker: Broker, key: str, key_type: int) -> dict[str, Any]:
+def _coordinator(broker: Broker, request: Request, key: str, key_type: int) -> dict[str, Any]:
     """The coordinator of one key. Transactions are not served yet, and the error says so
     at once in a way clients treat as fatal: librdkafka (``rd_kafka_txn_handle_FindCoordinator``)
     and kafka-python (``FindCoordinatorHandler``) fail ``init_transactions()`` on
@@ -36,7 +36,8 @@ def _coordinator(broker: Broker, key: str, key_type: int) -> dict[str, Any]:
     retry until their timeout. The transactional APIs (AddPartitionsToTxn, EndTxn, ...)
     are not advertised in ApiVersions either."""
     if key_type == GROUP_KEY_TYPE:
-        return {"key": key, "node_id": broker.node_id, "host": broker.host, "port": broker.port}
+        host, port = broker.endpoint(request.session.listener)
+        return {"key": key, "node_id": broker.node_id, "host": host, "port": port}
     if key_type == TRANSACTION_KEY_TYPE:
         code, message = ErrorCode.transactional_id_authorization_failed, NO_TRANSACTIONS
     else:
@@ -48,8 +49,8 @@ async def handle_find_coordinator(broker: Broker, request: Request) -> Reply:
     body = request.body
     key_type = getattr(body, "key_type", GROUP_KEY_TYPE)
     if request.version >= 4:
-        return {"coordinators": [_coordinator(broker, k, key_type) for k in body.coordinator_keys]}
-    return _coordinator(broker, body.key, key_type)
+        return {"coordinators": [_coordinator(broker, request, k, key_type) for k in body.coordinator_keys]}
+    return _coordinator(broker, request, body.key, key_type)
 
 
 async def handle_join_group(broker: Broker, request: Request) -> Reply:
