@@ -418,3 +418,33 @@ def test_scram_credentials_are_described_and_altered_over_the_protocol(secured: 
         fut.result(10)
     with pytest.raises(Exception, match=r"RESOURCE_NOT_FOUND|does not exist"):
         admin.describe_user_scram_credentials(["dave"])["dave"].result(10)
+
+
+def test_a_sasl_connection_not_authenticated_in_time_is_closed_and_advertised_endpoints_apply(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    added = logtrove("users", "add", "alice", "--data", str(data), "--password-stdin", stdin=PASSWORD + "\n")
+    assert added.returncode == 0, added.stderr
+    sasl_port = free_port()
+    extra = [
+        *("--listen", f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}", "--sasl-auth-timeout-ms", "500"),
+        *("--advertise", "SASL_PLAINTEXT://adv.example:1234"),
+    ]
+    with BrokerProcess(data, free_port(), *extra) as broker:
+        with WireClient(sasl_port) as client:  # busy with ApiVersions, never authenticating
+            started = time.monotonic()
+            with pytest.raises(ConnectionError):
+                while time.monotonic() - started < 10:
+                    client.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+                    time.sleep(0.1)
+            assert time.monotonic() - started < 5
+        with WireClient(sasl_port) as client:
+            assert _sasl_handshake(client, "PLAIN").error_code == 0
+            assert client.request(36, 2, {"auth_bytes": b"\0alice\0" + PASSWORD.encode()}).error_code == 0
+            time.sleep(1.5)  # past the deadline: an authenticated connection stays
+            meta = client.request(3, 9, {"topics": None, "allow_auto_topic_creation": False})
+            assert (meta.brokers[0].host, meta.brokers[0].port) == ("adv.example", 1234)
+        with WireClient(broker.port) as client:
+            meta = client.request(3, 9, {"topics": None, "allow_auto_topic_creation": False})
+            assert (meta.brokers[0].host, meta.brokers[0].port) == ("127.0.0.1", broker.port)
