@@ -124,7 +124,14 @@ class PlainExchange:
             )
         # PBKDF2 takes milliseconds: off the event loop, which serves every connection
         loop = asyncio.get_running_loop()
-        if not await loop.run_in_executor(None, self.store.check_password, user, password):
+        try:
+            matches = await loop.run_in_executor(None, self.store.check_password, user, password)
+        except CredentialError as exc:
+            log.error("cannot check a password: %s", exc)
+            raise SaslAuthenticationError(
+                "Authentication failed: the broker cannot read its credentials"
+            ) from None
+        if not matches:
             raise SaslAuthenticationError("Authentication failed: Invalid username or password")
         self.done, self.user = True, user
         return b""
@@ -225,7 +232,6 @@ async def authenticate_step(broker: Broker, session: Session, token: bytes) -> b
         session.principal = f"User:{session.exchange.user}"
         session.state = SaslState.AUTHENTICATED
         session.exchange = None
-        log.debug("authenticated %s on %s with %s", session.principal, session.listener, session.mechanism)
     return reply
 
 
