@@ -53,11 +53,12 @@ async def handle_describe_cluster(broker: Broker, request: Request) -> Reply:
             "controller_id": -1,
             "brokers": [],
         }
+    host, port = broker.endpoint(request.session.listener)
     return {
         "error_code": ErrorCode.none,
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
-        "brokers": [{"broker_id": broker.node_id, "host": broker.host, "port": broker.port, "rack": None}],
+        "brokers": [{"broker_id": broker.node_id, "host": host, "port": port, "rack": None}],
         "cluster_authorized_operations": authorized_operations(
             broker, request, Resource.CLUSTER, asked=body.include_cluster_authorized_operations
         ),

@@ -29,7 +29,7 @@ NO_TRANSACTIONS = (
 )
 
 
-def _coordinator(broker: Broker, key: str, key_type: int) -> dict[str, Any]:
+def _coordinator(broker: Broker, request: Request, key: str, key_type: int) -> dict[str, Any]:
     """The coordinator of one key. Transactions are not served yet, and the error says so
     at once in a way clients treat as fatal: librdkafka (``rd_kafka_txn_handle_FindCoordinator``)
     and kafka-python (``FindCoordinatorHandler``) fail ``init_transactions()`` on
@@ -37,7 +37,8 @@ def _coordinator(broker: Broker, key: str, key_type: int) -> dict[str, Any]:
     retry until their timeout. The transactional APIs (AddPartitionsToTxn, EndTxn, ...)
     are not advertised in ApiVersions either."""
     if key_type == GROUP_KEY_TYPE:
-        return {"key": key, "node_id": broker.node_id, "host": broker.host, "port": broker.port}
+        host, port = broker.endpoint(request.session.listener)
+        return {"key": key, "node_id": broker.node_id, "host": host, "port": port}
     if key_type == TRANSACTION_KEY_TYPE:
         code, message = ErrorCode.transactional_id_authorization_failed, NO_TRANSACTIONS
     else:
@@ -52,7 +53,7 @@ async def handle_find_coordinator(broker: Broker, request: Request) -> Reply:
     def answer(key: str) -> dict[str, Any]:
         if key_type == GROUP_KEY_TYPE and _denied(broker, request, key, Operation.DESCRIBE):
             return {"key": key, "error_code": _GROUP_DENIED, "node_id": -1, "host": "", "port": -1}
-        return _coordinator(broker, key, key_type)
+        return _coordinator(broker, request, key, key_type)
 
     if request.version >= 4:
         return {"coordinators": [answer(k) for k in body.coordinator_keys]}

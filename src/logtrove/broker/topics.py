@@ -132,8 +132,9 @@ async def handle_metadata(broker: Broker, request: Request) -> Reply:
                 topics.append(_unknown(name, ZERO_UUID, error_code(exc)))
             except OSError:
                 topics.append(_unknown(name, ZERO_UUID, ErrorCode.kafka_storage_error))
+    host, port = broker.endpoint(request.session.listener)
     return {
-        "brokers": [{"node_id": broker.node_id, "host": broker.host, "port": broker.port, "rack": None}],
+        "brokers": [{"node_id": broker.node_id, "host": host, "port": port, "rack": None}],
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "topics": topics,
