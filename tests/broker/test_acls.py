@@ -188,3 +188,60 @@ def test_a_damaged_acl_file_keeps_the_broker_serving_closed(tmp_path: Path) -> N
     assert (data / "acls.json").read_text() == "{ not json"
     with BrokerProcess(data, free_port(), "--authorizer", "--super-user", ANON) as proc:
         assert _produce(proc, "t") is None  # super users still pass
+
+
+def test_sasl_users_are_the_principals_the_acls_name(tmp_path: Path) -> None:
+    """Two SCRAM users on a SASL_PLAINTEXT listener: alice may write and read ``ledger``
+    (group ``g``), bob may do nothing; bob's produce is refused, stores nothing, and bob
+    does not even see the topic."""
+    data = tmp_path / "data"
+    with Storage.open(data) as storage:
+        storage.create_topic("ledger", 1)
+    for user in ("alice", "bob"):
+        added = cli_in(
+            tmp_path, "users", "add", user, "--data", str(data), "--password-stdin", input_=f"{user}-pw\n"
+        )
+        assert added.returncode == 0, added.stderr
+    for args in (("-o", "WRITE", "-o", "READ", "--topic", "ledger"), ("-o", "READ", "--group", "g")):
+        done = cli_in(tmp_path, "acls", "add", "--data", str(data), "-p", "User:alice", *args)
+        assert done.returncode == 0, done.stderr
+    port = free_port()
+    with BrokerProcess(
+        data, free_port(), "--listen", f"SASL_PLAINTEXT://127.0.0.1:{port}", "--authorizer"
+    ) as proc:
+
+        def conf(user: str) -> dict[str, str]:
+            return {
+                "bootstrap.servers": f"127.0.0.1:{port}",
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-256",
+                "sasl.username": user,
+                "sasl.password": f"{user}-pw",
+            }
+
+        def produce(user: str) -> KafkaError | None:
+            errors: list[KafkaError | None] = []
+            producer = Producer({**conf(user), "message.timeout.ms": 5000})
+            producer.produce("ledger", b"entry", on_delivery=lambda err, _msg: errors.append(err))
+            producer.flush(10)
+            return errors[0]
+
+        assert produce("alice") is None
+        refused = produce("bob")
+        assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        assert "ledger" not in AdminClient(conf("bob")).list_topics(timeout=10).topics
+        assert "ledger" in AdminClient(conf("alice")).list_topics(timeout=10).topics
+        consumer = Consumer({**conf("alice"), "group.id": "g", "auto.offset.reset": "earliest"})
+        consumer.subscribe(["ledger"])
+        try:
+            deadline, got = time.monotonic() + 15, None
+            while got is None and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                got = msg.value() if msg is not None and msg.error() is None else None
+        finally:
+            consumer.close()
+        assert got == b"entry"
+        proc.stop()
+        assert "denied User:bob from 127.0.0.1: DESCRIBE on TOPIC 'ledger'" in proc.log.read_text()
+    with Storage.open(data, read_only=True) as storage:
+        assert storage.log("ledger", 0).log_end_offset == 1
