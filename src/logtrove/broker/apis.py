@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map, schema_name_map
 
-from logtrove.broker import cluster, configs, fetch, groups_api, offsets, produce, topics
+from logtrove.broker import cluster, configs, fetch, groups_api, offsets, produce, topics, txn_api
 
 if TYPE_CHECKING:
     from logtrove.broker.server import Api, Broker, Handler, Reply, Request
@@ -63,6 +63,10 @@ _TABLE: dict[int, tuple[Handler, int, int]] = {
     20: (topics.handle_delete_topics, 1, 6),
     21: (offsets.handle_delete_records, 0, 2),
     22: (produce.handle_init_producer_id, 0, 5),
+    24: (txn_api.handle_add_partitions_to_txn, 0, 4),
+    25: (txn_api.handle_add_offsets_to_txn, 0, 4),
+    26: (txn_api.handle_end_txn, 0, 4),
+    28: (txn_api.handle_txn_offset_commit, 0, 4),
     32: (configs.handle_describe_configs, 1, 4),
     33: (configs.handle_alter_configs, 0, 2),
     35: (cluster.handle_describe_log_dirs, 1, 4),
@@ -75,6 +79,8 @@ _TABLE: dict[int, tuple[Handler, int, int]] = {
     47: (groups_api.handle_offset_delete, 0, 0),
     60: (cluster.handle_describe_cluster, 0, 2),
     61: (cluster.handle_describe_producers, 0, 0),
+    65: (txn_api.handle_describe_transactions, 0, 0),
+    66: (txn_api.handle_list_transactions, 0, 1),
 }
 
 

@@ -185,6 +185,15 @@ def serve(
             "fsyncs are grouped off the event loop). Default: fsync within flush.ms (1 s).",
         ),
     ] = False,
+    transaction_max_timeout_ms: Annotated[
+        int,
+        typer.Option(
+            "--transaction-max-timeout-ms",
+            min=1,
+            help="Longest transaction timeout a transactional producer may ask for "
+            "(Kafka's transaction.max.timeout.ms); a transaction open longer than its own timeout is aborted.",
+        ),
+    ] = 900_000,
     http_max_body_mb: Annotated[int, body_limit_option()] = DEFAULT_MAX_BODY_BYTES >> 20,
     follow: Annotated[
         str | None,
@@ -242,6 +251,7 @@ def serve(
         cleaner_map_bytes=cleaner_map_mb << 20,
         max_partitions=max_partitions,
         durable_acks=durable_acks,
+        transaction_max_timeout_ms=transaction_max_timeout_ms,
     )
     mirror_config = None
     if follow is not None:
