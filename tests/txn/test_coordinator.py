@@ -247,3 +247,22 @@ def test_a_state_file_that_is_not_ours_stops_the_start(tmp_path: Path) -> None:
     (tmp_path / "transactions.json").write_text("[1, 2")
     with pytest.raises(StateFileError):
         TxnStateFile(tmp_path).read()
+
+
+def test_idle_transactional_ids_expire(storage: Storage) -> None:
+    clock = FakeClock(1_000)
+    offsets = OffsetStore(storage)
+    offsets.load()
+    coord = TransactionCoordinator(
+        storage, offsets, TxnIndexes(), _Ids(), clock=clock, id_expiration_ms=10_000
+    )
+    _, pid, epoch = coord.init_producer_id("idle", 5_000)
+    _, busy_pid, busy_epoch = coord.init_producer_id("busy", 5_000)
+    clock.advance(9_000)
+    coord.add_partitions("busy", busy_pid, busy_epoch, [(TOPIC, 0)])
+    coord.end_txn("busy", busy_pid, busy_epoch, True)
+    clock.advance(2_000)
+    coord.abort_expired()
+    assert coord.get("idle") is None and coord.get("busy") is not None
+    assert coord.check_produce(pid, epoch, TOPIC, 0) == ErrorCode.invalid_txn_state
+    assert [t.transactional_id for t in coord.file.read()] == ["busy"]

@@ -35,6 +35,8 @@ def _fenced(code: ErrorCode, version: int, since: int = FENCED_SINCE) -> ErrorCo
 def init_transactional_producer(broker: Broker, request: Request) -> Reply:
     """InitProducerId for a transactional ID (see produce.handle_init_producer_id)."""
     body = request.body
+    if not body.transactional_id:  # Kafka: an empty transactional ID is INVALID_REQUEST
+        return {"error_code": ErrorCode.invalid_request, "producer_id": -1, "producer_epoch": -1}
     code, pid, epoch = broker.txn.init_producer_id(
         body.transactional_id,
         ms(body.transaction_timeout),

@@ -35,6 +35,7 @@ from logtrove.txn.state import TransactionMetadata, TxnState, TxnStateFile
 log = logging.getLogger("logtrove.txn")
 
 DEFAULT_MAX_TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms
+DEFAULT_ID_EXPIRATION_MS = 7 * 24 * 3600 * 1000  # Kafka's transactional.id.expiration.ms
 MAX_EPOCH = 32767  # an epoch is an int16; the last one is never handed out
 COORDINATOR_EPOCH = 0  # one coordinator that never moves: its epoch never changes
 
@@ -52,6 +53,7 @@ class TransactionCoordinator:
         clock: Clock,
         notify: Callable[[], None] = lambda: None,
         max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS,
+        id_expiration_ms: int = DEFAULT_ID_EXPIRATION_MS,
     ) -> None:
         self.storage = storage
         self.offsets = offsets
@@ -60,6 +62,7 @@ class TransactionCoordinator:
         self.clock = clock
         self.notify = notify
         self.max_timeout_ms = max_timeout_ms
+        self.id_expiration_ms = id_expiration_ms
         self.file = TxnStateFile(storage.path)
         self._txns: dict[str, TransactionMetadata] = {}
         self._by_producer: dict[int, TransactionMetadata] = {}
@@ -202,10 +205,23 @@ class TransactionCoordinator:
 
     def abort_expired(self) -> list[str]:
         """Abort the transactions open longer than their timeout (fencing their producers),
-        and retry the markers of decided ones whose markers could not be written. Returns
-        the transactional IDs aborted."""
+        retry the markers of decided ones whose markers could not be written, and forget
+        the transactional IDs idle (no transaction open) for ``id_expiration_ms``, as
+        Kafka's ``transactional.id.expiration.ms`` does (the state must not grow without
+        bound). Returns the transactional IDs aborted."""
         now = self.clock.now_ms()
         aborted = []
+        idle = [
+            t
+            for t in self._txns.values()
+            if t.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+            and now - t.last_update_ms > self.id_expiration_ms
+        ]
+        for txn in idle:
+            del self._txns[txn.transactional_id]
+            self._by_producer.pop(txn.producer_id, None)
+        if idle:
+            self._save()
         for txn in list(self._txns.values()):
             if txn.state is TxnState.ONGOING and now - txn.start_ms > txn.timeout_ms:
                 log.info(
