@@ -3,8 +3,7 @@ OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups, OffsetDelet
 
 Thin adapters between the kio request bodies of every version and
 :class:`logtrove.groups.GroupCoordinator`, which holds the semantics. This broker is
-the coordinator of every group; it refuses transactional IDs (transactions are not served
-yet).
+the coordinator of every group and of every transactional ID.
 """
 
 from __future__ import annotations
@@ -23,27 +22,23 @@ if TYPE_CHECKING:
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
-NO_TRANSACTIONS = (
-    "transactions are not supported by this broker (logtrove) yet: "
-    "produce without transactional.id (idempotence works)"
-)
 
 
 def _coordinator(broker: Broker, request: Request, key: str, key_type: int) -> dict[str, Any]:
-    """The coordinator of one key. Transactions are not served yet, and the error says so
-    at once in a way clients treat as fatal: librdkafka (``rd_kafka_txn_handle_FindCoordinator``)
-    and kafka-python (``FindCoordinatorHandler``) fail ``init_transactions()`` on
-    TRANSACTIONAL_ID_AUTHORIZATION_FAILED, where COORDINATOR_NOT_AVAILABLE would have them
-    retry until their timeout. The transactional APIs (AddPartitionsToTxn, EndTxn, ...)
-    are not advertised in ApiVersions either."""
-    if key_type == GROUP_KEY_TYPE:
+    """The coordinator of one key: this broker (at the endpoint of the listener the client
+    came through) for groups and transactional IDs; an unknown key type is INVALID_REQUEST."""
+    if key_type in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
         host, port = broker.endpoint(request.session.listener)
         return {"key": key, "node_id": broker.node_id, "host": host, "port": port}
-    if key_type == TRANSACTION_KEY_TYPE:
-        code, message = ErrorCode.transactional_id_authorization_failed, NO_TRANSACTIONS
-    else:
-        code, message = ErrorCode.invalid_request, f"unknown coordinator key type {key_type}"
-    return {"key": key, "error_code": code, "error_message": message, "node_id": -1, "host": "", "port": -1}
+    message = f"unknown coordinator key type {key_type}"
+    return {
+        "key": key,
+        "error_code": ErrorCode.invalid_request,
+        "error_message": message,
+        "node_id": -1,
+        "host": "",
+        "port": -1,
+    }
 
 
 async def handle_find_coordinator(broker: Broker, request: Request) -> Reply:
@@ -53,6 +48,11 @@ async def handle_find_coordinator(broker: Broker, request: Request) -> Reply:
     def answer(key: str) -> dict[str, Any]:
         if key_type == GROUP_KEY_TYPE and _denied(broker, request, key, Operation.DESCRIBE):
             return {"key": key, "error_code": _GROUP_DENIED, "node_id": -1, "host": "", "port": -1}
+        if key_type == TRANSACTION_KEY_TYPE and not broker.allowed(
+            request, Operation.DESCRIBE, Resource.TRANSACTIONAL_ID, key
+        ):
+            code = ErrorCode.transactional_id_authorization_failed
+            return {"key": key, "error_code": code, "node_id": -1, "host": "", "port": -1}
         return _coordinator(broker, request, key, key_type)
 
     if request.version >= 4:
@@ -193,9 +193,13 @@ async def handle_offset_commit(broker: Broker, request: Request) -> Reply:
     }
 
 
-def _fetch_group(broker: Broker, request: Request, group_id: str, topics: Any) -> list[dict[str, Any]]:
+def _fetch_group(
+    broker: Broker, request: Request, group_id: str, topics: Any, require_stable: bool = False
+) -> list[dict[str, Any]]:
     """Committed offsets of a group; a topic the principal may not describe is left out of
-    an all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named (Kafka's rules)."""
+    an all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named (Kafka's rules).
+    With ``require_stable`` (v7+, read_committed consumers) a partition whose offset an open
+    transaction holds is UNSTABLE_OFFSET_COMMIT (retriable)."""
     if topics is None:
         wanted: dict[str, list[int]] = {}
         for t, p in sorted(broker.groups.offsets.for_group(group_id)):
@@ -222,6 +226,15 @@ def _fetch_group(broker: Broker, request: Request, group_id: str, topics: Any) -
             continue
         for p in partitions:
             c = broker.groups.committed(group_id, name, p)
+            if require_stable and broker.txn.has_pending_offsets(group_id, name, p):
+                rows.append(
+                    {
+                        "partition_index": p,
+                        "committed_offset": -1,
+                        "error_code": ErrorCode.unstable_offset_commit,
+                    }
+                )
+                continue
             rows.append(
                 {
                     "partition_index": p,
@@ -236,18 +249,22 @@ def _fetch_group(broker: Broker, request: Request, group_id: str, topics: Any) -
 
 async def handle_offset_fetch(broker: Broker, request: Request) -> Reply:
     body = request.body
+    stable = bool(getattr(body, "require_stable", False))
     if request.version >= 8:
         return {
             "groups": [
                 {"group_id": g.group_id, "error_code": _GROUP_DENIED, "topics": []}
                 if _denied(broker, request, g.group_id, Operation.DESCRIBE)
-                else {"group_id": g.group_id, "topics": _fetch_group(broker, request, g.group_id, g.topics)}
+                else {
+                    "group_id": g.group_id,
+                    "topics": _fetch_group(broker, request, g.group_id, g.topics, stable),
+                }
                 for g in body.groups
             ]
         }
     if _denied(broker, request, body.group_id, Operation.DESCRIBE):
         return {"error_code": _GROUP_DENIED, "topics": []}
-    return {"topics": _fetch_group(broker, request, body.group_id, body.topics)}
+    return {"topics": _fetch_group(broker, request, body.group_id, body.topics, stable)}
 
 
 async def handle_describe_groups(broker: Broker, request: Request) -> Reply:

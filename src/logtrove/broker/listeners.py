@@ -156,7 +156,6 @@ def server_context(tls: TlsSettings, protocol: SecurityProtocol = SecurityProtoc
     return context
 
 
-
 # RFC 4514 short names of the attributes Python's ssl reports by their long names
 _SHORT = {
     "commonName": "CN",

@@ -10,6 +10,10 @@ ListOffsets answers, per partition, by the requested timestamp:
         offset -1 and timestamp -1 when no record is that recent (Kafka's answer)
 ======  ==============================================================================
 
+With ``isolation_level=1`` (read_committed, v2+) nothing at or above the partition's last
+stable offset is answered: latest is the last stable offset, and a lookup that lands at
+or beyond it finds nothing (Kafka's ``fetchOffsetForTimestamp`` with the LSO as bound).
+
 DeleteRecords moves a partition's log start offset forward (``-1`` = to the high
 watermark) and deletes the segments wholly below it.
 """
@@ -30,21 +34,24 @@ if TYPE_CHECKING:
 EARLIEST = -2
 LATEST = -1
 MAX_TIMESTAMP = -3
+READ_COMMITTED = 1
 
 
-def _lookup(log: PartitionLog, timestamp: int) -> tuple[int, int]:
-    """(offset, timestamp) for one ListOffsets query."""
+def _lookup(log: PartitionLog, timestamp: int, stable: int | None) -> tuple[int, int]:
+    """(offset, timestamp) for one ListOffsets query; ``stable`` is the last stable offset
+    of a read_committed query."""
     if timestamp == EARLIEST:
         return log.log_start_offset, -1
     if timestamp == LATEST:
-        return log.log_end_offset, -1
+        return (log.log_end_offset if stable is None else stable), -1
     found = log.max_timestamp_offset() if timestamp == MAX_TIMESTAMP else log.offset_for_timestamp(timestamp)
-    if found is None:
+    if found is None or (stable is not None and found.offset >= stable):
         return -1, -1
     return found.offset, found.timestamp
 
 
 async def handle_list_offsets(broker: Broker, request: Request) -> Reply:
+    committed = getattr(request.body, "isolation_level", 0) == READ_COMMITTED
     topics = []
     for topic in request.body.topics:
         partitions = []
@@ -56,7 +63,11 @@ async def handle_list_offsets(broker: Broker, request: Request) -> Reply:
                 partitions.append(result)
                 continue
             try:
-                offset, timestamp = _lookup(broker.storage.log(topic.name, p.partition_index), p.timestamp)
+                log = broker.storage.log(topic.name, p.partition_index)
+                stable = (
+                    broker.txn.indexes.get(log).last_stable_offset(log.log_end_offset) if committed else None
+                )
+                offset, timestamp = _lookup(log, p.timestamp, stable)
                 result.update(offset=offset, timestamp=timestamp, leader_epoch=0)
             except StorageError as exc:
                 result["error_code"] = error_code(exc)

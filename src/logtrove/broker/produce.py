@@ -32,7 +32,9 @@ from kio.schema.errors import ErrorCode
 from logtrove.acl import Operation, ResourceType
 from logtrove.broker.produce_request import PartitionProduceResult, encode_produce_response
 from logtrove.broker.protocol import error_code
-from logtrove.records import HEADER_SIZE, RecordsError, read_header
+from logtrove.broker.txn_api import init_transactional_producer
+from logtrove.records import HEADER_SIZE, BatchHeader, RecordsError, read_header
+from logtrove.records.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
 from logtrove.storage import (
     AppendResult,
     InvalidRecordError,
@@ -142,11 +144,13 @@ class ProducerStates:
 async def handle_init_producer_id(broker: Broker, request: Request) -> Reply:
     body = request.body
     if body.transactional_id is not None:
-        return {
-            "error_code": ErrorCode.transactional_id_authorization_failed,
-            "producer_id": -1,
-            "producer_epoch": -1,
-        }
+        if not broker.allowed(request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+            return {
+                "error_code": ErrorCode.transactional_id_authorization_failed,
+                "producer_id": -1,
+                "producer_epoch": -1,
+            }
+        return init_transactional_producer(broker, request)
     if not _may_write_idempotently(broker, request):
         return {"error_code": ErrorCode.cluster_authorization_failed, "producer_id": -1, "producer_epoch": -1}
     states = broker.producers
@@ -183,6 +187,12 @@ def _append(
         log = broker.storage.log(topic, partition)
         header = read_header(records, 0) if len(records) >= HEADER_SIZE else None
         states = broker.producers if header is not None and header.producer_id >= 0 else None
+        txns = None
+        if header is not None and header.attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL):
+            refused = _check_transactional(broker, header, topic, partition)
+            if refused is not None:
+                return refused
+            txns = broker.txn.indexes.get(log)
         if states is not None and header is not None:
             verdict = states.check(
                 log, header.producer_id, header.producer_epoch, header.base_sequence, header.record_count
@@ -194,6 +204,8 @@ def _append(
             if verdict:
                 return PartitionProduceResult(partition, error_code=verdict)
         appended = log.append(records)
+        if txns is not None and header is not None:
+            txns.on_transactional_batch(header.producer_id, appended.base_offset)
         if states is not None and header is not None:
             states.record(
                 header.producer_id,
@@ -224,6 +236,24 @@ def _append(
         return PartitionProduceResult(
             partition, error_code=ErrorCode.kafka_storage_error, error_message=message
         )
+
+
+def _check_transactional(
+    broker: Broker, header: BatchHeader, topic: str, partition: int
+) -> PartitionProduceResult | None:
+    """The refusal of a transactional or control batch, or ``None`` to append it. Only the
+    coordinator writes control batches (markers); a transactional batch must come from
+    its producer's current epoch, in an open transaction the partition was added to."""
+    if header.is_control:
+        message = "clients may not write control batches (transaction markers)"
+        return PartitionProduceResult(partition, error_code=ErrorCode.invalid_record, error_message=message)
+    code = broker.txn.check_produce(header.producer_id, header.producer_epoch, topic, partition)
+    if code:
+        message = (
+            f"transactional batch of producer {header.producer_id} epoch {header.producer_epoch} refused"
+        )
+        return PartitionProduceResult(partition, error_code=code, error_message=message)
+    return None
 
 
 async def handle_produce(broker: Broker, request: Request) -> Reply:

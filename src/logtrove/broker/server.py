@@ -83,6 +83,7 @@ from logtrove.storage.cleaner import Cleaner
 from logtrove.storage.cleaner.scheduler import DEFAULT_MAP_BUDGET
 from logtrove.storage.files import FILE_POOL, raise_fd_limit
 from logtrove.storage.indexproc import IndexerProcess
+from logtrove.txn import DEFAULT_MAX_TIMEOUT_MS, TransactionCoordinator, TxnIndexes
 
 log = logging.getLogger("logtrove.broker")
 audit = logging.getLogger("logtrove.audit")  # one line per denied request
@@ -132,6 +133,7 @@ class BrokerConfig:
     listeners: tuple[Listener, ...] = ()
     tls: TlsSettings | None = None  # what SSL and SASL_SSL listeners serve with
     sasl_auth_timeout_ms: int = 10_000  # a SASL connection must be authenticated within this
+    transaction_max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS  # [transaction.max.timeout.ms]
 
 
 @dataclass(frozen=True)
@@ -233,6 +235,16 @@ class Broker:
         self._stop_maintenance = threading.Event()
         self._maintenance: threading.Thread | None = None
         self.producers = ProducerStates(storage.clock.now_ms())
+        self.txn = TransactionCoordinator(
+            storage,
+            self.offsets,
+            TxnIndexes(),
+            self.producers.new_producer_id,
+            clock=storage.clock,
+            notify=self.notify_append,
+            max_timeout_ms=config.transaction_max_timeout_ms,
+        )
+        self._txn_timeouts: asyncio.Task[None] | None = None
         self.group_commit = GroupCommit()
         self.cleaner: Cleaner | None = None
         self.indexer: IndexerProcess | None = None
@@ -312,6 +324,7 @@ class Broker:
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
         self.offsets.load()
+        self.txn.load()
         for listener in self.listeners:
             context = None
             if listener.protocol.tls:
@@ -331,6 +344,7 @@ class Broker:
             self.bound_ports[listener.name] = int(server.sockets[0].getsockname()[1])
         self.bound_port = self.bound_ports[self.listeners[0].name]
         self._watch = asyncio.create_task(self._watch_connections(), name="connection-watch")
+        self._txn_timeouts = asyncio.create_task(self._abort_expired_transactions(), name="txn-timeouts")
         self._maintenance = threading.Thread(target=self._maintenance_loop, name="maintenance", daemon=True)
         self._maintenance.start()
         if self.config.cleaner:
@@ -355,6 +369,8 @@ class Broker:
             server.close()
         if self._watch is not None:
             self._watch.cancel()
+        if self._txn_timeouts is not None:
+            self._txn_timeouts.cancel()
         for task in list(self._connections):
             task.cancel()
         if self._connections:
@@ -374,6 +390,16 @@ class Broker:
         if self._maintenance is not None:
             self._maintenance.join(timeout=30)
         self.storage.close()
+
+    async def _abort_expired_transactions(self) -> None:
+        """Abort the transactions past their timeout, every maintenance interval, on the
+        event loop (the markers are appends, which happen only on the loop)."""
+        while True:
+            await asyncio.sleep(self.config.maintenance_interval_ms / 1000)
+            try:
+                self.txn.abort_expired()
+            except Exception:  # the task must survive one bad round; the next retries
+                log.exception("aborting expired transactions failed")
 
     def _maintenance_loop(self) -> None:
         interval = self.config.maintenance_interval_ms / 1000

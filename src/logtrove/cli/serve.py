@@ -310,6 +310,15 @@ def serve(
             help="With --authorizer: a resource that no ACL covers is open to everyone.",
         ),
     ] = False,
+    transaction_max_timeout_ms: Annotated[
+        int,
+        typer.Option(
+            "--transaction-max-timeout-ms",
+            min=1,
+            help="Longest transaction timeout a transactional producer may ask for "
+            "(Kafka's transaction.max.timeout.ms); a transaction open longer than its own timeout is aborted.",
+        ),
+    ] = 900_000,
     http_max_body_mb: Annotated[int, body_limit_option()] = DEFAULT_MAX_BODY_BYTES >> 20,
     follow: Annotated[
         str | None,
@@ -373,6 +382,7 @@ def serve(
         authorizer=authorizer,
         super_users=tuple(_principals(super_user or [])),
         allow_if_no_acl=allow_everyone_if_no_acl_found,
+        transaction_max_timeout_ms=transaction_max_timeout_ms,
     )
     mirror_config = None
     if follow is not None:

@@ -615,20 +615,27 @@ class PartitionLog:
                 return seg, found[0], found[1]
         return None
 
-    def read(self, offset: int, max_bytes: int) -> ReadResult:
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> ReadResult:
         """Whole batches from one segment, starting with the batch holding ``offset``
         (or the next surviving one), up to ``max_bytes`` but always at least one batch.
+        With ``max_offset`` (the last stable offset of a read_committed fetch) only the
+        batches that begin below it, and none if the first does not.
 
         ``offset == log end offset`` gives an empty result; outside
         ``[log start, log end]`` raises :class:`OffsetOutOfRangeError`.
         """
         self._check_offset(offset)
         start, end = self.log_start_offset, self.log_end_offset
-        located = self._locate(offset) if offset < end else None
-        if located is None:
+        limit = end if max_offset is None else min(end, max_offset)
+        located = self._locate(offset) if offset < limit else None
+        if located is None or located[2].base_offset >= limit:
             return ReadResult(None, None, start, end)
         seg, position, header = located
         stop = seg.batch_end_before(position, position + max(max_bytes, 0))
+        if limit < end:
+            beyond = seg.find(limit, stop)
+            if beyond is not None and beyond[1].base_offset >= limit:
+                stop = min(stop, beyond[0])
         return ReadResult(FileSlice(seg, position, stop - position), header.base_offset, start, end)
 
     def batches(
