@@ -35,6 +35,7 @@ from kio.schema.errors import ErrorCode
 
 from logtrove.acl import Operation, ResourceType
 from logtrove.broker.protocol import error_code
+from logtrove.groups.group_configs import GROUP_CONFIG_DEFS
 from logtrove.storage import CONFIG_BY_NAME, StorageError, TopicConfig
 from logtrove.storage.broker_configs import (
     BROKER as BROKER_LEVEL,
@@ -51,11 +52,13 @@ if TYPE_CHECKING:
 
 TOPIC = 2
 BROKER = 4
+GROUP = 32  # KIP-848 group configs (Kafka 4.0)
 SOURCE_TOPIC = 1
 SOURCE_BROKER = 2
 SOURCE_CLUSTER_DEFAULT = 3
 SOURCE_STATIC = 4
 SOURCE_DEFAULT = 5
+SOURCE_GROUP = 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _LEVEL_SOURCE = {BROKER_LEVEL: SOURCE_BROKER, CLUSTER: SOURCE_CLUSTER_DEFAULT}
 
@@ -110,6 +113,38 @@ def _check_access(broker: Broker, request: Request, resource_type: int, name: st
         raise ResourceError(ErrorCode.topic_authorization_failed, f"{op.name} on topic {name!r} is needed")
     if resource_type == BROKER and not broker.allowed_cluster(request, op):
         raise ResourceError(ErrorCode.cluster_authorization_failed, f"{op.name} on the cluster is needed")
+    if resource_type == GROUP and not broker.allowed(request, op, ResourceType.GROUP, name):
+        raise ResourceError(ErrorCode.group_authorization_failed, f"{op.name} on group {name!r} is needed")
+
+
+def _describe_group(broker: Broker, group_id: str, keys: Any, documentation: bool) -> list[dict[str, Any]]:
+    """A group's consumer-protocol configs: its own (source GROUP_CONFIG) or the broker's
+    (source STATIC_BROKER_CONFIG, from the serve flags)."""
+    own = broker.group_configs.own(group_id)
+    entries = [
+        _entry(
+            name,
+            str(value),
+            SOURCE_GROUP if name in own else SOURCE_STATIC,
+            doc=GROUP_CONFIG_DEFS[name].doc if documentation else None,
+        )
+        for name, value in broker.group_configs.effective(group_id).items()
+    ]
+    return [e for e in entries if keys is None or e["name"] in keys]
+
+
+def _alter_group(
+    broker: Broker,
+    group_id: str,
+    set_configs: dict[str, str],
+    deletes: list[str],
+    *,
+    replace: bool,
+    validate_only: bool,
+) -> None:
+    if replace:
+        deletes = [k for k in broker.group_configs.own(group_id) if k not in set_configs]
+    broker.group_configs.alter(group_id, set_configs, deletes, validate_only=validate_only)
 
 
 def _describe_topic(
@@ -211,6 +246,10 @@ async def handle_describe_configs(broker: Broker, request: Request) -> Reply:
                 result["configs"] = _describe_topic(
                     broker, res.resource_name, res.configuration_keys, documentation, synonyms
                 )
+            elif res.resource_type == GROUP:
+                result["configs"] = _describe_group(
+                    broker, res.resource_name, res.configuration_keys, documentation
+                )
             elif res.resource_type == BROKER:
                 result["configs"] = _describe_broker(
                     broker, res.resource_name, res.configuration_keys, synonyms
@@ -296,6 +335,8 @@ def _current(broker: Broker, resource_type: int, name: str) -> Mapping[str, str]
     """Values APPEND / SUBTRACT start from: the effective ones."""
     if resource_type == TOPIC:
         return broker.storage.topic(name).config.as_strings()
+    if resource_type == GROUP:
+        return {k: str(v) for k, v in broker.group_configs.effective(name).items()}
     dynamic = broker.storage.broker_configs()
     level = _broker_level(broker, name)
     out = {b: CONFIG_BY_NAME[t].default for b, t in SYNONYMS.items()}
@@ -316,13 +357,14 @@ def _alter(
     validate_only: bool,
 ) -> dict[str, Any]:
     result: dict[str, Any] = {"resource_type": res.resource_type, "resource_name": res.resource_name}
-    alter = {TOPIC: _alter_topic, BROKER: _alter_broker}.get(res.resource_type)
+    alter = {TOPIC: _alter_topic, BROKER: _alter_broker, GROUP: _alter_group}.get(res.resource_type)
     try:
         _check_access(broker, request, res.resource_type, res.resource_name, Operation.ALTER_CONFIGS)
         if alter is None:
             raise ResourceError(
                 ErrorCode.invalid_request,
-                f"resource type {res.resource_type} cannot be altered here (only topics (2) and the broker (4))",
+                f"resource type {res.resource_type} cannot be altered here (only topics (2), the broker (4) "
+                "and groups (32))",
             )
         alter(broker, res.resource_name, set_configs, deletes, replace=replace, validate_only=validate_only)
     except ResourceError as exc:
@@ -341,7 +383,7 @@ async def handle_incremental_alter_configs(broker: Broker, request: Request) -> 
             _check_access(broker, request, res.resource_type, res.resource_name, Operation.ALTER_CONFIGS)
             current = (
                 _current(broker, res.resource_type, res.resource_name)
-                if res.resource_type in (TOPIC, BROKER)
+                if res.resource_type in (TOPIC, BROKER, GROUP)
                 else {}
             )
             set_configs, deletes = _changes(current, res.configs)

@@ -20,6 +20,7 @@ from logtrove.broker.authorize import OMITTED, Resource, authorized_operations
 from logtrove.broker.protocol import ms
 from logtrove.groups import Heartbeat
 from logtrove.groups.consumer_protocol import check_heartbeat
+from logtrove.groups.group_configs import HEARTBEAT_INTERVAL
 
 if TYPE_CHECKING:
     from logtrove.broker.server import Broker, Reply, Request
@@ -105,7 +106,9 @@ async def handle_consumer_group_heartbeat(broker: Broker, request: Request) -> R
         "error_message": result.message,
         "member_id": result.member_id or heartbeat.member_id,
         "member_epoch": result.member_epoch,
-        "heartbeat_interval": broker.config.consumer_heartbeat_interval_ms if not result.error else 0,
+        "heartbeat_interval": broker.group_configs.value(heartbeat.group_id, HEARTBEAT_INTERVAL)
+        if not result.error
+        else 0,
         "assignment": None
         if result.assignment is None
         else {"topic_partitions": _topic_partitions(broker, result.assignment)},

@@ -78,6 +78,7 @@ from logtrove.broker.protocol import (
 )
 from logtrove.broker.sasl import MAX_UNAUTHENTICATED_FRAME, PRE_AUTH_KEYS, SaslState, Session
 from logtrove.groups import ConsumerGroups, GroupCoordinator, OffsetStore
+from logtrove.groups.group_configs import HEARTBEAT_INTERVAL, SESSION_TIMEOUT, GroupConfigs
 from logtrove.storage import DEFAULT_MAX_TOTAL_PARTITIONS, Storage, pending
 from logtrove.storage.cleaner import Cleaner
 from logtrove.storage.cleaner.scheduler import DEFAULT_MAP_BUDGET
@@ -221,11 +222,19 @@ class Broker:
         self.groups = GroupCoordinator(
             self.offsets, initial_rebalance_delay_ms=config.initial_rebalance_delay_ms
         )
+        self.group_configs = GroupConfigs(
+            storage.path,
+            lambda: {
+                SESSION_TIMEOUT: config.consumer_session_timeout_ms,
+                HEARTBEAT_INTERVAL: config.consumer_heartbeat_interval_ms,
+            },
+        )
         self.consumer_groups = ConsumerGroups(
             self.offsets,
             storage.path,
             lambda: {t.name: t.partitions for t in storage.topics()},
             session_timeout_ms=config.consumer_session_timeout_ms,
+            session_timeout_of=lambda group: self.group_configs.value(group, SESSION_TIMEOUT),
         )
         self._consumer_groups_task: asyncio.Task[None] | None = None
         self._appended: asyncio.Future[None] | None = None

@@ -117,12 +117,16 @@ class ConsumerGroups:
         topics: Callable[[], Mapping[str, int]],
         *,
         session_timeout_ms: int = 45_000,
+        session_timeout_of: Callable[[str], int] | None = None,
         clock: Callable[[], float] = now,
     ) -> None:
+        """``session_timeout_of(group_id)``: a group's own session timeout in ms (its GROUP
+        config, :mod:`.group_configs`); without it every group has ``session_timeout_ms``."""
         self.offsets = offsets
         self.path = data_dir / STATE_FILE
         self.topics = topics
         self.session_timeout = session_timeout_ms / 1000
+        self._session_timeout_of = session_timeout_of
         self.clock = clock
         self.groups: dict[str, ConsumerGroup] = load_groups(self.path)
         self.dirty = False
@@ -363,9 +367,12 @@ class ConsumerGroups:
         t = self.clock()
         gone = []
         for group in self.groups.values():
+            session = self.session_timeout
+            if self._session_timeout_of is not None and group.members:
+                session = self._session_timeout_of(group.group_id) / 1000
             for member in list(group.members.values()):
                 late = member.state == UNREVOKED_PARTITIONS and t > member.revocation_deadline
-                if late or t - member.last_seen > self.session_timeout:
+                if late or t - member.last_seen > session:
                     self.remove_member(group, member.member_id)
                     gone.append((group.group_id, member.member_id))
         return gone
