@@ -5,6 +5,7 @@
     /api/v1/health                    liveness, version, read-only or not
     /api/v1/topics[/{topic}]          list, create, describe, configs
     /api/v1/topics/{t}/partitions     offsets, sizes, segments
+    /api/v1/topics/{t}/histogram      records per time bucket (time index + batch headers)
     /api/v1/topics/{t}/…/messages     find messages (offset, time, range, ID, key, header, content)
     /api/v1/topics/{t}/messages POST  produce (REST proxy style)
     /api/v1/groups[/{group}]          consumer groups and lag
@@ -26,7 +27,17 @@ from fastapi import FastAPI, Request, Response
 
 from logtrove import __version__
 from logtrove.http import console
-from logtrove.http.api import compaction, groups, health, messages, produce, search, tags, topics
+from logtrove.http.api import (
+    compaction,
+    groups,
+    health,
+    histogram,
+    messages,
+    produce,
+    search,
+    tags,
+    topics,
+)
 from logtrove.http.context import Appender, HttpContext
 from logtrove.http.groups import GroupsSource, GroupStates
 from logtrove.http.limits import DEFAULT_MAX_BODY_BYTES, BodyLimit
@@ -81,7 +92,7 @@ def create_app(
     app.state.features = {"query": True, "groups": True, "lag": True, "tag_lag": True}
     install_handlers(app)
     document_problems(app)
-    for module in (health, topics, messages, search, produce, groups, compaction, tags):
+    for module in (health, topics, histogram, messages, search, produce, groups, compaction, tags):
         app.include_router(module.router)
     console.install(app)
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
