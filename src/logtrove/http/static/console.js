@@ -116,7 +116,7 @@ async function route() {
     if (path === "/ui" || path === "/ui/search") return await searchView(params);
     if (path === "/ui/message") return await messageView(params);
     if (path === "/ui/topics") return await topicsView(params);
-    if (path.startsWith("/ui/topics/")) return await topicView(decodeURIComponent(path.slice(11)));
+    if (path.startsWith("/ui/topics/")) return await topicView(decodeURIComponent(path.slice(11)), params);
     if (path === "/ui/lag") return await lagView(params);
     show("error");
     $("#error-text").textContent = "No such page: " + location.pathname;
@@ -449,8 +449,9 @@ async function topicsView(params) {
 }
 $("#show-internal").addEventListener("change", (e) => navigate(e.target.checked ? "/ui/topics?internal=1" : "/ui/topics"));
 
-async function topicView(name) {
+async function topicView(name, params = new URLSearchParams()) {
   show("topic");
+  drawHistogram(name, params);
   const [t, compaction, consumers] = await Promise.all([
     api(`/topics/${encodeURIComponent(name)}`),
     api(`/topics/${encodeURIComponent(name)}/compaction`),
@@ -541,6 +542,151 @@ async function topicView(name) {
       ),
     ),
   );
+}
+
+// -- topic histogram ------------------------------------------------------------------------
+// Records per time bucket (GET /topics/{t}/histogram, counted from the time index) drawn
+// with uPlot as bars. A click on a bar opens the time-range search for that bucket; a drag
+// across bars zooms in (the range goes into the URL, so a zoomed view can be shared).
+let histogramChart = null;
+let histogramGeneration = 0;
+
+function topicUrl(name, params) {
+  const query = params.toString();
+  return `/ui/topics/${encodeURIComponent(name)}` + (query ? "?" + query : "");
+}
+
+function rangeSearchUrl(topic, startMs, endMs) {
+  return `/ui/search?topic=${encodeURIComponent(topic)}&by=range&from=${startMs}&to=${endMs}`;
+}
+
+async function drawHistogram(name, params) {
+  const generation = ++histogramGeneration;
+  const status = $("#hist-status");
+  const bucket = params.get("bucket") || "auto";
+  $("#hist-bucket").value = bucket;
+  $("#hist-bucket").onchange = (event) => {
+    const next = new URLSearchParams(location.search);
+    next.set("bucket", event.target.value);
+    navigate(topicUrl(name, next));
+  };
+  const zoomed = params.has("from") || params.has("to");
+  const whole = new URLSearchParams(params);
+  whole.delete("from");
+  whole.delete("to");
+  $("#hist-whole").hidden = !zoomed;
+  $("#hist-whole").setAttribute("href", topicUrl(name, whole));
+  setStatus("Counting…", "busy", status);
+  let h;
+  try {
+    h = await api(`/topics/${encodeURIComponent(name)}/histogram`, {
+      from: params.get("from"), to: params.get("to"), bucket, max_buckets: 240,
+    });
+  } catch (err) {
+    if (generation === histogramGeneration) setStatus(err.message, "error", status);
+    return;
+  }
+  if (generation !== histogramGeneration) return;
+  const box = $("#histogram");
+  box.dataset.topic = name;
+  box.dataset.records = h.records;
+  box.dataset.bucketMs = h.bucket_ms;
+  if (histogramChart) histogramChart.destroy();
+  histogramChart = null;
+  $("#histogram-table tbody").replaceChildren(
+    ...h.buckets.map((b) =>
+      el(
+        "tr",
+        { "data-start": b.start_ms, "data-end": b.end_ms, "data-records": b.records },
+        el("td", {}, link(rangeSearchUrl(name, b.start_ms, b.end_ms), fmtTime(b.start_ms))),
+        el("td", { text: fmtTime(b.end_ms) }),
+        el("td", { text: fmtNum(b.records) }),
+      ),
+    ),
+  );
+  if (!h.buckets.length) {
+    box.replaceChildren();
+    $("#hist-range").textContent = "";
+    setStatus("No records.", "empty", status);
+    return;
+  }
+  $("#hist-range").textContent = `${fmtTime(h.from_ms)} – ${fmtTime(h.to_ms)} · one bar per ${h.bucket}`;
+  setStatus(
+    `${fmtNum(h.records)} records in ${h.buckets.length} buckets · counted from the time index in ${h.elapsed_ms} ms · click a bar to search it, drag to zoom`,
+    "ok",
+    status,
+  );
+  histogramChart = barChart(box, h, {
+    onBar: (b) => navigate(rangeSearchUrl(name, b.start_ms, b.end_ms)),
+    onZoom: (fromMs, toMs) => {
+      const next = new URLSearchParams(location.search);
+      next.set("from", fromMs);
+      next.set("to", toMs);
+      if (next.get("bucket") !== "auto") next.delete("bucket");
+      navigate(topicUrl(name, next));
+    },
+  });
+}
+
+// A uPlot bar chart of histogram buckets: x = aligned bucket start (ms), y = records.
+function barChart(box, h, { onBar, onZoom }) {
+  const css = getComputedStyle(document.documentElement);
+  const accent = css.getPropertyValue("--accent").trim() || "#0f6e6e";
+  const muted = css.getPropertyValue("--muted").trim() || "#6b7280";
+  const line = css.getPropertyValue("--line").trim() || "#e3e4e8";
+  const width = h.bucket_ms;
+  const xs = h.buckets.map((b) => Math.floor(b.start_ms / width) * width);
+  const ys = h.buckets.map((b) => b.records);
+  const axis = { stroke: muted, grid: { stroke: line, width: 1 }, ticks: { stroke: line, width: 1 } };
+  const chart = new uPlot(
+    {
+      width: Math.max(box.clientWidth, 320),
+      height: 240,
+      ms: 1,
+      tzDate: (ms) => uPlot.tzDate(new Date(ms), "Etc/UTC"), // axis labels in UTC, as the rest of the console
+      legend: { show: false },
+      cursor: { drag: { x: true, y: false, setScale: false }, points: { show: false } },
+      select: { show: true },
+      hooks: {
+        setSelect: [
+          (u) => {
+            const sel = u.select;
+            if (sel.width < 4) return;
+            const fromMs = Math.max(Math.floor(u.posToVal(sel.left, "x")), h.from_ms);
+            const toMs = Math.min(Math.ceil(u.posToVal(sel.left + sel.width, "x")), h.to_ms);
+            u.setSelect({ left: 0, width: 0, top: 0, height: 0 }, false);
+            if (toMs > fromMs) onZoom(fromMs, toMs);
+          },
+        ],
+      },
+      scales: { x: { time: true, range: (u, min, max) => [min, max + width] }, y: { range: (u, min, max) => [0, Math.max(max, 1) * 1.05] } },
+      axes: [axis, { ...axis, size: 60, values: (u, vals) => vals.map((v) => (Number.isInteger(v) ? fmtNum(v) : "")) }],
+      series: [
+        {},
+        {
+          label: "records",
+          stroke: accent,
+          fill: accent + "99",
+          width: 1,
+          paths: uPlot.paths.bars({ size: [0.9, Infinity, 1], align: 1 }),
+          points: { show: false },
+        },
+      ],
+    },
+    [xs, ys],
+    box,
+  );
+  let downX = null;
+  chart.over.addEventListener("mousedown", (event) => (downX = event.clientX));
+  chart.over.addEventListener("click", (event) => {
+    if (downX === null || Math.abs(event.clientX - downX) > 3) return;
+    const x = chart.posToVal(event.offsetX, "x");
+    const i = xs.findIndex((start, k) => x >= start && x < (k + 1 < xs.length ? xs[k + 1] : start + width));
+    if (i >= 0) onBar(h.buckets[i]);
+  });
+  box.chart = chart;
+  box.bucketStarts = xs;
+  return chart;
 }
 
 // -- lag ---------------------------------------------------------------------------------
