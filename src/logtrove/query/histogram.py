@@ -45,7 +45,7 @@ from logtrove.query.errors import InvalidQueryError, QueryError
 from logtrove.records import BatchHeader, RecordsError
 from logtrove.records.batch import ATTR_DELETE_HORIZON, ATTR_TIMESTAMP_TYPE
 from logtrove.records.record import batch_payload
-from logtrove.records.varint import decode_varint
+from logtrove.records.walk import first_at_or_after as cut_in_records
 from logtrove.storage import PartitionLog, Segment
 
 MAX_BUCKETS = 2000
@@ -268,23 +268,12 @@ def _starts_at_or_after(header: BatchHeader, timestamp: int) -> bool:
 def first_at_or_after(data: bytes, header: BatchHeader, timestamp: int, min_offset: int) -> int | None:
     """The offset of the first record of the batch ``data`` at offset ≥ ``min_offset`` with
     a timestamp ≥ ``timestamp``, reading only each record's length prefix, timestamp delta
-    and offset delta (record layout: length, attributes, timestampDelta, offsetDelta, …).
+    and offset delta (compiled: :func:`logtrove.records.walk.first_at_or_after`).
     ``None`` when no record qualifies."""
     if header.attributes & ATTR_TIMESTAMP_TYPE:
         return max(header.base_offset, min_offset) if header.max_timestamp >= timestamp else None
     try:
         payload = batch_payload(data, header)
-    except RecordsError as exc:
+        return cut_in_records(payload, header.base_timestamp, header.base_offset, timestamp, min_offset)
+    except (RecordsError, ValueError) as exc:
         raise QueryError(f"batch at offset {header.base_offset} cannot be read: {exc}") from None
-    base_ts, base_offset, end, p = header.base_timestamp, header.base_offset, len(payload), 0
-    while p < end:
-        length, p = decode_varint(payload, p)
-        record_end = p + length
-        if length < 2 or record_end > end:
-            raise QueryError(f"batch at offset {base_offset}: a record overruns the batch payload")
-        ts_delta, q = decode_varint(payload, p + 1)  # after the attributes byte
-        offset_delta, _ = decode_varint(payload, q)
-        if base_ts + ts_delta >= timestamp and base_offset + offset_delta >= min_offset:
-            return base_offset + offset_delta
-        p = record_end
-    return None
