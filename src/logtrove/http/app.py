@@ -8,6 +8,7 @@
     /api/v1/topics/{t}/histogram      records per time bucket (time index + batch headers)
     /api/v1/topics/{t}/…/messages     find messages (offset, time, range, ID, key, header, content)
     /api/v1/topics/{t}/messages POST  produce (REST proxy style)
+    /api/v1/topics/{t}/tail           follow new records (server-sent events)
     /api/v1/groups[/{group}]          consumer groups and lag
     /api/v1/topics/{t}/…/tags/…       tag-filtered fetch and exact tag counts (.tagidx)
     /api/v1/compaction                compaction status
@@ -38,10 +39,12 @@ from logtrove.http.api import (
     tags,
     topics,
 )
+from logtrove.http.api import tail as tail_api
 from logtrove.http.context import Appender, HttpContext
 from logtrove.http.groups import GroupsSource, GroupStates
 from logtrove.http.limits import DEFAULT_MAX_BODY_BYTES, BodyLimit
 from logtrove.http.problems import document_problems, install_handlers
+from logtrove.http.tail import TailHub, TailLimits
 from logtrove.query import QueryEngine
 from logtrove.storage import Storage
 
@@ -68,6 +71,7 @@ def create_app(
     refresh_interval_s: float = 1.0,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     search_time_limit_s: float = SEARCH_TIME_LIMIT_S,
+    tail_limits: TailLimits | None = None,
 ) -> FastAPI:
     """Build the app over an open :class:`Storage` (which the caller keeps and closes).
 
@@ -75,7 +79,8 @@ def create_app(
     a broker's live group states; ``allow_writes`` defaults to "the storage is writable".
     Request bodies over ``max_body_bytes`` get 413 while they are read (see
     :mod:`logtrove.http.limits`); a content search ends after ``search_time_limit_s``
-    with reason "budget exhausted" and a cursor to continue.
+    with reason "budget exhausted" and a cursor to continue. ``tail_limits`` bounds the
+    live tails (:mod:`logtrove.http.tail`); the server closes them at shutdown.
     """
     app = FastAPI(
         title="logtrove",
@@ -89,10 +94,11 @@ def create_app(
     )
     app.state.groups = GroupsSource(storage, states=group_states, reload_interval_s=refresh_interval_s)
     app.state.engine = QueryEngine(storage, content_time_limit_s=search_time_limit_s)
+    app.state.tails = TailHub(tail_limits)
     app.state.features = {"query": True, "groups": True, "lag": True, "tag_lag": True}
     install_handlers(app)
     document_problems(app)
-    for module in (health, topics, histogram, messages, search, produce, groups, compaction, tags):
+    for module in (health, topics, histogram, messages, search, produce, tail_api, groups, compaction, tags):
         app.include_router(module.router)
     console.install(app)
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)

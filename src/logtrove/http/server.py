@@ -4,6 +4,7 @@ to the broker (``logtrove serve``, see :func:`next_to_broker`)."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -17,6 +18,7 @@ from logtrove.groups import GroupCoordinator
 from logtrove.http.app import create_app
 from logtrove.http.groups import GroupState
 from logtrove.http.problems import Problem
+from logtrove.http.tail import TailHub
 from logtrove.storage import AppendResult, Storage
 
 MAX_REQUEST_HEAD = 1 << 20
@@ -41,6 +43,14 @@ class _Server(uvicorn.Server):
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         super().handle_exit(sig, frame)
         self._captured_signals.clear()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """End the app's live tails first: uvicorn waits for open responses to finish, and
+        an event stream never would."""
+        hub = getattr(getattr(self.config.app, "state", None), "tails", None)
+        if isinstance(hub, TailHub):
+            hub.close()
+        await super().shutdown(sockets)
 
 
 def _config(app: Any, host: str, port: int, log_level: str) -> uvicorn.Config:
