@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from tests.http import test_console_browser as base
 from tests.http.support import Timeline
@@ -84,3 +85,80 @@ def test_dragging_across_bars_zooms_in(page: Any, live: HttpServer, timeline: Ti
     rows = histogram_rows(page)
     edges = [a for a, _, _ in rows] + [rows[-1][1]]
     assert [n for _, _, n in rows] == timeline.brute_counts(edges)
+
+
+def tail_rows(page: Any) -> list[tuple[int, int, str]]:
+    cells = page.locator("#tail-table tbody tr").evaluate_all(
+        "rows => rows.map(r => [Number(r.dataset.partition), Number(r.dataset.offset), r.cells[4].textContent])"
+    )
+    return [(int(p), int(o), str(v)) for p, o, v in cells]
+
+
+def rest_produce(url: str, topic: str, records: list[dict[str, object]]) -> None:
+    httpx.post(
+        f"{url}/api/v1/topics/{topic}/messages", json={"records": records}, timeout=10
+    ).raise_for_status()
+
+
+def test_live_tail_shows_new_filtered_records_pauses_and_keeps_a_capped_list(
+    page: Any, live: HttpServer
+) -> None:
+    topic = "tailed"
+    httpx.post(f"{live.url}/api/v1/topics", json={"name": topic, "partitions": 2}, timeout=10)
+    rest_produce(live.url, topic, [{"key": "k1", "value": "before the page", "partition": 0}])
+    page.goto(f"{live.url}/ui/topics/{topic}")
+    page.fill("#tail-form input[name=key]", "k1")
+    page.fill("#tail-form input[name=keep]", "3")
+    page.click("#tail-follow")
+    page.locator("#tail-status.ok", has_text="Following").wait_for()
+    rest_produce(
+        live.url,
+        topic,
+        [
+            {"key": "k2", "value": "other key", "partition": 0},
+            {"key": "k1", "value": "one", "partition": 0},
+            {"key": "k1", "value": "two", "partition": 1},
+        ],
+    )
+    page.wait_for_function("document.querySelectorAll('#tail-table tbody tr').length === 2")
+    assert sorted(tail_rows(page)) == [(0, 2, "one"), (1, 0, "two")]
+
+    page.click("#tail-pause")
+    page.locator("#tail-follow", has_text="Resume").wait_for()
+    rest_produce(
+        live.url, topic, [{"key": "k1", "value": f"while paused {i}", "partition": 0} for i in range(3)]
+    )
+    page.wait_for_timeout(600)  # several poll intervals: a paused page takes nothing
+    assert len(tail_rows(page)) == 2
+    page.click("#tail-follow")  # resumes from the last event: the paused records arrive
+    page.locator("#tail-status.ok", has_text="2 older dropped").wait_for()
+    rows = tail_rows(page)
+    assert [v for _, _, v in rows] == ["while paused 2", "while paused 1", "while paused 0"]
+    assert "5 shown" in page.locator("#tail-status").inner_text()
+    page.screenshot(path=str(ARTIFACTS / "live_tail.png"), full_page=False)
+
+
+def test_produce_form_writes_a_record_that_search_finds(page: Any, live: HttpServer) -> None:
+    topic = "produced"  # its own topic: the session's dataset keeps its counts
+    httpx.post(f"{live.url}/api/v1/topics", json={"name": topic, "partitions": 3}, timeout=10)
+    rest_produce(live.url, topic, [{"key": f"user-{i}", "value": f"v{i}"} for i in range(20)])
+    page.goto(f"{live.url}/ui/topics/{topic}")
+    form = page.locator("#produce-form")
+    form.wait_for()
+    form.locator("input[name=key]").fill("form-user")
+    form.locator("textarea[name=headers]").fill("trace=tr-form\nsource=console")
+    form.locator("textarea[name=value]").fill('{"order": 99999, "status": "paid"}')
+    page.click("#produce-send")
+    page.locator("#produce-status.ok").wait_for()
+    partition = page.locator("#produce-status").get_attribute("data-partition")
+    offset = page.locator("#produce-status").get_attribute("data-offset")
+    page.goto(f"{live.url}/ui/search?topic={topic}&by=key&key=form-user")
+    page.locator("#status.ok").wait_for()
+    rows = page.locator("#results tbody tr").evaluate_all(
+        "rows => rows.map(r => [r.dataset.partition, r.dataset.offset])"
+    )
+    assert rows == [[partition, offset]]
+    page.locator("#results tbody tr").first.click()
+    page.wait_for_url("**/ui/message?**")
+    assert '"order": 99999' in page.locator("#message-value").inner_text()
+    assert "tr-form" in page.locator("#message-detail").inner_text()
