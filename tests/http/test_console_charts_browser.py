@@ -162,3 +162,44 @@ def test_produce_form_writes_a_record_that_search_finds(page: Any, live: HttpSer
     page.wait_for_url("**/ui/message?**")
     assert '"order": 99999' in page.locator("#message-value").inner_text()
     assert "tr-form" in page.locator("#message-detail").inner_text()
+
+
+def test_range_search_histogram_counts_the_whole_range_and_narrows_on_click(
+    page: Any, live: HttpServer, timeline: Timeline
+) -> None:
+    start = timeline.timestamps[0][30]
+    end = start + 40 * 60_000
+    page.goto(f"{live.url}/ui/search?topic={timeline.topic}&by=range&from={start}&to={end}&limit=20")
+    page.locator("#status.ok").wait_for()
+    page.locator("#search-hist-box:not([hidden])").wait_for()
+    rows = page.locator("#search-histogram-table tbody tr").evaluate_all(
+        "rows => rows.map(r => [r.dataset.start, r.dataset.end, r.dataset.records].map(Number))"
+    )
+    edges = [int(a) for a, _, _ in rows] + [int(rows[-1][1])]
+    assert [int(n) for _, _, n in rows] == timeline.brute_counts(edges)
+    total = sum(1 for stamps in timeline.timestamps.values() for ts in stamps if start <= ts < end)
+    assert int(page.locator("#search-histogram").get_attribute("data-records")) == total
+    assert f"{total:,} records in this range" in page.locator("#search-hist-note").inner_text()
+    x, y = page.locator("#search-histogram").evaluate(
+        """box => {
+            const u = box.chart, r = u.over.getBoundingClientRect();
+            return [r.left + u.valToPos(box.bucketStarts[1] + 1000, "x"), r.top + u.over.clientHeight - 3];
+        }"""
+    )
+    page.mouse.click(x, y)
+    page.wait_for_url(f"**/ui/search?*from={int(rows[1][0])}*to={int(rows[1][1])}*")
+    page.locator("#status.ok").wait_for()
+    assert page.locator("#results tbody tr").count() == min(int(rows[1][2]), 20)
+
+
+def test_key_search_histogram_bins_the_results_shown(page: Any, live: HttpServer) -> None:
+    page.goto(f"{live.url}/ui/search?topic=orders&by=key&key=user-3&limit=40")
+    page.locator("#status.ok").wait_for()
+    page.locator("#search-hist-box:not([hidden])").wait_for()
+    counts = page.locator("#search-histogram-table tbody tr").evaluate_all(
+        "rows => rows.map(r => Number(r.dataset.records))"
+    )
+    stamps = page.locator("#results tbody tr").evaluate_all(
+        "rows => rows.map(r => Number(r.dataset.timestamp))"
+    )
+    assert sum(counts) == len(stamps) == 40

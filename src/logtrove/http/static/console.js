@@ -232,6 +232,7 @@ async function searchView(params) {
 }
 
 function clearResults() {
+  clearSearchHistogram();
   if (currentSearch && currentSearch.controller) currentSearch.controller.abort();
   currentSearch = null;
   $("#results tbody").replaceChildren();
@@ -246,7 +247,7 @@ function resultRow(m, focus) {
   const href = `/ui/message?topic=${encodeURIComponent(m.topic)}&partition=${m.partition}&offset=${m.offset}`;
   const row = el(
     "tr",
-    { class: m.offset === focus ? "focus" : null, "data-partition": m.partition, "data-offset": m.offset },
+    { class: m.offset === focus ? "focus" : null, "data-partition": m.partition, "data-offset": m.offset, "data-timestamp": m.timestamp },
     el("td", { text: m.partition }),
     el("td", {}, link(href, String(m.offset))),
     el("td", { text: fmtTime(m.timestamp) }),
@@ -312,6 +313,7 @@ async function runSearch(params, cursor = null) {
     }
     showCli(page.cli);
     setStatus(summary(currentSearch.count, page), currentSearch.count ? "ok" : "empty");
+    drawSearchHistogram(params);
     if (page.next_cursor) {
       currentSearch.cursor = page.next_cursor;
       $("#more").hidden = false;
@@ -632,7 +634,7 @@ async function drawHistogram(name, params) {
 }
 
 // A uPlot bar chart of histogram buckets: x = aligned bucket start (ms), y = records.
-function barChart(box, h, { onBar, onZoom }) {
+function barChart(box, h, { onBar, onZoom, height = 240 }) {
   const css = getComputedStyle(document.documentElement);
   const accent = css.getPropertyValue("--accent").trim() || "#0f6e6e";
   const muted = css.getPropertyValue("--muted").trim() || "#6b7280";
@@ -644,7 +646,7 @@ function barChart(box, h, { onBar, onZoom }) {
   const chart = new uPlot(
     {
       width: Math.max(box.clientWidth, 320),
-      height: 240,
+      height,
       ms: 1,
       tzDate: (ms) => uPlot.tzDate(new Date(ms), "Etc/UTC"), // axis labels in UTC, as the rest of the console
       legend: { show: false },
@@ -690,6 +692,79 @@ function barChart(box, h, { onBar, onZoom }) {
   box.chart = chart;
   box.bucketStarts = xs;
   return chart;
+}
+
+// -- search histogram ------------------------------------------------------------------------
+// Above the results: for a time-range search, the exact count per bucket of the whole range
+// (the topic histogram of [from, to): a range search matches every record in it); for the
+// other searches with a time filter, the results loaded so far binned by time. A click on
+// a bar narrows the search to that bar's range.
+let searchChart = null;
+let searchHistGeneration = 0;
+const WIDTHS = [1e3, 1e4, 6e4, 3e5, 9e5, 36e5, 108e5, 216e5, 432e5, 864e5, 6048e5, 2592e6];
+
+function clearSearchHistogram() {
+  searchHistGeneration++;
+  if (searchChart) searchChart.destroy();
+  searchChart = null;
+  $("#search-hist-box").hidden = true;
+  $("#search-histogram-table tbody").replaceChildren();
+}
+
+function binned(timestamps, maxBuckets = 60) {
+  const lo = Math.min(...timestamps);
+  const hi = Math.max(...timestamps) + 1;
+  const width = WIDTHS.find((w) => Math.ceil(hi / w) - Math.floor(lo / w) <= maxBuckets) || 864e5 * Math.ceil((hi - lo) / 864e5 / maxBuckets + 1);
+  const first = Math.floor(lo / width) * width;
+  const n = Math.ceil((hi - first) / width);
+  const buckets = Array.from({ length: n }, (_, i) => ({ start_ms: first + i * width, end_ms: first + (i + 1) * width, records: 0 }));
+  for (const ts of timestamps) buckets[Math.floor((ts - first) / width)].records += 1;
+  return { buckets, bucket_ms: width, from_ms: first, to_ms: first + n * width, records: timestamps.length };
+}
+
+async function drawSearchHistogram(params) {
+  clearSearchHistogram();
+  const generation = searchHistGeneration;
+  const by = params.get("by");
+  if (!["range", "key", "header", "content"].includes(by)) return;
+  let h;
+  let note;
+  if (by === "range") {
+    if (!params.get("from") || !params.get("to")) return;
+    try {
+      h = await api(`/topics/${encodeURIComponent(params.get("topic"))}/histogram`, {
+        from: params.get("from"), to: params.get("to"), max_buckets: 120,
+      });
+    } catch {
+      return; // the search itself shows the error
+    }
+    note = `${fmtNum(h.records)} records in this range in all (one bar per ${h.bucket}) · click a bar to narrow the search`;
+  } else {
+    const stamps = $$("#results tbody tr").map((r) => Number(r.dataset.timestamp));
+    if (stamps.length < 2) return;
+    h = binned(stamps);
+    note = `The ${fmtNum(stamps.length)} results shown, over time · click a bar to narrow the search`;
+  }
+  if (generation !== searchHistGeneration || !h.buckets.length) return;
+  $("#search-hist-box").hidden = false;
+  $("#search-hist-note").textContent = note;
+  const box = $("#search-histogram");
+  box.dataset.records = h.records;
+  $("#search-histogram-table tbody").replaceChildren(
+    ...h.buckets.map((b) => el("tr", { "data-start": b.start_ms, "data-end": b.end_ms, "data-records": b.records })),
+  );
+  searchChart = barChart(box, h, {
+    height: 150,
+    onBar: (b) => narrowSearch(params, b.start_ms, b.end_ms),
+    onZoom: (fromMs, toMs) => narrowSearch(params, fromMs, toMs),
+  });
+}
+
+function narrowSearch(params, fromMs, toMs) {
+  const next = new URLSearchParams(params);
+  next.set("from", fromMs);
+  next.set("to", toMs);
+  navigate("/ui/search?" + next.toString());
 }
 
 // -- live tail ---------------------------------------------------------------------------
