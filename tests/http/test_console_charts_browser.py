@@ -139,7 +139,7 @@ def test_live_tail_shows_new_filtered_records_pauses_and_keeps_a_capped_list(
 
 
 def test_produce_form_writes_a_record_that_search_finds(page: Any, live: HttpServer) -> None:
-    topic = "produced"  # its own topic: the session's dataset keeps its counts
+    topic = "console-produced"  # its own topic: the session's dataset keeps its counts
     httpx.post(f"{live.url}/api/v1/topics", json={"name": topic, "partitions": 3}, timeout=10)
     rest_produce(live.url, topic, [{"key": f"user-{i}", "value": f"v{i}"} for i in range(20)])
     page.goto(f"{live.url}/ui/topics/{topic}")

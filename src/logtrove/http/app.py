@@ -10,6 +10,7 @@
     /api/v1/topics/{t}/messages POST  produce (REST proxy style)
     /api/v1/topics/{t}/tail           follow new records (server-sent events)
     /api/v1/groups[/{group}]          consumer groups and lag
+    /api/v1/groups/{g}/lag-history    lag over time (sampled by the server)
     /api/v1/topics/{t}/…/tags/…       tag-filtered fetch and exact tag counts (.tagidx)
     /api/v1/compaction                compaction status
     /metrics                          Prometheus text format
@@ -39,9 +40,11 @@ from logtrove.http.api import (
     tags,
     topics,
 )
+from logtrove.http.api import lag_history as lag_history_api
 from logtrove.http.api import tail as tail_api
 from logtrove.http.context import Appender, HttpContext
 from logtrove.http.groups import GroupsSource, GroupStates
+from logtrove.http.lag_history import DEFAULT_WINDOW_S, LagHistory, LagSampler
 from logtrove.http.limits import DEFAULT_MAX_BODY_BYTES, BodyLimit
 from logtrove.http.problems import document_problems, install_handlers
 from logtrove.http.tail import TailHub, TailLimits
@@ -72,6 +75,8 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     search_time_limit_s: float = SEARCH_TIME_LIMIT_S,
     tail_limits: TailLimits | None = None,
+    lag_sample_interval_s: float | None = None,
+    lag_history_window_s: float = DEFAULT_WINDOW_S,
 ) -> FastAPI:
     """Build the app over an open :class:`Storage` (which the caller keeps and closes).
 
@@ -81,6 +86,8 @@ def create_app(
     :mod:`logtrove.http.limits`); a content search ends after ``search_time_limit_s``
     with reason "budget exhausted" and a cursor to continue. ``tail_limits`` bounds the
     live tails (:mod:`logtrove.http.tail`); the server closes them at shutdown.
+    With ``lag_sample_interval_s`` (and a writable storage) a thread samples every group's
+    lag into ``lag-history.jsonl`` (:mod:`logtrove.http.lag_history`) until :func:`close`.
     """
     app = FastAPI(
         title="logtrove",
@@ -95,15 +102,41 @@ def create_app(
     app.state.groups = GroupsSource(storage, states=group_states, reload_interval_s=refresh_interval_s)
     app.state.engine = QueryEngine(storage, content_time_limit_s=search_time_limit_s)
     app.state.tails = TailHub(tail_limits)
+    app.state.lag_history = LagHistory(storage.path, window_s=lag_history_window_s)
+    app.state.lag_sampler = None
+    if lag_sample_interval_s is not None and not storage.read_only:
+        app.state.lag_sampler = LagSampler(
+            app.state.groups, app.state.lag_history, storage.clock, lag_sample_interval_s
+        ).start()
     app.state.features = {"query": True, "groups": True, "lag": True, "tag_lag": True}
     install_handlers(app)
     document_problems(app)
-    for module in (health, topics, histogram, messages, search, produce, tail_api, groups, compaction, tags):
+    for module in (
+        health,
+        topics,
+        histogram,
+        messages,
+        search,
+        produce,
+        tail_api,
+        groups,
+        lag_history_api,
+        compaction,
+        tags,
+    ):
         app.include_router(module.router)
     console.install(app)
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     _count_requests(app)  # outside the body limit, so that its 413s are counted
     return app
+
+
+def close(app: FastAPI) -> None:
+    """End what the app runs besides requests: its live tails and its lag sampler (the
+    server calls this as it shuts down)."""
+    app.state.tails.close()
+    if app.state.lag_sampler is not None:
+        app.state.lag_sampler.stop()
 
 
 def _route_template(request: Request) -> str:

@@ -190,6 +190,24 @@ class TopicHistogram(_Model):
     elapsed_ms: float
 
 
+# -- lag history ---------------------------------------------------------------------------
+class LagPoint(_Model):
+    t: int = Field(description="Sample time, epoch ms.")
+    lag: int = Field(description="Records not yet consumed on the topic.")
+    time_lag_ms: int | None = Field(description="Age of the first unconsumed record; 0 when caught up.")
+
+
+class TopicLagHistory(_Model):
+    topic: str
+    points: list[LagPoint]
+
+
+class GroupLagHistory(_Model):
+    group: str
+    sampling: bool = Field(description="Whether this server samples (only a writable server does).")
+    topics: list[TopicLagHistory]
+
+
 # -- produce ----------------------------------------------------------------------------
 class ProduceRecord(_Model):
     key: str | None = None

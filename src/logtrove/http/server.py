@@ -13,8 +13,10 @@ from types import FrameType
 from typing import Any, TypeVar
 
 import uvicorn
+from fastapi import FastAPI
 
 from logtrove.groups import GroupCoordinator
+from logtrove.http.app import close as close_app
 from logtrove.http.app import create_app
 from logtrove.http.groups import GroupState
 from logtrove.http.problems import Problem
@@ -45,11 +47,11 @@ class _Server(uvicorn.Server):
         self._captured_signals.clear()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        """End the app's live tails first: uvicorn waits for open responses to finish, and
-        an event stream never would."""
-        hub = getattr(getattr(self.config.app, "state", None), "tails", None)
-        if isinstance(hub, TailHub):
-            hub.close()
+        """End the app's live tails first (uvicorn waits for open responses to finish, and
+        an event stream never would) and its lag sampler."""
+        app = self.config.app
+        if isinstance(app, FastAPI) and isinstance(getattr(app.state, "tails", None), TailHub):
+            close_app(app)
         await super().shutdown(sockets)
 
 

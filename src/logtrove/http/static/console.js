@@ -941,6 +941,7 @@ async function lagView(params) {
   const g = await api(`/groups/${encodeURIComponent(group)}`);
   if (generation !== lagGeneration) return;
   detail.hidden = false;
+  drawLagHistory(group, generation);
   $("#group-title").textContent = `Group ${g.group}`;
   $("#group-members").textContent = g.member_list.length
     ? "Members: " + g.member_list.map((m) => `${m.client_id || m.member_id} (${m.client_host || "?"})`).join(", ")
@@ -986,6 +987,62 @@ async function lagView(params) {
       ),
     ),
   );
+}
+
+// Lag (records) per topic over time, from the samples the server keeps (lag-history.jsonl).
+let lagChart = null;
+
+async function drawLagHistory(group, generation) {
+  let h;
+  try {
+    h = await api(`/groups/${encodeURIComponent(group)}/lag-history`);
+  } catch (err) {
+    $("#lag-history-note").textContent = err.message;
+    return;
+  }
+  if (generation !== lagGeneration) return;
+  if (lagChart) lagChart.destroy();
+  lagChart = null;
+  const points = h.topics.flatMap((t) => t.points.map((p) => ({ topic: t.topic, ...p })));
+  $("#lag-history-table tbody").replaceChildren(
+    ...points.map((p) => el("tr", { "data-topic": p.topic, "data-t": p.t, "data-lag": p.lag })),
+  );
+  const box = $("#lag-chart");
+  if (!points.length) {
+    box.replaceChildren();
+    $("#lag-history-note").textContent = h.sampling
+      ? "No samples yet: the server samples every group's lag every few seconds."
+      : "No samples: lag over time is sampled by `logtrove serve`.";
+    return;
+  }
+  const times = [...new Set(points.map((p) => p.t))].sort((a, b) => a - b);
+  const index = new Map(times.map((t, i) => [t, i]));
+  const series = h.topics.map((t) => {
+    const ys = times.map(() => null);
+    for (const p of t.points) ys[index.get(p.t)] = p.lag;
+    return ys;
+  });
+  const last = h.topics.map((t) => `${t.topic}: ${fmtNum(t.points[t.points.length - 1].lag)}`).join(", ");
+  $("#lag-history-note").textContent = `${times.length} samples from ${fmtTime(times[0])} · lag now ${last}`;
+  const css = getComputedStyle(document.documentElement);
+  const muted = css.getPropertyValue("--muted").trim() || "#6b7280";
+  const line = css.getPropertyValue("--line").trim() || "#e3e4e8";
+  const palette = [css.getPropertyValue("--accent").trim() || "#0f6e6e", "#c2410c", "#6d28d9", "#15803d", "#b91c1c"];
+  const axis = { stroke: muted, grid: { stroke: line, width: 1 }, ticks: { stroke: line, width: 1 } };
+  lagChart = new uPlot(
+    {
+      width: Math.max(box.clientWidth, 320),
+      height: 180,
+      ms: 1,
+      tzDate: (ms) => uPlot.tzDate(new Date(ms), "Etc/UTC"),
+      scales: { y: { range: (u, min, max) => [0, Math.max(max, 1) * 1.1] } },
+      axes: [axis, { ...axis, size: 60, values: (u, vals) => vals.map((v) => (Number.isInteger(v) ? fmtNum(v) : "")) }],
+      series: [{}, ...h.topics.map((t, i) => ({ label: t.topic, stroke: palette[i % palette.length], width: 2, spanGaps: true }))],
+    },
+    [times, ...series],
+    box,
+  );
+  box.chart = lagChart;
 }
 
 function setSubscribeStatus(text, kind = "") {
