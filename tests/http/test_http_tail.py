@@ -197,3 +197,14 @@ def test_tails_are_limited_per_server(server: HttpServer) -> None:
         finally:
             for s in streams:
                 s.__exit__(None, None, None)
+
+
+def test_a_closed_stream_gives_its_slot_back(server: HttpServer) -> None:
+    hub = server.server.config.app.state.tails
+    with httpx.stream("GET", f"{server.url}/api/v1/topics/events/tail", timeout=5) as r:
+        Events(r).until("ready")
+        assert hub.open_tails == 1
+    deadline = time.monotonic() + 5  # noticed at the next write at the latest (a heartbeat)
+    while hub.open_tails and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert hub.open_tails == 0
