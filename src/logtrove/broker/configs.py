@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from logtrove.acl import Operation, ResourceType
 from logtrove.broker.protocol import error_code
 from logtrove.storage import CONFIG_BY_NAME, StorageError, TopicConfig
 from logtrove.storage.broker_configs import (
@@ -101,6 +102,14 @@ def _topic_synonyms(name: str, overrides: Mapping[str, str], dynamic: BrokerConf
                 out.append({"name": broker_name, "value": value, "source": _LEVEL_SOURCE[level]})
     out.append({"name": broker_name or name, "value": CONFIG_BY_NAME[name].default, "source": SOURCE_DEFAULT})
     return out
+
+
+def _check_access(broker: Broker, request: Request, resource_type: int, name: str, op: Operation) -> None:
+    """DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, or on the cluster for the broker."""
+    if resource_type == TOPIC and not broker.allowed(request, op, ResourceType.TOPIC, name):
+        raise ResourceError(ErrorCode.topic_authorization_failed, f"{op.name} on topic {name!r} is needed")
+    if resource_type == BROKER and not broker.allowed_cluster(request, op):
+        raise ResourceError(ErrorCode.cluster_authorization_failed, f"{op.name} on the cluster is needed")
 
 
 def _describe_topic(
@@ -197,6 +206,7 @@ async def handle_describe_configs(broker: Broker, request: Request) -> Reply:
             "configs": [],
         }
         try:
+            _check_access(broker, request, res.resource_type, res.resource_name, Operation.DESCRIBE_CONFIGS)
             if res.resource_type == TOPIC:
                 result["configs"] = _describe_topic(
                     broker, res.resource_name, res.configuration_keys, documentation, synonyms
@@ -297,6 +307,7 @@ def _current(broker: Broker, resource_type: int, name: str) -> Mapping[str, str]
 
 def _alter(
     broker: Broker,
+    request: Request,
     res: Any,
     set_configs: dict[str, str],
     deletes: list[str],
@@ -307,6 +318,7 @@ def _alter(
     result: dict[str, Any] = {"resource_type": res.resource_type, "resource_name": res.resource_name}
     alter = {TOPIC: _alter_topic, BROKER: _alter_broker}.get(res.resource_type)
     try:
+        _check_access(broker, request, res.resource_type, res.resource_name, Operation.ALTER_CONFIGS)
         if alter is None:
             raise ResourceError(
                 ErrorCode.invalid_request,
@@ -326,6 +338,7 @@ async def handle_incremental_alter_configs(broker: Broker, request: Request) -> 
     responses = []
     for res in body.resources:
         try:
+            _check_access(broker, request, res.resource_type, res.resource_name, Operation.ALTER_CONFIGS)
             current = (
                 _current(broker, res.resource_type, res.resource_name)
                 if res.resource_type in (TOPIC, BROKER)
@@ -353,7 +366,9 @@ async def handle_incremental_alter_configs(broker: Broker, request: Request) -> 
             )
             continue
         responses.append(
-            _alter(broker, res, set_configs, deletes, replace=False, validate_only=body.validate_only)
+            _alter(
+                broker, request, res, set_configs, deletes, replace=False, validate_only=body.validate_only
+            )
         )
     return {"responses": responses}
 
@@ -364,5 +379,7 @@ async def handle_alter_configs(broker: Broker, request: Request) -> Reply:
     responses = []
     for res in body.resources:
         set_configs = {c.name: c.value or "" for c in res.configs}
-        responses.append(_alter(broker, res, set_configs, [], replace=True, validate_only=body.validate_only))
+        responses.append(
+            _alter(broker, request, res, set_configs, [], replace=True, validate_only=body.validate_only)
+        )
     return {"responses": responses}

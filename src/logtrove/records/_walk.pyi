@@ -3,7 +3,9 @@
 
 from logtrove.records.batch import Buffer
 
-def walk(payload: Buffer, /) -> tuple[int, int | None]: ...
+MAX_KEYLESS_REPORTED: int
+
+def walk(payload: Buffer, /) -> tuple[int, int, tuple[int, ...]]: ...
 def first_at_or_after(
     payload: Buffer, base_ts: int, base_offset: int, timestamp: int, min_offset: int, /
 ) -> int | None: ...
