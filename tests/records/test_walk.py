@@ -266,3 +266,38 @@ def test_a_zstd_bomb_batch_is_refused_at_produce() -> None:
     with pytest.raises(DecompressionLimitError):
         validate_produced(bytes(batch))
     assert struct.unpack_from(">i", batch, 8)[0] + 12 == len(batch)
+
+
+# -- first_at_or_after: the histogram's cut inside a straddling batch ------------------------
+def both_cuts(payload: bytes, base_ts: int, base_offset: int, timestamp: int, min_offset: int) -> object:
+    """What each twin of ``first_at_or_after`` gives: the same offset or the same error."""
+    from logtrove.records._walk import first_at_or_after as compiled
+    from logtrove.records.walk import py_first_at_or_after
+
+    results: list[object] = []
+    for cut in (py_first_at_or_after, compiled):
+        try:
+            results.append(cut(payload, base_ts, base_offset, timestamp, min_offset))
+        except ValueError as exc:
+            results.append(f"ValueError: {exc}")
+    assert results[0] == results[1], results
+    return results[0]
+
+
+@SETTINGS
+@given(st.lists(records, min_size=1, max_size=20), st.integers(0, 2**41), st.integers(0, 25))
+def test_cut_twins_find_the_first_record_at_or_after(recs: list[NewRecord], ts: int, min_delta: int) -> None:
+    batch = build_batch(recs, base_offset=1000)
+    header = read_header(batch)
+    payload = bytes(batch_payload(batch, header))
+    found = both_cuts(payload, header.base_timestamp, 1000, ts, 1000 + min_delta)
+    expected = next(
+        (1000 + i for i, r in enumerate(recs) if (r.timestamp or 0) >= ts and i >= min_delta), None
+    )
+    assert found == expected
+
+
+@SETTINGS
+@given(st.binary(max_size=300), st.integers(-(2**40), 2**40))
+def test_cut_twins_agree_on_random_bytes(payload: bytes, ts: int) -> None:
+    both_cuts(payload, 0, 0, ts, 0)

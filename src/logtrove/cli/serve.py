@@ -320,6 +320,14 @@ def serve(
         ),
     ] = 900_000,
     http_max_body_mb: Annotated[int, body_limit_option()] = DEFAULT_MAX_BODY_BYTES >> 20,
+    lag_sample_s: Annotated[
+        float,
+        typer.Option(
+            "--lag-sample-s",
+            min=0.1,
+            help="Seconds between samples of every group's lag (kept 24 h in lag-history.jsonl, for the console's lag charts).",
+        ),
+    ] = 10.0,
     follow: Annotated[
         str | None,
         typer.Option(
@@ -403,7 +411,11 @@ def serve(
         if mirror_config is not None:
             start_following(broker, mirror_config)
         if http_listen is not None:
-            http_servers.append(start_beside(broker, http_listen, max_body_bytes=http_max_body_mb << 20))
+            http_servers.append(
+                start_beside(
+                    broker, http_listen, max_body_bytes=http_max_body_mb << 20, lag_sample_s=lag_sample_s
+                )
+            )
 
     try:
         with cli_errors():

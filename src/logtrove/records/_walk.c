@@ -178,8 +178,58 @@ walk(PyObject *Py_UNUSED(module), PyObject *arg)
     return out;
 }
 
+/*
+ * first_at_or_after(payload, base_ts, base_offset, timestamp, min_offset) -> offset | None
+ *
+ * The offset of the first record whose timestamp (base_ts + timestampDelta) is >=
+ * timestamp and whose offset (base_offset + offsetDelta) is >= min_offset, reading only
+ * each record's length, timestamp delta and offset delta; None if no record qualifies.
+ * The twin of logtrove.records.walk.py_first_at_or_after (ValueError on a record that
+ * overruns the payload). Used by the topic histogram, once per batch straddling an edge.
+ */
+static PyObject *
+first_at_or_after(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer buf;
+    long long base_ts, base_offset, timestamp, min_offset;
+    if (!PyArg_ParseTuple(args, "y*LLLL", &buf, &base_ts, &base_offset, &timestamp, &min_offset)) {
+        return NULL;
+    }
+    const uint8_t *b = buf.buf;
+    Py_ssize_t end = buf.len, p = 0, count = 0;
+    PyObject *out = NULL;
+    while (p < end) {
+        int64_t length, ts_delta, off_delta;
+        if (read_varint(b, end, &p, &length) < 0 || length < 2 || length > end - p) {
+            malformed(count, "its length runs past the records");
+            goto done;
+        }
+        Py_ssize_t rec_end = p + (Py_ssize_t)length, q = p + 1; /* after the attributes */
+        if (read_varint(b, rec_end, &q, &ts_delta) < 0 || read_varint(b, rec_end, &q, &off_delta) < 0) {
+            malformed(count, "truncated timestamp or offset delta");
+            goto done;
+        }
+        if (base_ts + ts_delta >= timestamp && base_offset + off_delta >= min_offset) {
+            out = PyLong_FromLongLong(base_offset + off_delta);
+            goto done;
+        }
+        p = rec_end;
+        count++;
+    }
+    out = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&buf);
+    return out;
+}
+
+PyDoc_STRVAR(first_at_or_after_doc,
+             "first_at_or_after(payload, base_ts, base_offset, timestamp, min_offset)\n--\n\n"
+             "Offset of the first record with timestamp >= timestamp and offset >= min_offset,\n"
+             "or None. See logtrove.records.walk.py_first_at_or_after.");
+
 static PyMethodDef walk_methods[] = {
     {"walk", walk, METH_O, walk_doc},
+    {"first_at_or_after", first_at_or_after, METH_VARARGS, first_at_or_after_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -166,6 +166,32 @@ def py_walk(payload: Buffer) -> WalkResult:
     return count, keyless, tuple(indexes)
 
 
+def py_first_at_or_after(
+    payload: Buffer, base_ts: int, base_offset: int, timestamp: int, min_offset: int
+) -> int | None:
+    """The offset of the first record of a decompressed records section whose timestamp
+    (``base_ts`` + delta) is ≥ ``timestamp`` and whose offset (``base_offset`` + delta)
+    is ≥ ``min_offset``, or ``None``. Only each record's length, timestamp delta and
+    offset delta are read; :class:`ValueError` if a record overruns the payload."""
+    b = memoryview(payload).cast("B")
+    end = len(b)
+    p = count = 0
+    while p < end:
+        length, p = _varint(b, end, p)
+        if length is None or length < 2 or length > end - p:
+            raise _malformed(count, "its length runs past the records")
+        rec_end = p + length
+        ts_delta, q = _varint(b, rec_end, p + 1)  # after the attributes byte
+        off_delta, q = _varint(b, rec_end, q) if ts_delta is not None else (None, q)
+        if ts_delta is None or off_delta is None:
+            raise _malformed(count, "truncated timestamp or offset delta")
+        if base_ts + ts_delta >= timestamp and base_offset + off_delta >= min_offset:
+            return base_offset + off_delta
+        p = rec_end
+        count += 1
+    return None
+
+
 def _walk_headers(b: memoryview, rec_end: int, p: int, record: int) -> int:
     n, p = _varint(b, rec_end, p)
     if n is None or n < 0:
@@ -218,6 +244,20 @@ def _native() -> Callable[[Buffer], WalkResult] | None:
     return compiled
 
 
+FirstAtOrAfter = Callable[[Buffer, int, int, int, int], "int | None"]
+
+
+def _native_cut() -> FirstAtOrAfter | None:
+    if os.environ.get("LOGTROVE_PURE_PYTHON") == "1":
+        return None
+    try:
+        from logtrove.records._walk import first_at_or_after as compiled
+    except ImportError:  # an older build of _walk, or none
+        return None
+    return compiled
+
+
 NATIVE = _native()
 IMPLEMENTATION = "compiled" if NATIVE is not None else "python"
 walk: Callable[[Buffer], WalkResult] = NATIVE if NATIVE is not None else py_walk
+first_at_or_after: FirstAtOrAfter = _native_cut() or py_first_at_or_after
