@@ -63,7 +63,7 @@ Progress = Callable[[str, int, int], None]
 """Called as ``progress(phase, done_bytes, total_bytes)``; phases are "map" and "copy"."""
 
 _RELATIVE_OFFSET_LIMIT = 2**32 - 1
-_READ_CHUNK = 8 * 1024 * 1024  # bytes read from a segment at a time by both passes
+_READ_CHUNK = 1024 * 1024  # bytes read from a segment at a time by both passes
 _CRC = struct.Struct(">I")
 
 
