@@ -338,3 +338,30 @@ def test_the_compiled_and_python_cleaners_write_the_same_segments(tmp_path: Path
     assert sum(map(len, logs[0].values())) < sum(
         p.stat().st_size for p in (tmp_path / "d" / "c-0").glob("*.log")
     )
+
+
+@compiled
+def test_both_twins_agree_when_a_large_batch_fills_the_map_stops_at_the_limit_or_breaks() -> None:
+    """Batches of 100 records span several of the compiled passes' groups of 16: a full
+    map, the round's limit and a damaged record may fall anywhere among them."""
+    from logtrove.records import NewRecord
+
+    assert passes.NATIVE is not None
+    native_map, native_filter = passes.NATIVE
+    rng = random.Random(21)
+    for trial in range(300):
+        records = [
+            NewRecord(None if rng.random() < 0.1 else b"v", b"k%d" % rng.randrange(60), (), 1_000 + i)
+            for i in range(100)
+        ]
+        payload = bytearray(build_batch(records, base_offset=1_000)[HEADER_SIZE:])
+        if trial % 2:
+            payload[rng.randrange(len(payload))] = rng.randrange(256)
+        capacity = rng.choice([5, 30, 1000])
+        limit = rng.choice([2**62, 1_000 + rng.randrange(100)])
+        tables = [bytearray(24 * 1200), bytearray(24 * 1200)]
+        py = outcome(passes.py_map_records, tables[0], capacity, 0, bytes(payload), 1_000, 100, 1_010, limit)
+        c = outcome(native_map, tables[1], capacity, 0, bytes(payload), 1_000, 100, 1_010, limit)
+        assert (py, tables[0]) == (c, tables[1])
+        args = (tables[0], passes.HASHED, bytes(payload), 1_000, 100, 1_000, None, None, 5, 6, limit)
+        assert outcome(passes.py_filter_records, *args) == outcome(native_filter, *args)

@@ -45,6 +45,7 @@
 #define LAYOUT_HASHED 0  /* OffsetMap: open addressing, offset + 1 as u64, 0 = empty */
 #define LAYOUT_SORTED 1  /* OffsetMapFile: 24-byte header, entries sorted by digest, i64 */
 #define MAX_OFFSET_DELTA 0x7FFFFFFF
+#define GROUP 16 /* records hashed and prefetched before their probes */
 
 /* ---- errors, set once the GIL is held again ------------------------------------ */
 
@@ -225,45 +226,79 @@ typedef struct {
     Py_ssize_t count;
 } map_job;
 
+/* Records are taken GROUP at a time: parsed and hashed first, their home slots
+ * prefetched, then probed in order. A table larger than the caches costs a memory miss a
+ * probe; prefetching overlaps a group's misses instead of paying them one by one. */
+typedef struct {
+    int64_t offset;
+    int has_key;
+    uint8_t dig[DIGEST];
+} hashed_t;
+
+static inline void
+prefetch_home(const uint8_t *t, Py_ssize_t slots, const uint8_t dig[DIGEST])
+{
+    const uint8_t *s = t + (Py_ssize_t)(load_be64(dig) % (uint64_t)slots) * SLOT;
+    __builtin_prefetch(s);
+    __builtin_prefetch(s + SLOT - 1);
+}
+
 static enum fault
 map_walk(map_job *j)
 {
     Py_ssize_t p = 0;
-    record_t r;
+    hashed_t g[GROUP];
     while (p < j->n) {
-        if (j->count == j->declared) {
-            return F_TOO_MANY;
-        }
-        enum fault f = parse_record(j->b, j->n, &p, &r);
-        if (f != OK) {
-            return f;
-        }
-        int64_t offset = j->base_offset + r.off_delta;
-        if (offset >= j->limit) {
-            return OK; /* the rest is beyond what this round maps */
-        }
-        j->count++;
-        if (offset < j->first_dirty || r.key_len < 0) {
-            continue;
-        }
-        uint8_t dig[DIGEST];
-        uint64_t stored;
-        digest_of(r.key, r.key_len, dig);
-        Py_ssize_t slot = probe(j->table, j->slots, dig, &stored);
-        if (slot < 0) {
-            return F_TABLE;
-        }
-        if (stored == 0) {
-            if (j->size >= j->capacity) {
-                j->full = 1;
-                j->full_at = offset;
-                return OK;
+        int k = 0, at_limit = 0;
+        enum fault fault = OK;
+        while (k < GROUP && p < j->n) {
+            if (j->count + k == j->declared) {
+                fault = F_TOO_MANY;
+                break;
             }
-            j->size++;
+            record_t r;
+            fault = parse_record(j->b, j->n, &p, &r);
+            if (fault != OK) {
+                break;
+            }
+            int64_t offset = j->base_offset + r.off_delta;
+            if (offset >= j->limit) {
+                at_limit = 1; /* the rest is beyond what this round maps */
+                break;
+            }
+            g[k].offset = offset;
+            g[k].has_key = offset >= j->first_dirty && r.key_len >= 0;
+            if (g[k].has_key) {
+                digest_of(r.key, r.key_len, g[k].dig);
+                prefetch_home(j->table, j->slots, g[k].dig);
+            }
+            k++;
         }
-        uint8_t *s = j->table + slot * SLOT;
-        memcpy(s, dig, DIGEST);
-        store_be64(s + DIGEST, (uint64_t)offset + 1);
+        for (int i = 0; i < k; i++) {
+            j->count++;
+            if (!g[i].has_key) {
+                continue;
+            }
+            uint64_t stored;
+            Py_ssize_t slot = probe(j->table, j->slots, g[i].dig, &stored);
+            if (slot < 0) {
+                return F_TABLE;
+            }
+            if (stored == 0) {
+                if (j->size >= j->capacity) {
+                    j->full = 1;
+                    j->full_at = g[i].offset;
+                    return OK;
+                }
+                j->size++;
+            }
+            uint8_t *s = j->table + slot * SLOT;
+            memcpy(s, g[i].dig, DIGEST);
+            store_be64(s + DIGEST, (uint64_t)g[i].offset + 1);
+        }
+        if (fault != OK || at_limit) {
+            return fault;
+        }
     }
     return j->count == j->declared ? OK : F_TOO_FEW;
 }
@@ -332,55 +367,88 @@ record_ts(const filter_job *j, const record_t *r)
     return j->has_append_ts ? j->append_ts : (int64_t)((uint64_t)j->base_ts + (uint64_t)r->ts_delta);
 }
 
-/* First walk: decide each record, count, find the first and largest kept timestamps. */
+/* First walk: decide each record, count, find the first and largest kept timestamps.
+ * Records are taken GROUP at a time, as in map_walk: parsed, hashed and prefetched, then
+ * decided in order. */
+typedef struct {
+    record_t r;
+    int64_t offset;
+    int lookup;
+    uint8_t dig[DIGEST];
+} candidate_t;
+
+static void
+decide(filter_job *j, const candidate_t *c, int found, int64_t newest)
+{
+    int keep = 1;
+    if (c->offset < j->end) {
+        if (c->r.key_len < 0) {
+            keep = 0;
+        } else if (found && newest > c->offset) {
+            keep = 0;
+        } else if (c->r.tombstone && j->has_batch_horizon && j->batch_horizon <= j->now) {
+            keep = 0;
+            j->tombstones_removed++;
+        }
+        if (keep) {
+            j->live += !c->r.tombstone;
+            j->needs_horizon |= c->r.tombstone;
+        }
+    }
+    j->keep[j->read++] = (uint8_t)keep;
+    if (keep) {
+        int64_t ts = record_ts(j, &c->r);
+        if (j->kept == 0 || ts > j->max_ts) {
+            j->max_ts = ts;
+        }
+        if (j->kept == 0) {
+            j->first_ts = ts;
+        }
+        j->kept++;
+    }
+}
+
 static enum fault
 filter_decide(filter_job *j)
 {
     Py_ssize_t p = 0;
-    record_t r;
+    candidate_t g[GROUP];
     while (p < j->n) {
-        if (j->read == j->declared || j->read == j->flags) {
-            return F_TOO_MANY;
+        int k = 0;
+        enum fault fault = OK;
+        while (k < GROUP && p < j->n) {
+            if (j->read + k == j->declared || j->read + k == j->flags) {
+                fault = F_TOO_MANY;
+                break;
+            }
+            candidate_t *c = &g[k];
+            fault = parse_record(j->b, j->n, &p, &c->r);
+            if (fault != OK) {
+                break;
+            }
+            c->offset = j->base_offset + c->r.off_delta;
+            c->lookup = c->offset < j->end && c->r.key_len >= 0;
+            if (c->lookup) {
+                digest_of(c->r.key, c->r.key_len, c->dig);
+                if (j->layout == LAYOUT_HASHED) {
+                    prefetch_home(j->table, j->table_len / SLOT, c->dig);
+                }
+            }
+            k++;
         }
-        enum fault f = parse_record(j->b, j->n, &p, &r);
-        if (f != OK) {
-            return f;
-        }
-        int64_t offset = j->base_offset + r.off_delta;
-        int keep = 1;
-        if (offset < j->end) {
-            if (r.key_len < 0) {
-                keep = 0;
-            } else {
-                uint8_t dig[DIGEST];
-                int64_t newest;
-                digest_of(r.key, r.key_len, dig);
-                int found = latest(j->table, j->table_len, j->layout, dig, &newest);
+        for (int i = 0; i < k; i++) {
+            int found = 0;
+            int64_t newest = 0;
+            if (g[i].lookup) {
+                found = latest(j->table, j->table_len, j->layout, g[i].dig, &newest);
                 if (found < 0) {
                     return F_TABLE;
                 }
-                if (found && newest > offset) {
-                    keep = 0;
-                } else if (r.tombstone && j->has_batch_horizon && j->batch_horizon <= j->now) {
-                    keep = 0;
-                    j->tombstones_removed++;
-                }
             }
-            if (keep) {
-                j->live += !r.tombstone;
-                j->needs_horizon |= r.tombstone;
-            }
+            decide(j, &g[i], found, newest);
         }
-        j->keep[j->read++] = (uint8_t)keep;
-        if (keep) {
-            int64_t ts = record_ts(j, &r);
-            if (j->kept == 0 || ts > j->max_ts) {
-                j->max_ts = ts;
-            }
-            if (j->kept == 0) {
-                j->first_ts = ts;
-            }
-            j->kept++;
+        if (fault != OK) {
+            return fault;
         }
     }
     return j->read == j->declared ? OK : F_TOO_FEW;
