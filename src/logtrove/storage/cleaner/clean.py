@@ -40,7 +40,14 @@ from dataclasses import dataclass
 
 import crc32c
 
-from logtrove.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, CorruptRecordError, read_header
+from logtrove.records import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    CorruptBatchError,
+    CorruptRecordError,
+    read_header,
+)
 from logtrove.records.batch import (
     ATTR_DELETE_HORIZON,
     ATTR_TIMESTAMP_TYPE,
@@ -185,7 +192,10 @@ def read_batches(seg: Segment, start: int = 0) -> Iterator[tuple[int, BatchHeade
             size = peek_batch_size(buf, 0)
             if size is None or max(size, HEADER_SIZE) > len(buf):
                 return
-        header = read_header(buf, rel)
+        try:
+            header = read_header(buf, rel)
+        except CorruptBatchError:
+            return
         if header.batch_length < MIN_BATCH_LENGTH:
             return
         yield pos, header, buf[rel : rel + size]
