@@ -281,6 +281,9 @@ def _latest(table: Table, layout: int, digest: bytes) -> int | None:
 def _read_varint(b: memoryview, end: int, p: int) -> tuple[int | None, int]:
     """A zig-zag varint of at most 10 bytes below ``end``, 64 bits kept (as the C twin
     reads it); ``(None, p)`` if it does not fit."""
+    if p < end and b[p] < 0x80:  # most varints in a record are one byte
+        c = b[p]
+        return (c >> 1) ^ -(c & 1), p + 1
     r = shift = 0
     while shift < 70:
         if p >= end:
