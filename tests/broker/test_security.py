@@ -448,3 +448,43 @@ def test_a_sasl_connection_not_authenticated_in_time_is_closed_and_advertised_en
         with WireClient(broker.port) as client:
             meta = client.request(3, 9, {"topics": None, "allow_auto_topic_creation": False})
             assert (meta.brokers[0].host, meta.brokers[0].port) == ("127.0.0.1", broker.port)
+
+
+def test_connections_to_a_tls_listener_count_against_the_limits_before_their_handshake(
+    tmp_path: Path,
+) -> None:
+    """Clients that connect to a TLS port and never finish a handshake hold connections
+    like any other: past --max-connections new ones are refused, and once they go the
+    broker serves again."""
+    certs = tmp_path / "certs"
+    assert logtrove("certs", "--out", str(certs)).returncode == 0
+    ssl_port = free_port()
+    extra = [
+        *("--listen", f"SSL://127.0.0.1:{ssl_port}", "--max-connections", "3"),
+        *("--ssl-certfile", str(certs / "server.pem"), "--ssl-keyfile", str(certs / "server.key")),
+    ]
+    broker = BrokerProcess(tmp_path / "data", free_port(), *extra)
+    # ready once it says so: a probe connection would count against the limit
+    broker.ready = lambda: "(SSL)" in broker.log.read_text()  # type: ignore[method-assign]
+    with broker:
+        silent = [socket.create_connection(("127.0.0.1", ssl_port), timeout=5) for _ in range(3)]
+        time.sleep(0.5)
+        with WireClient(broker.port) as client:
+            client.send_frame(
+                client.encode_request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+            )
+            assert _closed(client)  # refused: the three handshakes-to-be hold every connection
+        for sock in silent:
+            sock.close()
+        time.sleep(0.5)
+        with WireClient(broker.port) as client:
+            versions = client.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+            assert versions.error_code == 0
+        context = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+        with (
+            socket.create_connection(("127.0.0.1", ssl_port), timeout=10) as raw,
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+        ):
+            tls.sendall(struct.pack(">ihhi", 10, 18, 0, 7) + b"\xff\xff")
+            size = struct.unpack(">i", tls.recv(4))[0]
+            assert size > 0  # served over TLS once admitted
