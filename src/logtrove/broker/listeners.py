@@ -24,6 +24,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from logtrove.acl import ANONYMOUS
+
 
 class ListenerError(ValueError):
     """A listener or TLS setting that cannot be used; the message says why."""
@@ -153,8 +155,6 @@ def server_context(tls: TlsSettings, protocol: SecurityProtocol = SecurityProtoc
     }[tls.client_auth]
     return context
 
-
-ANONYMOUS = "User:ANONYMOUS"
 
 # RFC 4514 short names of the attributes Python's ssl reports by their long names
 _SHORT = {

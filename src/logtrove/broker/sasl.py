@@ -88,6 +88,7 @@ class Session:
     mechanism: str | None = None
     raw_tokens: bool = False  # after SaslHandshake v0: tokens as bare frames
     close_after_reply: bool = False
+    address: str = ""  # the client's address (ACL hosts)
 
     @property
     def authenticated(self) -> bool:

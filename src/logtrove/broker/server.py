@@ -54,6 +54,7 @@ from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_re
 from kio.serial import entity_reader
 from kio.serial.errors import SerialError
 
+from logtrove.acl import CLUSTER_NAME, AclStore, Authorizer, Operation, ResourceType
 from logtrove.broker.credentials import CredentialStore
 from logtrove.broker.group_commit import GroupCommit
 from logtrove.broker.limits import Connection, ConnectionLimits, Phase, default_max_connections, overdue
@@ -77,14 +78,16 @@ from logtrove.broker.protocol import (
 )
 from logtrove.broker.sasl import MAX_UNAUTHENTICATED_FRAME, PRE_AUTH_KEYS, SaslState, Session
 from logtrove.broker.tls_accept import TlsAcceptor, listening_socket
-from logtrove.groups import GroupCoordinator, OffsetStore
+from logtrove.groups import ConsumerGroups, GroupCoordinator, OffsetStore
 from logtrove.storage import DEFAULT_MAX_TOTAL_PARTITIONS, Storage, pending
 from logtrove.storage.cleaner import Cleaner
 from logtrove.storage.cleaner.scheduler import DEFAULT_MAP_BUDGET
 from logtrove.storage.files import FILE_POOL, raise_fd_limit
 from logtrove.storage.indexproc import IndexerProcess
+from logtrove.txn import DEFAULT_MAX_TIMEOUT_MS, TransactionCoordinator, TxnIndexes
 
 log = logging.getLogger("logtrove.broker")
+audit = logging.getLogger("logtrove.audit")  # one line per denied request
 
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024
 DEFAULT_FETCH_MAX = 55 * 1024 * 1024  # Kafka's broker fetch.max.bytes
@@ -104,6 +107,8 @@ class BrokerConfig:
     default_partitions: int = 1
     max_frame_bytes: int = DEFAULT_MAX_FRAME
     initial_rebalance_delay_ms: int = 3000
+    consumer_session_timeout_ms: int = 45_000  # [group.consumer.session.timeout.ms]
+    consumer_heartbeat_interval_ms: int = 5000  # [group.consumer.heartbeat.interval.ms]
     maintenance_interval_ms: int = 1000
     offsets_partitions: int = 1
     indexer: bool = True  # a child process writes the key, tag and skip indexes
@@ -122,10 +127,14 @@ class BrokerConfig:
     )
     max_partitions: int = DEFAULT_MAX_TOTAL_PARTITIONS  # total over all topics (Storage.max_partitions)
     durable_acks: bool = False  # acks=1/all wait for the fsync on every topic (as flush.messages=1)
+    authorizer: bool = False  # enforce the ACLs of DATA_DIR/acls.json [authorizer.class.name]
+    super_users: tuple[str, ...] = ()  # principals every operation is allowed to [super.users]
+    allow_if_no_acl: bool = False  # a resource no ACL covers is open [allow.everyone.if.no.acl.found]
     # listeners; empty: one PLAINTEXT listener on host:port (advertised_host/port)
     listeners: tuple[Listener, ...] = ()
     tls: TlsSettings | None = None  # what SSL and SASL_SSL listeners serve with
     sasl_auth_timeout_ms: int = 10_000  # a SASL connection must be authenticated within this
+    transaction_max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS  # [transaction.max.timeout.ms]
 
 
 @dataclass(frozen=True)
@@ -140,6 +149,16 @@ class Request:
     flexible: bool
     response_cls: type
     session: Session  # the connection's listener and principal
+
+    @property
+    def principal(self) -> str:
+        """Who sent it (``User:NAME``; ``User:ANONYMOUS`` unauthenticated): the ACLs' subject."""
+        return self.session.principal
+
+    @property
+    def host(self) -> str:
+        """The client's address, as ACL hosts name it."""
+        return self.session.address
 
 
 @dataclass(frozen=True)
@@ -204,6 +223,13 @@ class Broker:
         self.groups = GroupCoordinator(
             self.offsets, initial_rebalance_delay_ms=config.initial_rebalance_delay_ms
         )
+        self.consumer_groups = ConsumerGroups(
+            self.offsets,
+            storage.path,
+            lambda: {t.name: t.partitions for t in storage.topics()},
+            session_timeout_ms=config.consumer_session_timeout_ms,
+        )
+        self._consumer_groups_task: asyncio.Task[None] | None = None
         self._appended: asyncio.Future[None] | None = None
         self._connections: dict[asyncio.Task[None], Connection] = {}
         self._watch: asyncio.Task[None] | None = None
@@ -211,6 +237,16 @@ class Broker:
         self._stop_maintenance = threading.Event()
         self._maintenance: threading.Thread | None = None
         self.producers = ProducerStates(storage.clock.now_ms())
+        self.txn = TransactionCoordinator(
+            storage,
+            self.offsets,
+            TxnIndexes(),
+            self.producers.new_producer_id,
+            clock=storage.clock,
+            notify=self.notify_append,
+            max_timeout_ms=config.transaction_max_timeout_ms,
+        )
+        self._txn_timeouts: asyncio.Task[None] | None = None
         self.group_commit = GroupCommit()
         self.cleaner: Cleaner | None = None
         self.indexer: IndexerProcess | None = None
@@ -219,6 +255,38 @@ class Broker:
         )
         # called first in stop(), before storage closes (a mirror thread writing to it)
         self.before_stop: list[Callable[[], None]] = []
+        self.acls = AclStore.load(storage.path) if not storage.read_only else AclStore(storage.path)
+        self.authorizer = (
+            Authorizer(self.acls, frozenset(config.super_users), config.allow_if_no_acl)
+            if config.authorizer
+            else None
+        )
+
+    def allowed(
+        self, request: Request, op: Operation, rtype: ResourceType, name: str, *, audited: bool = True
+    ) -> bool:
+        """Whether the request's principal may perform ``op`` on the resource (always, with
+        no authorizer, as Kafka without ``authorizer.class.name``). A denial leaves an
+        audit line (who, from where, what, on which resource) unless ``audited`` is off:
+        filtering a listing to what the principal may see is not a denied request."""
+        if self.authorizer is None:
+            return True
+        if self.authorizer.authorize(request.principal, request.host, op, rtype, name):
+            return True
+        if audited:
+            audit.info(
+                "denied %s from %s: %s on %s %r (api key %d)",
+                request.principal,
+                request.host,
+                op.name,
+                rtype.name,
+                name,
+                request.api_key,
+            )
+        return False
+
+    def allowed_cluster(self, request: Request, op: Operation) -> bool:
+        return self.allowed(request, op, ResourceType.CLUSTER, CLUSTER_NAME)
 
     @property
     def host(self) -> str:
@@ -258,6 +326,7 @@ class Broker:
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
         self.offsets.load()
+        self.txn.load()
         for listener in self.listeners:
             if listener.protocol.tls:
                 self.bound_ports[listener.name] = self._start_tls_listener(listener)
@@ -272,6 +341,7 @@ class Broker:
             self.bound_ports[listener.name] = int(server.sockets[0].getsockname()[1])
         self.bound_port = self.bound_ports[self.listeners[0].name]
         self._watch = asyncio.create_task(self._watch_connections(), name="connection-watch")
+        self._txn_timeouts = asyncio.create_task(self._abort_expired_transactions(), name="txn-timeouts")
         self._maintenance = threading.Thread(target=self._maintenance_loop, name="maintenance", daemon=True)
         self._maintenance.start()
         if self.config.cleaner:
@@ -286,6 +356,7 @@ class Broker:
                     "sustained produce; install gcc and libxxhash-dev and reinstall logtrove to compile it"
                 )
         self.groups.start()
+        self._consumer_groups_task = asyncio.create_task(self.consumer_groups.run(), name="consumer-groups")
 
     def _start_tls_listener(self, listener: Listener) -> int:
         """Listen on a TLS listener (connections admitted before their handshake, see
@@ -313,12 +384,19 @@ class Broker:
             acceptor.close()
         if self._watch is not None:
             self._watch.cancel()
+        if self._txn_timeouts is not None:
+            self._txn_timeouts.cancel()
         for task in list(self._connections):
             task.cancel()
         if self._connections:
             await asyncio.wait(list(self._connections), timeout=5)
         self.group_commit.close()
         await self.groups.stop()
+        if self._consumer_groups_task is not None:
+            self._consumer_groups_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._consumer_groups_task
+        self.consumer_groups.close()
         if self.indexer is not None:
             self.indexer.stop()
         if self.cleaner is not None:
@@ -327,6 +405,16 @@ class Broker:
         if self._maintenance is not None:
             self._maintenance.join(timeout=30)
         self.storage.close()
+
+    async def _abort_expired_transactions(self) -> None:
+        """Abort the transactions past their timeout, every maintenance interval, on the
+        event loop (the markers are appends, which happen only on the loop)."""
+        while True:
+            await asyncio.sleep(self.config.maintenance_interval_ms / 1000)
+            try:
+                self.txn.abort_expired()
+            except Exception:  # the task must survive one bad round; the next retries
+                log.exception("aborting expired transactions failed")
 
     def _maintenance_loop(self) -> None:
         interval = self.config.maintenance_interval_ms / 1000
@@ -346,9 +434,9 @@ class Broker:
             principal = principal_of_certificate(writer.get_extra_info("peercert"))
             log.info("TLS connection from %s on %s as %s", conn.address, listener, principal)
         if not listener.protocol.sasl:
-            return Session(listener, principal, SaslState.AUTHENTICATED)
+            return Session(listener, principal, SaslState.AUTHENTICATED, address=conn.address)
         conn.auth_deadline = conn.since + self.config.sasl_auth_timeout_ms / 1000
-        return Session(listener, principal, SaslState.HANDSHAKE)
+        return Session(listener, principal, SaslState.HANDSHAKE, address=conn.address)
 
     async def _serve_connection(
         self,

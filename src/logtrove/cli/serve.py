@@ -166,6 +166,22 @@ def serve(
             help="Wait for more members before a new group's first rebalance.",
         ),
     ] = 3000,
+    consumer_session_timeout_ms: Annotated[
+        int,
+        typer.Option(
+            "--consumer-session-timeout-ms",
+            min=1000,
+            help="Consumer-protocol (KIP-848) members silent this long are removed.",
+        ),
+    ] = 45_000,
+    consumer_heartbeat_interval_ms: Annotated[
+        int,
+        typer.Option(
+            "--consumer-heartbeat-interval-ms",
+            min=100,
+            help="How often consumer-protocol (KIP-848) members are told to heartbeat.",
+        ),
+    ] = 5000,
     max_frame_bytes: Annotated[
         int, typer.Option("--max-frame-bytes", min=1024, help="Largest request accepted.")
     ] = 100 * 1024 * 1024,
@@ -272,6 +288,37 @@ def serve(
             "fsyncs are grouped off the event loop). Default: fsync within flush.ms (1 s).",
         ),
     ] = False,
+    authorizer: Annotated[
+        bool,
+        typer.Option(
+            "--authorizer/--no-authorizer",
+            help="Enforce the ACLs (DATA_DIR/acls.json; manage them with `logtrove acls` or any Kafka "
+            "admin client). A resource no ACL covers is closed unless --allow-everyone-if-no-acl-found.",
+        ),
+    ] = False,
+    super_user: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--super-user",
+            help="A principal allowed everything (Kafka's super.users), e.g. User:admin. Repeatable.",
+        ),
+    ] = None,
+    allow_everyone_if_no_acl_found: Annotated[
+        bool,
+        typer.Option(
+            "--allow-everyone-if-no-acl-found",
+            help="With --authorizer: a resource that no ACL covers is open to everyone.",
+        ),
+    ] = False,
+    transaction_max_timeout_ms: Annotated[
+        int,
+        typer.Option(
+            "--transaction-max-timeout-ms",
+            min=1,
+            help="Longest transaction timeout a transactional producer may ask for "
+            "(Kafka's transaction.max.timeout.ms); a transaction open longer than its own timeout is aborted.",
+        ),
+    ] = 900_000,
     http_max_body_mb: Annotated[int, body_limit_option()] = DEFAULT_MAX_BODY_BYTES >> 20,
     follow: Annotated[
         str | None,
@@ -323,6 +370,8 @@ def serve(
         fetch_max_bytes=fetch_max_bytes,
         fetch_memory_bytes=fetch_memory_mb << 20,
         initial_rebalance_delay_ms=initial_rebalance_delay_ms,
+        consumer_session_timeout_ms=consumer_session_timeout_ms,
+        consumer_heartbeat_interval_ms=consumer_heartbeat_interval_ms,
         indexer=indexer,
         indexer_flush_ms=max(1, round(indexer_flush_s * 1000)),
         cleaner=cleaner,
@@ -330,6 +379,10 @@ def serve(
         cleaner_map_bytes=cleaner_map_mb << 20,
         max_partitions=max_partitions,
         durable_acks=durable_acks,
+        authorizer=authorizer,
+        super_users=tuple(_principals(super_user or [])),
+        allow_if_no_acl=allow_everyone_if_no_acl_found,
+        transaction_max_timeout_ms=transaction_max_timeout_ms,
     )
     mirror_config = None
     if follow is not None:
@@ -358,3 +411,14 @@ def serve(
     finally:
         for server in http_servers:
             server.stop()
+
+
+def _principals(raw: list[str]) -> list[str]:
+    """``--super-user`` values, checked (``Type:name``); a wrong one ends with exit code 2."""
+    from logtrove.acl import AclError
+    from logtrove.acl.model import check_principal
+
+    try:
+        return [check_principal(p) for p in raw]
+    except AclError as exc:
+        fail(f"--super-user: {exc}", 2)
