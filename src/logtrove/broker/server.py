@@ -55,7 +55,7 @@ from kio.serial import entity_reader
 from kio.serial.errors import SerialError
 
 from logtrove.acl import CLUSTER_NAME, AclStore, Authorizer, Operation, ResourceType
-from logtrove.broker.credentials import CredentialStore
+from logtrove.acl.credentials import CredentialStore
 from logtrove.broker.group_commit import GroupCommit
 from logtrove.broker.limits import Connection, ConnectionLimits, Phase, default_max_connections, overdue
 from logtrove.broker.listeners import (
