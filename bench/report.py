@@ -20,10 +20,22 @@ from typing import Any
 from _common import RESULTS, machine
 
 ROOT = Path(__file__).resolve().parent.parent
-ORDER = ["storage", "broker", "query", "indexer", "compaction", "lag", "spark", "partitions", "validation"]
+ORDER = [
+    "storage",
+    "broker",
+    "broker-security",
+    "query",
+    "indexer",
+    "compaction",
+    "lag",
+    "spark",
+    "partitions",
+    "validation",
+]
 TITLES = {
     "storage": "Storage: append, read, lookups, recovery",
     "broker": "Broker: logtrove vs tansu (same run, same clients)",
+    "broker-security": "Broker: SASL_SSL next to PLAINTEXT (one broker, same run)",
     "query": "Query: indexes vs consume-and-filter",
     "indexer": "Indexer: keeping up with sustained produce",
     "compaction": "Compaction",

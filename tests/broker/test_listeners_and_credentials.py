@@ -13,7 +13,7 @@ import pytest
 from scramp import ScramClient, ScramMechanism
 from tests.broker.conftest import SERVE, free_port
 
-from logtrove.broker.credentials import CredentialError, CredentialStore, ScramCredential
+from logtrove.acl.credentials import CredentialError, CredentialStore, ScramCredential
 from logtrove.broker.listeners import (
     ListenerError,
     SecurityProtocol,

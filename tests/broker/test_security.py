@@ -5,6 +5,8 @@ SASL_SSL, SASL_PLAINTEXT and SSL (client certificate required) at once."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import shutil
 import socket
 import ssl
@@ -448,3 +450,91 @@ def test_a_sasl_connection_not_authenticated_in_time_is_closed_and_advertised_en
         with WireClient(broker.port) as client:
             meta = client.request(3, 9, {"topics": None, "allow_auto_topic_creation": False})
             assert (meta.brokers[0].host, meta.brokers[0].port) == ("127.0.0.1", broker.port)
+
+
+def test_connections_to_a_tls_listener_count_against_the_limits_before_their_handshake(
+    tmp_path: Path,
+) -> None:
+    """Clients that connect to a TLS port and never finish a handshake hold connections
+    like any other: past --max-connections new ones are refused, and once they go the
+    broker serves again."""
+    certs = tmp_path / "certs"
+    assert logtrove("certs", "--out", str(certs)).returncode == 0
+    ssl_port = free_port()
+    extra = [
+        *("--listen", f"SSL://127.0.0.1:{ssl_port}", "--max-connections", "3"),
+        *("--ssl-certfile", str(certs / "server.pem"), "--ssl-keyfile", str(certs / "server.key")),
+    ]
+    broker = BrokerProcess(tmp_path / "data", free_port(), *extra)
+    # ready once it says so: a probe connection would count against the limit
+    broker.ready = lambda: "(SSL)" in broker.log.read_text()  # type: ignore[method-assign]
+    with broker:
+        silent = [socket.create_connection(("127.0.0.1", ssl_port), timeout=5) for _ in range(3)]
+        time.sleep(0.5)
+        with WireClient(broker.port) as client:
+            client.send_frame(
+                client.encode_request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+            )
+            assert _closed(client)  # refused: the three handshakes-to-be hold every connection
+        for sock in silent:
+            sock.close()
+        time.sleep(0.5)
+        with WireClient(broker.port) as client:
+            versions = client.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+            assert versions.error_code == 0
+        context = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+        with (
+            socket.create_connection(("127.0.0.1", ssl_port), timeout=10) as raw,
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+        ):
+            tls.sendall(struct.pack(">ihhi", 10, 18, 0, 7) + b"\xff\xff")
+            size = struct.unpack(">i", tls.recv(4))[0]
+            assert size > 0  # served over TLS once admitted
+
+
+def _cli_with_config(
+    config: str, tmp_path: Path, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    properties = tmp_path / "client.properties"
+    properties.write_text(config)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOGTROVE_")}
+    return subprocess.run(
+        [sys.executable, "-c", SERVE, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+        env={**env, "LOGTROVE_CLIENT_CONFIG": str(properties)},
+    )
+
+
+def test_the_cli_works_through_sasl_ssl_sasl_plaintext_and_mtls_listeners(
+    secured: Secured, tmp_path: Path
+) -> None:
+    ca = secured.certs / "ca.pem"
+    scram = f"security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=alice\nsasl.password={PASSWORD}\nssl.ca.location={ca}\n"
+    b = ["--bootstrap", f"127.0.0.1:{secured.sasl_ssl}"]
+    out = _cli_with_config(scram, tmp_path, "topics", "create", "sec-cli", "--partitions", "2", *b)
+    assert out.returncode == 0, out.stderr
+    out = _cli_with_config(scram, tmp_path, "produce", "sec-cli", *b, stdin='{"value": "one"}\n{"value": "two"}\n')
+    assert out.returncode == 0, out.stderr
+    plain = f"# PLAIN, no TLS\nsecurity.protocol=SASL_PLAINTEXT\nsasl.mechanisms=PLAIN\nsasl.username=alice\nsasl.password={PASSWORD}\n"
+    listing = _cli_with_config(
+        plain, tmp_path, "topics", "list", "--json", "--bootstrap", f"127.0.0.1:{secured.sasl_plain}"
+    )
+    assert listing.returncode == 0, listing.stderr
+    assert {"name": "sec-cli", "partitions": 2, "messages": 2} in json.loads(listing.stdout)
+    mtls = f"security.protocol=SSL\nssl.ca.location={ca}\nssl.certificate.location={secured.certs / 'app-one.pem'}\nssl.key.location={secured.certs / 'app-one.key'}\n"
+    out = _cli_with_config(
+        mtls, tmp_path, "topics", "describe", "sec-cli", "--bootstrap", f"127.0.0.1:{secured.ssl}"
+    )
+    assert out.returncode == 0, out.stderr
+    wrong = scram.replace(PASSWORD, "not-it")
+    out = _cli_with_config(wrong, tmp_path, "topics", "list", *b)
+    assert out.returncode == 1
+    assert "SASL_AUTHENTICATION_FAILED" in out.stderr
+    out = _cli_with_config("security.protocol=SASL_SSL\nsasl.password=x\n", tmp_path, "topics", "list", *b)
+    assert out.returncode == 1
+    assert "needs sasl.username" in out.stderr

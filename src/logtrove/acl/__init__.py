@@ -5,6 +5,9 @@
 * :mod:`.store`: the bindings of a data directory (``DATA_DIR/acls.json``).
 * :mod:`.authorizer`: the decision for one principal, host, operation and resource, as
   Kafka's ``StandardAuthorizer`` makes it.
+* :mod:`.credentials`: the users' salted SCRAM credentials
+  (``DATA_DIR/scram-credentials.json``), which SASL (broker) checks and ``logtrove
+  users`` edits; here, below the broker and the HTTP API, so that both can use them.
 """
 
 from logtrove.acl.authorizer import ANONYMOUS, Authorizer

@@ -13,8 +13,8 @@ One module per API family:
 * :mod:`.apis`: ApiVersions and the table of what is served
 * :mod:`.listeners`: listeners (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) and TLS
 * :mod:`.sasl`: SaslHandshake, SaslAuthenticate (PLAIN, SCRAM-SHA-256/512)
-* :mod:`.credentials`, :mod:`.users_api`: SCRAM users in the data directory, and
-  Describe/AlterUserScramCredentials
+* :mod:`.users_api`: Describe/AlterUserScramCredentials over the SCRAM users of
+  :mod:`logtrove.acl.credentials`
 
 :mod:`.protocol` holds the framing and the dict-to-kio glue; :mod:`.client` is a small
 blocking client for the CLI's ``--bootstrap`` mode.

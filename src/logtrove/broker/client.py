@@ -5,6 +5,7 @@ and responses decoded by kio, from the same version-independent dicts the broker
 handlers use, see :func:`logtrove.broker.protocol.build`). It is enough to administer
 topics and write records through a running logtrove broker (or any Kafka broker serving
 the versions used here), not a general Kafka client: no cluster routing, no retries.
+TLS and SASL when given a :class:`~logtrove.broker.client_security.ClientSecurity`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from logtrove.broker.client_security import ClientSecurity
 from logtrove.broker.protocol import build
 
 _SIZE = struct.Struct(">i")
@@ -50,6 +52,7 @@ class KafkaClient:
         timeout_s: float = 30,
         client_id: str = "logtrove-cli",
         max_frame_bytes: int = DEFAULT_MAX_RESPONSE,
+        security: ClientSecurity | None = None,
     ) -> None:
         host, port = parse_bootstrap(bootstrap)
         self.bootstrap = bootstrap
@@ -57,6 +60,13 @@ class KafkaClient:
         self.max_frame_bytes = max_frame_bytes  # a larger response frame is refused unread
         self._sock = socket.create_connection((host, port), timeout=timeout_s)
         self._correlation = 0
+        if security is not None:
+            try:
+                self._sock = security.wrap(self._sock, host)
+                security.authenticate(self)
+            except BaseException:
+                self._sock.close()
+                raise
 
     def __enter__(self) -> KafkaClient:
         return self

@@ -18,7 +18,7 @@ exchange must end within the broker's ``sasl_auth_timeout_ms``.
 
 Mechanisms: PLAIN (RFC 4616; checked against the user's SCRAM credential) and
 SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802 / 7677, by the ``scramp`` library against the
-stored keys of :mod:`.credentials`). A failure answers SASL_AUTHENTICATION_FAILED (58)
+stored keys of :mod:`logtrove.acl.credentials`). A failure answers SASL_AUTHENTICATION_FAILED (58)
 with a message after ``FAILED_AUTH_DELAY_S`` (Kafka's
 ``connection.failed.authentication.delay.ms``, which slows password guessing), then
 closes the connection.
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Protocol
 from kio.schema.errors import ErrorCode
 from scramp import ScramException, ScramMechanism
 
-from logtrove.broker.credentials import SCRAM_MECHANISMS, CredentialError, CredentialStore
+from logtrove.acl.credentials import SCRAM_MECHANISMS, CredentialError, CredentialStore
 from logtrove.broker.listeners import Listener
 
 if TYPE_CHECKING:

@@ -55,7 +55,7 @@ from kio.serial import entity_reader
 from kio.serial.errors import SerialError
 
 from logtrove.acl import CLUSTER_NAME, AclStore, Authorizer, Operation, ResourceType
-from logtrove.broker.credentials import CredentialStore
+from logtrove.acl.credentials import CredentialStore
 from logtrove.broker.group_commit import GroupCommit
 from logtrove.broker.limits import Connection, ConnectionLimits, Phase, default_max_connections, overdue
 from logtrove.broker.listeners import (
@@ -77,6 +77,7 @@ from logtrove.broker.protocol import (
     response_header,
 )
 from logtrove.broker.sasl import MAX_UNAUTHENTICATED_FRAME, PRE_AUTH_KEYS, SaslState, Session
+from logtrove.broker.tls_accept import TlsAcceptor, listening_socket
 from logtrove.groups import ConsumerGroups, GroupCoordinator, OffsetStore
 from logtrove.groups.group_configs import HEARTBEAT_INTERVAL, SESSION_TIMEOUT, GroupConfigs
 from logtrove.storage import DEFAULT_MAX_TOTAL_PARTITIONS, Storage, pending
@@ -218,6 +219,7 @@ class Broker:
         self.bound_port = self.listeners[0].port  # the first listener's
         self.credentials = CredentialStore(storage.path)
         self._servers: list[asyncio.Server] = []
+        self._acceptors: list[TlsAcceptor] = []
         self.offsets = OffsetStore(storage, partitions=config.offsets_partitions)
         self.groups = GroupCoordinator(
             self.offsets, initial_rebalance_delay_ms=config.initial_rebalance_delay_ms
@@ -335,19 +337,14 @@ class Broker:
         self.offsets.load()
         self.txn.load()
         for listener in self.listeners:
-            context = None
             if listener.protocol.tls:
-                assert self.config.tls is not None, "a TLS listener needs BrokerConfig.tls"
-                context = server_context(self.config.tls, listener.protocol)
+                self.bound_ports[listener.name] = self._start_tls_listener(listener)
+                continue
             server = await asyncio.start_server(
                 functools.partial(self._serve_connection, listener),
                 listener.host,
                 listener.port,
                 limit=1 << 20,
-                ssl=context,
-                ssl_handshake_timeout=self.config.request_read_timeout_ms / 1000
-                if listener.protocol.tls
-                else None,
             )
             self._servers.append(server)
             self.bound_ports[listener.name] = int(server.sockets[0].getsockname()[1])
@@ -370,12 +367,30 @@ class Broker:
         self.groups.start()
         self._consumer_groups_task = asyncio.create_task(self.consumer_groups.run(), name="consumer-groups")
 
+    def _start_tls_listener(self, listener: Listener) -> int:
+        """Listen on a TLS listener (connections admitted before their handshake, see
+        :mod:`.tls_accept`); the bound port."""
+        assert self.config.tls is not None, "a TLS listener needs BrokerConfig.tls"
+        acceptor = TlsAcceptor(
+            listening_socket(listener.host, listener.port),
+            server_context(self.config.tls, listener.protocol),
+            admit=self.limits.admit,
+            release=self.limits.release,
+            serve=functools.partial(self._serve_connection, listener, admitted=True),
+            handshake_timeout_s=self.config.request_read_timeout_ms / 1000,
+        )
+        acceptor.start()
+        self._acceptors.append(acceptor)
+        return acceptor.port
+
     async def stop(self) -> None:
         """Stop accepting, close connections, stop maintenance, close storage."""
         for hook in self.before_stop:
             hook()
         for server in self._servers:
             server.close()
+        for acceptor in self._acceptors:
+            acceptor.close()
         if self._watch is not None:
             self._watch.cancel()
         if self._txn_timeouts is not None:
@@ -433,11 +448,18 @@ class Broker:
         return Session(listener, principal, SaslState.HANDSHAKE, address=conn.address)
 
     async def _serve_connection(
-        self, listener: Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        listener: Listener,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        admitted: bool = False,
     ) -> None:
+        """Serve one connection until it ends; ``admitted``: the limits counted it already
+        (TLS listeners admit before the handshake)."""
         peer = writer.get_extra_info("peername")
         address = str(peer[0]) if peer else ""
-        if not self.limits.admit(address):
+        if not admitted and not self.limits.admit(address):
             writer.transport.abort()
             return
         task = asyncio.current_task()

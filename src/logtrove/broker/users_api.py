@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from logtrove.broker.credentials import (
+from logtrove.acl.credentials import (
     MAX_ITERATIONS,
     MIN_ITERATIONS,
     SCRAM_MECHANISMS,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ import typer
 from rich.table import Table
 
 from logtrove.broker.client import KafkaClient, KafkaProtocolError, check
+from logtrove.broker.client_security import ClientSecurity
 from logtrove.cli import remote_groups
 from logtrove.cli.common import console, err_console, fail
 from logtrove.cli.remote_groups import topic_partitions
@@ -33,7 +35,8 @@ BootstrapOption = Annotated[
         "--bootstrap",
         "-b",
         envvar="LOGTROVE_BOOTSTRAP",
-        help="Work through a running broker at HOST:PORT instead of the data directory.",
+        help="Work through a running broker at HOST:PORT instead of the data directory "
+        "(TLS / SASL: a librdkafka-style properties file named by LOGTROVE_CLIENT_CONFIG).",
     ),
 ]
 
@@ -45,8 +48,10 @@ SET, DELETE = 0, 1
 def connect(bootstrap: str) -> Iterator[KafkaClient]:
     """A client, with broker and connection errors turned into CLI errors."""
     try:
-        client = KafkaClient(bootstrap)
-    except (OSError, ValueError) as exc:
+        config = os.environ.get("LOGTROVE_CLIENT_CONFIG")
+        security = ClientSecurity.load(Path(config)) if config else None
+        client = KafkaClient(bootstrap, security=security)
+    except (OSError, ValueError, KafkaProtocolError) as exc:
         fail(f"cannot connect to the broker at {bootstrap}: {exc}")
     try:
         with client:

@@ -1,6 +1,6 @@
 """``logtrove users add|delete|list``: the SASL users of a data directory, offline.
 
-The credentials file (:mod:`logtrove.broker.credentials`) is edited under its own lock,
+The credentials file (:mod:`logtrove.acl.credentials`) is edited under its own lock,
 not the data directory's writer lock, so these commands work with or without a broker
 running on the directory; a running broker uses the new credentials from the next
 authentication on. Passwords are read from a prompt (twice, not echoed) or, with
@@ -18,7 +18,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from logtrove.broker.credentials import (
+from logtrove.acl.credentials import (
     DEFAULT_ITERATIONS,
     SCRAM_MECHANISMS,
     CredentialError,
