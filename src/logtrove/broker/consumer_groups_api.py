@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from logtrove.broker.server import Broker, Reply, Request
 
 CLIENT_HOST = "/127.0.0.1"
+MAX_OWNED_TOPICS = 10_000
 CONSUMER_MEMBER_TYPE = 1  # ConsumerGroupDescribe v1 member_type: 0 classic, 1 consumer
 
 
@@ -68,8 +69,10 @@ def _error(code: ErrorCode, message: str, body: Any) -> dict[str, Any]:
 
 async def handle_consumer_group_heartbeat(broker: Broker, request: Request) -> Reply:
     body = request.body
-    if len(body.topic_partitions or ()) > 100_000:  # before the ID mapping walks them
+    if len(body.topic_partitions or ()) > MAX_OWNED_TOPICS:  # before the ID mapping walks them
         return _error(ErrorCode.invalid_request, "too many owned topics", body)
+    if body.member_epoch == 0 and body.topic_partitions:  # even of topic IDs we do not know
+        return _error(ErrorCode.invalid_request, "TopicPartitions must be empty when (re-)joining.", body)
     heartbeat = Heartbeat(
         group_id=body.group_id,
         member_id=body.member_id,

@@ -170,15 +170,12 @@ class ConsumerGroups:
     def _heartbeat(self, request: Heartbeat) -> HeartbeatResult:
         if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(request)
+        _check_choices(request)
         group = self.groups.get(request.group_id)
         if group is None:
             if request.member_epoch != 0:
                 raise HeartbeatError(ErrorCode.group_id_not_found, f"Group {request.group_id} not found.")
             group = self.groups[request.group_id] = ConsumerGroup(request.group_id)
-        if request.server_assignor is not None and request.server_assignor not in ASSIGNORS:
-            raise HeartbeatError(
-                ErrorCode.unsupported_assignor, f"Unknown assignor {request.server_assignor}."
-            )
         member, changed = self._member(group, request)
         member.last_seen = self.clock()
         before = (member.member_epoch, _copy(member.assigned))
@@ -273,10 +270,6 @@ class ConsumerGroups:
             member.subscribed_topic_names = names
         if request.subscribed_topic_regex is not None:
             regex = request.subscribed_topic_regex or None
-            try:
-                compile_regex(regex or "")
-            except InvalidRegexError as exc:
-                raise HeartbeatError(ErrorCode.invalid_regular_expression, str(exc)) from exc
             changed |= regex != member.subscribed_topic_regex
             member.subscribed_topic_regex = regex
         if request.server_assignor is not None:
@@ -461,6 +454,18 @@ def check_heartbeat(request: Heartbeat, version: int) -> str | None:
     if sum(len(ps) for ps in (request.owned or {}).values()) > MAX_OWNED_PARTITIONS:
         return f"more than {MAX_OWNED_PARTITIONS} owned partitions"
     return None
+
+
+def _check_choices(request: Heartbeat) -> None:
+    """Refuse an assignor we do not have and a regex that does not compile, before the
+    heartbeat changes anything."""
+    if request.server_assignor is not None and request.server_assignor not in ASSIGNORS:
+        raise HeartbeatError(ErrorCode.unsupported_assignor, f"Unknown assignor {request.server_assignor}.")
+    if request.subscribed_topic_regex:
+        try:
+            compile_regex(request.subscribed_topic_regex)
+        except InvalidRegexError as exc:
+            raise HeartbeatError(ErrorCode.invalid_regular_expression, str(exc)) from exc
 
 
 def _group_assignor(group: ConsumerGroup) -> str:
