@@ -9,6 +9,7 @@ survives a broker restart.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.broker.conftest import BrokerProcess, free_port
 from tests.broker.wire import WireClient
@@ -190,3 +191,60 @@ def test_killed_member_loses_its_partitions_after_the_session_timeout(kip848_bro
             os.kill(victim.pid, signal.SIGKILL)
             victim.wait(10)
         survivor.consumer.close()
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "from logtrove.cli.main import main; main()", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_commits_show_in_lag_and_groups_list_tells_the_protocols_apart(kip848_broker: BrokerProcess) -> None:
+    boot = kip848_broker.bootstrap
+    create_topic(boot, "lagged")
+    produce(boot, "lagged", 60)
+    member = Member(boot, "new-protocol", "lagged")
+    classic = Consumer({"bootstrap.servers": boot, "group.id": "old-protocol", "enable.auto.commit": False})
+    try:
+        poll_all([member], lambda: len(member.read) == 60)
+        produce(boot, "lagged", 12, start=60)  # 2 more on each partition, not read
+        classic.commit(offsets=[TopicPartition("lagged", 0, 5)], asynchronous=False)
+        for args in (["--bootstrap", boot], ["--data", str(kip848_broker.data)]):
+            (group,) = json.loads(cli("lag", "new-protocol", "--json", *args).stdout)
+            assert group["lag"] == 12, args
+        listed = json.loads(cli("groups", "list", "--json", "--bootstrap", boot).stdout)
+        kinds = {row["group"]: (row["type"], row["state"]) for row in listed}
+        assert kinds == {"new-protocol": ("consumer", "Stable"), "old-protocol": ("classic", "Empty")}
+        offline = json.loads(cli("groups", "list", "--json", "--data", str(kip848_broker.data)).stdout)
+        assert {row["group"]: row["type"] for row in offline} == {
+            "new-protocol": "consumer",
+            "old-protocol": "classic",
+        }
+    finally:
+        member.consumer.close()
+        classic.close()
+
+
+def test_members_carry_on_across_a_broker_restart_without_rereading(kip848_broker: BrokerProcess) -> None:
+    boot = kip848_broker.bootstrap
+    create_topic(boot, "restart")
+    produce(boot, "restart", 60)
+    members = [Member(boot, "restart-group", "restart") for _ in range(2)]
+    try:
+        poll_all(members, lambda: balanced(members) and sum(len(m.read) for m in members) == 60)
+        before = {m.consumer.memberid(): m.owned for m in members}
+        epoch = describe(kip848_broker.port, "restart-group").group_epoch
+        kip848_broker.stop()
+        kip848_broker.start()
+        produce(boot, "restart", 60, start=60)
+        poll_all(members, lambda: sum(len(m.read) for m in members) >= 120)
+        assert sorted(r for m in members for r in m.read) == list(range(120))
+        assert {m.consumer.memberid(): m.owned for m in members} == before
+        assert describe(kip848_broker.port, "restart-group").group_epoch == epoch  # no rebalance
+    finally:
+        for m in members:
+            m.consumer.close()
