@@ -281,12 +281,15 @@ class ConsumerGroups:
     def _refresh_target(self, group: ConsumerGroup) -> None:
         """Bump the group epoch when the subscribed topics changed, then compute the
         target assignment if it is older than the group epoch."""
-        topics = self.topics()
+        topics = dict(self.topics())
+        if group.resolved_for == (topics, group.group_epoch):
+            return  # nothing the subscriptions depend on changed since the last time
         subscriptions = {m.member_id: _resolve(m, topics) for m in group.members.values()}
         subscribed = {t: topics[t] for names in subscriptions.values() for t in names}
         if subscribed != group.subscribed:
             group.subscribed = subscribed
             group.group_epoch += 1
+        group.resolved_for = (topics, group.group_epoch)
         if group.assignment_epoch >= group.group_epoch:
             return
         group.assignor = _group_assignor(group)

@@ -137,6 +137,8 @@ class ConsumerGroup:
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     target: dict[str, TopicPartitions] = field(default_factory=dict)
     subscribed: dict[str, int] = field(default_factory=dict)
+    # the topics and group epoch the subscriptions were last resolved for (not stored)
+    resolved_for: tuple[dict[str, int], int] | None = None
 
     @property
     def state(self) -> str:
