@@ -34,9 +34,7 @@ def groups_of(storage: Storage, clock: Clock, topics: dict[str, int]) -> Consume
     return ConsumerGroups(offsets, storage.path, lambda: topics, session_timeout_ms=10_000, clock=clock)
 
 
-def join(
-    groups: ConsumerGroups, member: str, topics: tuple[str, ...] = ("t",), instance_id: str | None = None
-) -> Heartbeat:
+def join(member: str, topics: tuple[str, ...] = ("t",), instance_id: str | None = None) -> Heartbeat:
     return Heartbeat(
         "g", member, 0, instance_id, rebalance_timeout_ms=5000, subscribed_topic_names=topics, owned={}
     )
