@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.broker.conftest import BrokerProcess, free_port
 from tests.broker.wire import WireClient
@@ -109,6 +109,11 @@ def test_single_member_gets_every_partition_and_reads_everything(kip848_broker: 
         poll_all([member], lambda: len(member.read) == 60)
         assert member.owned == set(range(PARTITIONS))
         assert sorted(member.read) == list(range(60))
+        admin = AdminClient({"bootstrap.servers": kip848_broker.bootstrap})
+        described = admin.describe_consumer_groups(["solo-group"])["solo-group"].result(10)
+        assert (described.type, described.state) == (ConsumerGroupType.CONSUMER, ConsumerGroupState.STABLE)
+        (only,) = described.members
+        assert {tp.partition for tp in only.assignment.topic_partitions} == set(range(PARTITIONS))
     finally:
         member.consumer.close()
 

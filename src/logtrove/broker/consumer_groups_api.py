@@ -10,6 +10,7 @@ one protocol at a time, as in Kafka: a heartbeat for a classic group with member
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -91,7 +92,7 @@ async def handle_consumer_group_heartbeat(broker: Broker, request: Request) -> R
     if invalid is not None:
         return _error(ErrorCode.invalid_request, invalid, body)
     if heartbeat.member_id == "" and heartbeat.member_epoch == 0:  # v0: the coordinator names members
-        heartbeat = Heartbeat(**{**heartbeat.__dict__, "member_id": str(uuid.uuid4())})
+        heartbeat = dataclasses.replace(heartbeat, member_id=str(uuid.uuid4()))
     if broker.groups.has_live_group(heartbeat.group_id):
         return _error(
             ErrorCode.group_id_not_found, f"Group {heartbeat.group_id} is not a consumer group.", body
