@@ -117,3 +117,47 @@ def test_a_corrupt_state_file_is_refused(storage: Storage) -> None:
     (storage.path / STATE_FILE).write_text('{"version": 1, "groups": {"g": {"members": 3}}}')
     with pytest.raises(StateFileError):
         groups_of(storage, Clock(), {})
+
+
+def test_a_member_revoking_at_a_restart_gets_its_rebalance_timeout_anew(storage: Storage) -> None:
+    clock = Clock()
+    groups = groups_of(storage, clock, {"t": 4})
+    a = groups.heartbeat(join("a"))
+    groups.heartbeat(join("b"))
+    groups.heartbeat(beat("a", a.member_epoch, {"t": {0, 1, 2, 3}}))  # a is told to revoke two
+    data = groups.snapshot()
+    assert data is not None
+    groups.save(data)
+    clock.now += 1
+    reread = groups_of(storage, clock, {"t": 4})
+    assert reread.expire() == []
+    clock.now += 6
+    assert ("g", "a") in reread.expire()
+
+
+def test_range_is_used_when_members_ask_for_it(storage: Storage) -> None:
+    groups = groups_of(storage, Clock(), {"t": 4})
+    a = groups.heartbeat(
+        Heartbeat(
+            "g",
+            "a",
+            0,
+            rebalance_timeout_ms=5000,
+            subscribed_topic_names=("t",),
+            owned={},
+            server_assignor="range",
+        )
+    )
+    assert a.assignment == {"t": {0, 1, 2, 3}} and groups.groups["g"].assignor == "range"
+    unknown = groups.heartbeat(
+        Heartbeat(
+            "g",
+            "b",
+            0,
+            rebalance_timeout_ms=5000,
+            subscribed_topic_names=("t",),
+            owned={},
+            server_assignor="x",
+        )
+    )
+    assert unknown.error == ErrorCode.unsupported_assignor and "b" not in groups.groups["g"].members

@@ -174,7 +174,6 @@ class Broker:
             lambda: {t.name: t.partitions for t in storage.topics()},
             session_timeout_ms=config.consumer_session_timeout_ms,
         )
-        self._consumer_groups_task: asyncio.Task[None] | None = None
         self._appended: asyncio.Future[None] | None = None
         self._server: asyncio.Server | None = None
         self._connections: dict[asyncio.Task[None], Connection] = {}
@@ -241,7 +240,7 @@ class Broker:
                     "sustained produce; install gcc and libxxhash-dev and reinstall logtrove to compile it"
                 )
         self.groups.start()
-        self._consumer_groups_task = asyncio.create_task(self.consumer_groups.run(), name="consumer-groups")
+        self.consumer_groups.start()
 
     async def stop(self) -> None:
         """Stop accepting, close connections, stop maintenance, close storage."""
@@ -257,11 +256,7 @@ class Broker:
             await asyncio.wait(list(self._connections), timeout=5)
         self.group_commit.close()
         await self.groups.stop()
-        if self._consumer_groups_task is not None:
-            self._consumer_groups_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._consumer_groups_task
-        self.consumer_groups.close()
+        await self.consumer_groups.stop()
         if self.indexer is not None:
             self.indexer.stop()
         if self.cleaner is not None:

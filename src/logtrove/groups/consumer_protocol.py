@@ -30,6 +30,7 @@ are names here (the broker maps topic IDs), and this module knows nothing of the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,8 +127,11 @@ class ConsumerGroups:
         self.clock = clock
         self.groups: dict[str, ConsumerGroup] = load_groups(self.path)
         self.dirty = False
-        for member in self._all_members():
+        for member in self._all_members():  # sessions and revocation deadlines start anew
             member.last_seen = clock()
+            member.revocation_deadline = clock() + member.rebalance_timeout_ms / 1000
+        self._task: asyncio.Task[None] | None = None
+        self._saving: asyncio.Future[None] | None = None
 
     def _all_members(self) -> list[ConsumerMember]:
         return [m for g in self.groups.values() for m in g.members.values()]
@@ -143,19 +147,31 @@ class ConsumerGroups:
     def save(self, data: bytes) -> None:
         save_groups(self.path, data)
 
-    async def run(self, interval_s: float = 0.25) -> None:
-        """Expire sessions and write changed state, every ``interval_s`` (the file write
-        runs in a worker thread; a crash loses at most the changes of one interval, after
-        which the members concerned are fenced and rejoin)."""
+    def start(self, interval_s: float = 0.25) -> None:
+        """Expire sessions and write changed state every ``interval_s`` on the running
+        loop, until :meth:`stop`."""
+        self._task = asyncio.get_running_loop().create_task(self._run(interval_s), name="consumer-groups")
+
+    async def _run(self, interval_s: float) -> None:
+        """The file write runs in a worker thread; a crash loses at most the changes of
+        one interval, after which the members concerned are fenced and rejoin."""
         while True:
             await asyncio.sleep(interval_s)
             self.expire()
             data = self.snapshot()
             if data is not None:
-                await asyncio.to_thread(self.save, data)
+                self._saving = asyncio.ensure_future(asyncio.to_thread(self.save, data))
+                await asyncio.shield(self._saving)
 
-    def close(self) -> None:
-        """Write the state a last time (at broker stop, after :meth:`run` is cancelled)."""
+    async def stop(self) -> None:
+        """Stop the loop, let a write under way finish (so it cannot land after the last
+        one), and write the state a last time."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._saving is not None:
+            await self._saving
         data = self.snapshot()
         if data is not None:
             self.save(data)
