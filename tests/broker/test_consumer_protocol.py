@@ -253,3 +253,31 @@ def test_members_carry_on_across_a_broker_restart_without_rereading(kip848_broke
     finally:
         for m in members:
             m.consumer.close()
+
+
+def test_members_come_and_go_while_records_arrive_and_each_is_read_once(kip848_broker: BrokerProcess) -> None:
+    boot = kip848_broker.bootstrap
+    create_topic(boot, "churn")
+    members: list[Member] = []
+    gone: list[Member] = []
+    produced = 0
+
+    def total() -> int:
+        return sum(len(m.read) for m in members + gone)
+
+    try:
+        for step in ("join", "join", "join", "leave", "join", "leave"):
+            if step == "join":
+                members.append(Member(boot, "churn-group", "churn"))
+            else:
+                leaving = members.pop(0)
+                leaving.consumer.close()
+                gone.append(leaving)
+            produce(boot, "churn", 60, start=produced)
+            produced += 60
+            poll_all(members, lambda want=produced: balanced(members) and total() == want)
+        read = sorted(r for m in members + gone for r in m.read)
+        assert read == list(range(produced))
+    finally:
+        for m in members:
+            m.consumer.close()
