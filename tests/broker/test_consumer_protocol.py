@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.conftest import BrokerProcess, free_port
+from tests.broker.conftest import BrokerProcess, HttpBrokerProcess, free_port
 from tests.broker.wire import WireClient
 
 PARTITIONS = 6
@@ -281,3 +282,18 @@ def test_members_come_and_go_while_records_arrive_and_each_is_read_once(kip848_b
     finally:
         for m in members:
             m.consumer.close()
+
+
+def test_the_console_lists_a_consumer_protocol_group_with_its_type(tmp_path: Path) -> None:
+    with HttpBrokerProcess(tmp_path / "data", free_port(), free_port(), *BROKER_ARGS) as proc:
+        create_topic(proc.bootstrap, "shown")
+        produce(proc.bootstrap, "shown", 12)
+        member = Member(proc.bootstrap, "shown-group", "shown", **{"client.id": "viewer"})
+        try:
+            poll_all([member], lambda: len(member.read) == 12)
+            with urllib.request.urlopen(f"{proc.http}/api/v1/groups/shown-group", timeout=10) as answer:
+                body = json.loads(answer.read())
+        finally:
+            member.consumer.close()
+    assert (body["type"], body["state"], body["members"], body["lag"]) == ("consumer", "Stable", 1, 0)
+    assert body["member_list"][0]["client_id"] == "viewer"
