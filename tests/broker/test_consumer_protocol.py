@@ -297,3 +297,27 @@ def test_the_console_lists_a_consumer_protocol_group_with_its_type(tmp_path: Pat
             member.consumer.close()
     assert (body["type"], body["state"], body["members"], body["lag"]) == ("consumer", "Stable", 1, 0)
     assert body["member_list"][0]["client_id"] == "viewer"
+
+
+def test_a_regex_subscription_is_resolved_by_the_broker_and_follows_new_topics(
+    kip848_broker: BrokerProcess,
+) -> None:
+    boot = kip848_broker.bootstrap
+    create_topic(boot, "rx-first", 2)
+    create_topic(boot, "other", 2)
+    member = Member(boot, "rx-group", "^rx-.*")
+    try:
+        poll_all(
+            [member],
+            lambda: (
+                {(tp.topic, tp.partition) for tp in member.consumer.assignment()}
+                == {("rx-first", 0), ("rx-first", 1)}
+            ),
+        )
+        create_topic(boot, "rx-second", 2)
+        wanted = {(t, p) for t in ("rx-first", "rx-second") for p in (0, 1)}
+        poll_all(
+            [member], lambda: {(tp.topic, tp.partition) for tp in member.consumer.assignment()} == wanted
+        )
+    finally:
+        member.consumer.close()
