@@ -161,3 +161,29 @@ def test_range_is_used_when_members_ask_for_it(storage: Storage) -> None:
         )
     )
     assert unknown.error == ErrorCode.unsupported_assignor and "b" not in groups.groups["g"].members
+
+
+def test_a_regex_counts_once_resolved_and_follows_new_topics(storage: Storage) -> None:
+    topics = {"lit": 1, "rx-1": 1, "other": 1}
+    groups = groups_of(storage, Clock(), topics)
+    joined = groups.heartbeat(
+        Heartbeat(
+            "g",
+            "m",
+            0,
+            rebalance_timeout_ms=5000,
+            subscribed_topic_names=("lit",),
+            subscribed_topic_regex="rx-.*",
+            owned={},
+        )
+    )
+    assert joined.assignment == {"lit": {0}}  # literal topics first, as Kafka
+    groups.resolve_regexes()
+    both = groups.heartbeat(beat("m", joined.member_epoch, {"lit": {0}}))
+    assert both.assignment == {"lit": {0}, "rx-1": {0}}
+    topics["rx-2"] = 1
+    unchanged = groups.heartbeat(beat("m", both.member_epoch, {"lit": {0}, "rx-1": {0}}))
+    assert unchanged.assignment is None  # a heartbeat does not match regexes...
+    groups.resolve_regexes()  # ...the resolution after it does
+    grown = groups.heartbeat(beat("m", both.member_epoch))
+    assert grown.assignment == {"lit": {0}, "rx-1": {0}, "rx-2": {0}}

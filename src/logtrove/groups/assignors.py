@@ -21,7 +21,7 @@ subscribed to co-partitioned topics get the same partition numbers of each.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import re2
 
@@ -65,9 +65,14 @@ def resolve_subscription(
     regex, as in Kafka."""
     found = {n for n in names if n in topics}
     if regex:
-        matches = compile_regex(regex)
-        found |= {t for t in topics if not t.startswith("__") and matches(t)}
+        found |= matching_topics(regex, topics)
     return frozenset(found)
+
+
+def matching_topics(regex: str, topics: Iterable[str]) -> frozenset[str]:
+    """The topics whose whole name matches ``regex``, internal ones (``__``) excepted."""
+    matches = compile_regex(regex)
+    return frozenset(t for t in topics if not t.startswith("__") and matches(t))
 
 
 def uniform(

@@ -17,7 +17,10 @@ One heartbeat, in order (Kafka's ``GroupMetadataManager.consumerGroupHeartbeat``
    previous one when it owns no more than it was given (a lost answer), else
    ``FENCED_MEMBER_EPOCH``;
 3. a changed subscription, a new member, or a change of the subscribed topics bumps the
-   group epoch, and the target assignment is computed again;
+   group epoch, and the target assignment is computed again. Regexes are resolved
+   apart, as Kafka does (:meth:`ConsumerGroups.resolve_regexes`): a new regex counts
+   for nothing until it is resolved, right after the heartbeat that brought it, so the
+   member gets its literal topics first and the matched ones on a later heartbeat;
 4. the member moves towards its target (:meth:`ConsumerGroups._reconcile`).
 
 A member whose heartbeats stop for the session timeout is removed, and so is one that
@@ -42,7 +45,7 @@ from logtrove.groups.assignors import (
     DEFAULT_ASSIGNOR,
     InvalidRegexError,
     compile_regex,
-    resolve_subscription,
+    matching_topics,
 )
 from logtrove.groups.consumer_state import (
     STABLE,
@@ -127,11 +130,14 @@ class ConsumerGroups:
         self.clock = clock
         self.groups: dict[str, ConsumerGroup] = load_groups(self.path)
         self.dirty = False
+        self._topics: dict[str, int] = {}
+        self._topics_version = 0
         for member in self._all_members():  # sessions and revocation deadlines start anew
             member.last_seen = clock()
             member.revocation_deadline = clock() + member.rebalance_timeout_ms / 1000
         self._task: asyncio.Task[None] | None = None
         self._saving: asyncio.Future[None] | None = None
+        self.resolve_regexes()  # as they were before the restart: no member loses a topic
 
     def _all_members(self) -> list[ConsumerMember]:
         return [m for g in self.groups.values() for m in g.members.values()]
@@ -157,6 +163,7 @@ class ConsumerGroups:
         one interval, after which the members concerned are fenced and rejoin."""
         while True:
             await asyncio.sleep(interval_s)
+            self.resolve_regexes()
             self.expire()
             data = self.snapshot()
             if data is not None:
@@ -297,20 +304,45 @@ class ConsumerGroups:
     def _refresh_target(self, group: ConsumerGroup) -> None:
         """Bump the group epoch when the subscribed topics changed, then compute the
         target assignment if it is older than the group epoch."""
-        topics = dict(self.topics())
-        if group.resolved_for == (topics, group.group_epoch):
+        topics, version = self._current_topics()
+        if group.resolved_for == (version, group.group_epoch):
             return  # nothing the subscriptions depend on changed since the last time
-        subscriptions = {m.member_id: _resolve(m, topics) for m in group.members.values()}
+        subscriptions = {m.member_id: _subscription(group, m, topics) for m in group.members.values()}
         subscribed = {t: topics[t] for names in subscriptions.values() for t in names}
         if subscribed != group.subscribed:
             group.subscribed = subscribed
             group.group_epoch += 1
-        group.resolved_for = (topics, group.group_epoch)
+        group.resolved_for = (version, group.group_epoch)
         if group.assignment_epoch >= group.group_epoch:
             return
+        self.dirty = True
         group.assignor = _group_assignor(group)
         group.target = ASSIGNORS[group.assignor](subscriptions, subscribed, group.target)
         group.assignment_epoch = group.group_epoch
+
+    def _current_topics(self) -> tuple[dict[str, int], int]:
+        """The existing topics, and a version that moves whenever they change."""
+        topics = dict(self.topics())
+        if topics != self._topics:
+            self._topics, self._topics_version = topics, self._topics_version + 1
+        return self._topics, self._topics_version
+
+    def resolve_regexes(self) -> None:
+        """Resolve the groups' regexes that are new, or all of them when the topics
+        changed; a group whose matches changed computes its target again (the members
+        take it on their next heartbeats). Kafka resolves them apart from heartbeats in
+        the same way, which keeps a heartbeat's cost independent of the topic count."""
+        topics, version = self._current_topics()
+        for group in self.groups.values():
+            wanted = {m.subscribed_topic_regex for m in group.members.values() if m.subscribed_topic_regex}
+            if set(group.regex_topics) == wanted and group.regexes_for == version:
+                continue
+            fresh = {r: matching_topics(r, topics) for r in wanted}
+            group.regexes_for = version
+            if fresh != group.regex_topics:
+                group.regex_topics = fresh
+                group.resolved_for = None
+                self._refresh_target(group)
 
     # -- reconciliation -------------------------------------------------------------
     def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: TopicPartitions | None) -> None:
@@ -495,11 +527,11 @@ def _group_assignor(group: ConsumerGroup) -> str:
     return min(set(asked), key=lambda a: (-asked.count(a), str(a))) or DEFAULT_ASSIGNOR
 
 
-def _resolve(member: ConsumerMember, topics: Mapping[str, int]) -> frozenset[str]:
-    try:
-        return resolve_subscription(member.subscribed_topic_names, member.subscribed_topic_regex, topics)
-    except InvalidRegexError:
-        return frozenset(n for n in member.subscribed_topic_names if n in topics)
+def _subscription(group: ConsumerGroup, member: ConsumerMember, topics: Mapping[str, int]) -> frozenset[str]:
+    """The existing topics a member subscribes to: its names, and what its regex matched
+    when last resolved (nothing before the first resolution)."""
+    matched = group.regex_topics.get(member.subscribed_topic_regex or "", frozenset())
+    return frozenset(t for t in member.subscribed_topic_names | matched if t in topics)
 
 
 def _copy(tps: TopicPartitions) -> TopicPartitions:
