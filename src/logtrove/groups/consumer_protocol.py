@@ -331,7 +331,8 @@ class ConsumerGroups:
         """Resolve the groups' regexes that are new, or all of them when the topics
         changed; a group whose matches changed computes its target again (the members
         take it on their next heartbeats). Kafka resolves them apart from heartbeats in
-        the same way, which keeps a heartbeat's cost independent of the topic count."""
+        the same way, which keeps regex matching out of heartbeats (a heartbeat still reads
+        the topic list: one dict of names and partition counts)."""
         topics, version = self._current_topics()
         for group in self.groups.values():
             wanted = {m.subscribed_topic_regex for m in group.members.values() if m.subscribed_topic_regex}
