@@ -26,7 +26,7 @@ from logtrove.records import (
 from logtrove.records.compression import compress, decompress
 from logtrove.records.record import batch_payload, encode_record
 from logtrove.records.varint import encode_varint
-from logtrove.records.walk import NATIVE, py_walk, validate_produced
+from logtrove.records.walk import MAX_KEYLESS_REPORTED, NATIVE, py_walk, validate_produced
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -64,8 +64,37 @@ records = st.builds(
 def test_twins_agree_on_valid_payloads(recs: list[NewRecord]) -> None:
     batch = build_batch(recs)
     payload = bytes(batch_payload(batch, read_header(batch)))
-    first_keyless = next((i for i, r in enumerate(recs) if r.key is None), None)
-    assert both(payload) == (len(recs), first_keyless)
+    keyless = [i for i, r in enumerate(recs) if r.key is None]
+    assert both(payload) == (len(recs), len(keyless), tuple(keyless))
+
+
+def test_the_twins_cap_the_same_number_of_keyless_records() -> None:
+    from logtrove.records import _walk
+
+    assert _walk.MAX_KEYLESS_REPORTED == MAX_KEYLESS_REPORTED
+
+
+def payload_of(recs: list[NewRecord]) -> bytes:
+    batch = build_batch(recs)
+    return bytes(batch_payload(batch, read_header(batch)))
+
+
+@pytest.mark.parametrize("n", [MAX_KEYLESS_REPORTED - 1, MAX_KEYLESS_REPORTED, 3 * MAX_KEYLESS_REPORTED + 7])
+def test_twins_name_every_keyless_record_up_to_the_cap(n: int) -> None:
+    recs = [NewRecord(b"v", key=None if i % 3 else b"k") for i in range(n)]
+    keyless = [i for i in range(n) if i % 3]
+    assert both(payload_of(recs)) == (n, len(keyless), tuple(keyless[:MAX_KEYLESS_REPORTED]))
+
+
+def test_a_batch_of_only_keyless_records_names_the_first_ones() -> None:
+    n = 2 * MAX_KEYLESS_REPORTED + 1
+    assert both(payload_of([NewRecord(b"") for _ in range(n)])) == (n, n, tuple(range(MAX_KEYLESS_REPORTED)))
+
+
+def test_a_malformed_record_after_keyless_ones_is_still_refused() -> None:
+    payload = payload_of([NewRecord(b"v") for _ in range(MAX_KEYLESS_REPORTED + 5)])
+    result = both(payload + encode_varint(10_000))
+    assert isinstance(result, str) and f"record {MAX_KEYLESS_REPORTED + 5} " in result
 
 
 @SETTINGS
@@ -185,7 +214,14 @@ def test_last_offset_delta_that_lies_is_refused() -> None:
 @pytest.mark.parametrize("codec", list(Compression), ids=lambda c: c.name.lower())
 def test_valid_batches_of_every_codec_pass(codec: Compression) -> None:
     checked = validate_produced(good_batch(codec, n=50))
-    assert (checked.header.record_count, checked.first_keyless) == (50, None)
+    assert (checked.header.record_count, checked.keyless) == (50, (0, ()))
+
+
+@pytest.mark.parametrize("codec", list(Compression), ids=lambda c: c.name.lower())
+def test_keyless_records_of_every_codec_are_counted_and_named(codec: Compression) -> None:
+    recs = [NewRecord(b"v%d" % i, key=None if i in {2, 3, 40} else b"k") for i in range(50)]
+    checked = validate_produced(build_batch(recs, compression=codec))
+    assert checked.keyless == (3, (2, 3, 40))
 
 
 # ── bounded decompression ────────────────────────────────────────────────────────

@@ -1,19 +1,50 @@
-"""DescribeConfigs and IncrementalAlterConfigs for topic configs.
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and the broker.
 
-The configs are storage's (:data:`logtrove.storage.CONFIG_DEFS`, Kafka names). A value
-set on the topic is reported with source ``DYNAMIC_TOPIC_CONFIG`` (1), every other one
-with ``DEFAULT_CONFIG`` (5). Broker resources are described with no configs. Alter
-operations: SET (0), DELETE (1), and APPEND (2) / SUBTRACT (3) on comma-separated lists.
+Topic configs are storage's (:data:`logtrove.storage.CONFIG_DEFS`, Kafka names). Broker
+configs are of three kinds:
+
+* **static**: how this process was started (``broker.id``, ``listeners``,
+  ``num.partitions``…); described read-only with source ``STATIC_BROKER_CONFIG``, and an
+  attempt to alter one is refused for that resource (INVALID_REQUEST, as Kafka refuses a
+  config that cannot be updated dynamically);
+* **topic defaults** (``log.retention.ms``… see
+  :mod:`logtrove.storage.broker_configs`): dynamic, at the broker level (resource name =
+  broker id) or as the cluster default (resource name ``""``), and honoured: they are the
+  value of every topic that does not override them;
+* **custom**: any other name, kept and described back as Kafka keeps configs it does
+  not know, with no effect in logtrove.
+
+Sources, as Kafka numbers them: a topic override is ``DYNAMIC_TOPIC_CONFIG`` (1), a
+broker-level value ``DYNAMIC_BROKER_CONFIG`` (2), a cluster default
+``DYNAMIC_DEFAULT_BROKER_CONFIG`` (3), a start-up setting ``STATIC_BROKER_CONFIG`` (4),
+a built-in default ``DEFAULT_CONFIG`` (5); with ``include_synonyms`` each topic config
+lists the values it shadows, highest precedence first.
+
+Alter operations (IncrementalAlterConfigs): SET (0), DELETE (1), and APPEND (2) /
+SUBTRACT (3) on comma-separated lists. AlterConfigs (the legacy API) replaces every
+dynamic config of the resource with the given set. Each resource is answered on its
+own: one bad resource never fails the others.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from logtrove.acl import Operation, ResourceType
 from logtrove.broker.protocol import error_code
 from logtrove.storage import CONFIG_BY_NAME, StorageError, TopicConfig
+from logtrove.storage.broker_configs import (
+    BROKER as BROKER_LEVEL,
+)
+from logtrove.storage.broker_configs import (
+    CLUSTER,
+    SYNONYMS,
+    TOPIC_TO_BROKER,
+    BrokerConfigs,
+)
 
 if TYPE_CHECKING:
     from logtrove.broker.server import Broker, Reply, Request
@@ -21,32 +52,152 @@ if TYPE_CHECKING:
 TOPIC = 2
 BROKER = 4
 SOURCE_TOPIC = 1
+SOURCE_BROKER = 2
+SOURCE_CLUSTER_DEFAULT = 3
+SOURCE_STATIC = 4
 SOURCE_DEFAULT = 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_LEVEL_SOURCE = {BROKER_LEVEL: SOURCE_BROKER, CLUSTER: SOURCE_CLUSTER_DEFAULT}
 
 
-def _describe_topic(broker: Broker, name: str, keys: Any, documentation: bool) -> list[dict[str, Any]]:
+class ResourceError(Exception):
+    """One resource of a request cannot be served: its error code and message."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _entry(
+    name: str,
+    value: str | None,
+    source: int,
+    *,
+    read_only: bool = False,
+    doc: str | None = None,
+    synonyms: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "value": value,
+        "read_only": read_only,
+        "config_source": source,
+        "is_default": source == SOURCE_DEFAULT,
+        "is_sensitive": False,
+        "synonyms": synonyms or [],
+        "documentation": doc,
+    }
+
+
+def _topic_synonyms(name: str, overrides: Mapping[str, str], dynamic: BrokerConfigs) -> list[dict[str, Any]]:
+    """Every value ``name`` takes at each level, highest precedence first (Kafka's order)."""
+    out = []
+    if name in overrides:
+        out.append({"name": name, "value": overrides[name], "source": SOURCE_TOPIC})
+    broker_name = TOPIC_TO_BROKER.get(name)
+    if broker_name is not None:
+        for level in (BROKER_LEVEL, CLUSTER):
+            value = dynamic.level(level).get(broker_name)
+            if value is not None:
+                out.append({"name": broker_name, "value": value, "source": _LEVEL_SOURCE[level]})
+    out.append({"name": broker_name or name, "value": CONFIG_BY_NAME[name].default, "source": SOURCE_DEFAULT})
+    return out
+
+
+def _check_access(broker: Broker, request: Request, resource_type: int, name: str, op: Operation) -> None:
+    """DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, or on the cluster for the broker."""
+    if resource_type == TOPIC and not broker.allowed(request, op, ResourceType.TOPIC, name):
+        raise ResourceError(ErrorCode.topic_authorization_failed, f"{op.name} on topic {name!r} is needed")
+    if resource_type == BROKER and not broker.allowed_cluster(request, op):
+        raise ResourceError(ErrorCode.cluster_authorization_failed, f"{op.name} on the cluster is needed")
+
+
+def _describe_topic(
+    broker: Broker, name: str, keys: Any, documentation: bool, synonyms: bool
+) -> list[dict[str, Any]]:
     info = broker.storage.topic(name)
+    dynamic = broker.storage.broker_configs()
     values = info.config.as_strings()
     wanted = list(values) if keys is None else [k for k in keys if k in values]
-    return [
-        {
-            "name": key,
-            "value": values[key],
-            "read_only": False,
-            "config_source": SOURCE_TOPIC if key in info.overrides else SOURCE_DEFAULT,
-            "is_default": key not in info.overrides,
-            "is_sensitive": False,
-            "synonyms": [],
-            "documentation": CONFIG_BY_NAME[key].doc if documentation else None,
-        }
-        for key in wanted
-    ]
+    entries = []
+    for key in wanted:
+        chain = _topic_synonyms(key, info.overrides, dynamic)
+        entries.append(
+            _entry(
+                key,
+                values[key],
+                chain[0]["source"],
+                doc=CONFIG_BY_NAME[key].doc if documentation else None,
+                synonyms=chain if synonyms else None,
+            )
+        )
+    return entries
+
+
+def _static_configs(broker: Broker) -> dict[str, str]:
+    """The start-up settings a broker describes read-only, Kafka-named."""
+    c = broker.config
+    return {
+        "broker.id": str(broker.node_id),
+        "node.id": str(broker.node_id),
+        "log.dirs": str(broker.storage.path),
+        "listeners": f"PLAINTEXT://{c.host}:{broker.bound_port}",
+        "advertised.listeners": f"PLAINTEXT://{broker.host}:{broker.port}",
+        "num.partitions": str(c.default_partitions),
+        "auto.create.topics.enable": str(c.auto_create_topics).lower(),
+        "offsets.topic.num.partitions": str(c.offsets_partitions),
+        "group.initial.rebalance.delay.ms": str(c.initial_rebalance_delay_ms),
+        "socket.request.max.bytes": str(c.max_frame_bytes),
+        "fetch.max.bytes": str(c.fetch_max_bytes),
+        "connections.max.idle.ms": str(c.connections_max_idle_ms),
+    }
+
+
+def _broker_level(broker: Broker, resource_name: str) -> str:
+    """The dynamic level a BROKER resource names: ``""`` the cluster default, the broker id
+    this broker; any other id is not here (Kafka: INVALID_REQUEST)."""
+    if resource_name == "":
+        return CLUSTER
+    if resource_name == str(broker.node_id):
+        return BROKER_LEVEL
+    raise ResourceError(
+        ErrorCode.invalid_request,
+        f"unexpected broker id {resource_name!r}: this broker is {broker.node_id}, or use '' for the cluster default",
+    )
+
+
+def _describe_broker(broker: Broker, resource_name: str, keys: Any, synonyms: bool) -> list[dict[str, Any]]:
+    level = _broker_level(broker, resource_name)
+    dynamic = broker.storage.broker_configs()
+    entries: dict[str, dict[str, Any]] = {}
+    if level == BROKER_LEVEL:
+        for name, value in _static_configs(broker).items():
+            entries[name] = _entry(name, value, SOURCE_STATIC, read_only=True)
+        for name, topic_name in SYNONYMS.items():
+            found = dynamic.effective(name)
+            value, source = (
+                (found[0], _LEVEL_SOURCE[found[1]])
+                if found
+                else (CONFIG_BY_NAME[topic_name].default, SOURCE_DEFAULT)
+            )
+            entries[name] = _entry(name, value, source)
+        levels: tuple[str, ...] = (CLUSTER, BROKER_LEVEL)
+    else:
+        levels = (CLUSTER,)  # Kafka describes only what is set as the cluster default
+    for lvl in levels:
+        for name, value in dynamic.level(lvl).items():
+            entries[name] = _entry(name, value, _LEVEL_SOURCE[lvl])
+    if synonyms:
+        for name, entry in entries.items():
+            entry["synonyms"] = [{"name": name, "value": entry["value"], "source": entry["config_source"]}]
+    wanted = entries if keys is None else [k for k in keys if k in entries]
+    return [entries[k] for k in wanted]
 
 
 async def handle_describe_configs(broker: Broker, request: Request) -> Reply:
     body = request.body
     documentation = bool(getattr(body, "include_documentation", False))
+    synonyms = bool(getattr(body, "include_synonyms", False))
     results = []
     for res in body.resources:
         result: dict[str, Any] = {
@@ -55,13 +206,21 @@ async def handle_describe_configs(broker: Broker, request: Request) -> Reply:
             "configs": [],
         }
         try:
+            _check_access(broker, request, res.resource_type, res.resource_name, Operation.DESCRIBE_CONFIGS)
             if res.resource_type == TOPIC:
                 result["configs"] = _describe_topic(
-                    broker, res.resource_name, res.configuration_keys, documentation
+                    broker, res.resource_name, res.configuration_keys, documentation, synonyms
                 )
-            elif res.resource_type != BROKER:
-                result["error_code"] = ErrorCode.invalid_request
-                result["error_message"] = f"resource type {res.resource_type} is not supported"
+            elif res.resource_type == BROKER:
+                result["configs"] = _describe_broker(
+                    broker, res.resource_name, res.configuration_keys, synonyms
+                )
+            else:
+                raise ResourceError(
+                    ErrorCode.invalid_request, f"resource type {res.resource_type} is not supported"
+                )
+        except ResourceError as exc:
+            result["error_code"], result["error_message"] = exc.code, str(exc)
         except StorageError as exc:
             result["error_code"] = error_code(exc)
             result["error_message"] = str(exc)
@@ -69,8 +228,8 @@ async def handle_describe_configs(broker: Broker, request: Request) -> Reply:
     return {"results": results}
 
 
-def _changes(current: dict[str, str], configs: Any) -> tuple[dict[str, str], list[str]]:
-    """The overrides to set and the names to delete for one resource."""
+def _changes(current: Mapping[str, str], configs: Any) -> tuple[dict[str, str], list[str]]:
+    """The values to set and the names to delete for one resource."""
     set_configs: dict[str, str] = {}
     deletes: list[str] = []
     for c in configs:
@@ -78,7 +237,7 @@ def _changes(current: dict[str, str], configs: Any) -> tuple[dict[str, str], lis
             set_configs[c.name] = c.value or ""
         elif c.config_operation == DELETE:
             deletes.append(c.name)
-        else:
+        elif c.config_operation in (APPEND, SUBTRACT):
             items = [v for v in current.get(c.name, "").split(",") if v]
             given = [v for v in (c.value or "").split(",") if v]
             if c.config_operation == APPEND:
@@ -86,28 +245,141 @@ def _changes(current: dict[str, str], configs: Any) -> tuple[dict[str, str], lis
             else:
                 items = [v for v in items if v not in given]
             set_configs[c.name] = ",".join(items)
+        else:
+            raise ResourceError(
+                ErrorCode.invalid_request, f"unknown config operation {c.config_operation} for {c.name!r}"
+            )
     return set_configs, deletes
+
+
+def _alter_topic(
+    broker: Broker,
+    name: str,
+    set_configs: dict[str, str],
+    deletes: list[str],
+    *,
+    replace: bool,
+    validate_only: bool,
+) -> None:
+    info = broker.storage.topic(name)
+    if replace:  # legacy AlterConfigs: the given set becomes the whole set of overrides
+        deletes = [k for k in info.overrides if k not in set_configs]
+    if validate_only:
+        merged = {k: v for k, v in info.overrides.items() if k not in deletes}
+        TopicConfig.from_overrides({**merged, **set_configs})
+    else:
+        broker.storage.alter_topic_configs(name, set_configs, deletes)
+
+
+def _alter_broker(
+    broker: Broker,
+    resource_name: str,
+    set_configs: dict[str, str],
+    deletes: list[str],
+    *,
+    replace: bool,
+    validate_only: bool,
+) -> None:
+    level = _broker_level(broker, resource_name)
+    static = sorted((set_configs.keys() | set(deletes)) & _static_configs(broker).keys())
+    if static:
+        raise ResourceError(
+            ErrorCode.invalid_request,
+            f"cannot update these configs dynamically: {', '.join(static)} (set them when starting `logtrove serve`)",
+        )
+    broker.storage.alter_broker_configs(
+        level, set_configs, deletes, replace=replace, validate_only=validate_only
+    )
+
+
+def _current(broker: Broker, resource_type: int, name: str) -> Mapping[str, str]:
+    """Values APPEND / SUBTRACT start from: the effective ones."""
+    if resource_type == TOPIC:
+        return broker.storage.topic(name).config.as_strings()
+    dynamic = broker.storage.broker_configs()
+    level = _broker_level(broker, name)
+    out = {b: CONFIG_BY_NAME[t].default for b, t in SYNONYMS.items()}
+    out.update(dynamic.cluster)
+    if level == BROKER_LEVEL:
+        out.update(dynamic.broker)
+    return out
+
+
+def _alter(
+    broker: Broker,
+    request: Request,
+    res: Any,
+    set_configs: dict[str, str],
+    deletes: list[str],
+    *,
+    replace: bool,
+    validate_only: bool,
+) -> dict[str, Any]:
+    result: dict[str, Any] = {"resource_type": res.resource_type, "resource_name": res.resource_name}
+    alter = {TOPIC: _alter_topic, BROKER: _alter_broker}.get(res.resource_type)
+    try:
+        _check_access(broker, request, res.resource_type, res.resource_name, Operation.ALTER_CONFIGS)
+        if alter is None:
+            raise ResourceError(
+                ErrorCode.invalid_request,
+                f"resource type {res.resource_type} cannot be altered here (only topics (2) and the broker (4))",
+            )
+        alter(broker, res.resource_name, set_configs, deletes, replace=replace, validate_only=validate_only)
+    except ResourceError as exc:
+        result["error_code"], result["error_message"] = exc.code, str(exc)
+    except StorageError as exc:
+        result["error_code"] = error_code(exc)
+        result["error_message"] = str(exc)
+    return result
 
 
 async def handle_incremental_alter_configs(broker: Broker, request: Request) -> Reply:
     body = request.body
     responses = []
     for res in body.resources:
-        result: dict[str, Any] = {"resource_type": res.resource_type, "resource_name": res.resource_name}
         try:
-            if res.resource_type != TOPIC:
-                result["error_code"] = ErrorCode.invalid_request
-                result["error_message"] = "only topic configs can be altered"
-            else:
-                info = broker.storage.topic(res.resource_name)
-                set_configs, deletes = _changes(info.config.as_strings(), res.configs)
-                if body.validate_only:
-                    merged = {k: v for k, v in info.overrides.items() if k not in deletes}
-                    TopicConfig.from_overrides({**merged, **set_configs})
-                else:
-                    broker.storage.alter_topic_configs(res.resource_name, set_configs, deletes)
+            _check_access(broker, request, res.resource_type, res.resource_name, Operation.ALTER_CONFIGS)
+            current = (
+                _current(broker, res.resource_type, res.resource_name)
+                if res.resource_type in (TOPIC, BROKER)
+                else {}
+            )
+            set_configs, deletes = _changes(current, res.configs)
+        except ResourceError as exc:
+            responses.append(
+                {
+                    "resource_type": res.resource_type,
+                    "resource_name": res.resource_name,
+                    "error_code": exc.code,
+                    "error_message": str(exc),
+                }
+            )
+            continue
         except StorageError as exc:
-            result["error_code"] = error_code(exc)
-            result["error_message"] = str(exc)
-        responses.append(result)
+            responses.append(
+                {
+                    "resource_type": res.resource_type,
+                    "resource_name": res.resource_name,
+                    "error_code": error_code(exc),
+                    "error_message": str(exc),
+                }
+            )
+            continue
+        responses.append(
+            _alter(
+                broker, request, res, set_configs, deletes, replace=False, validate_only=body.validate_only
+            )
+        )
+    return {"responses": responses}
+
+
+async def handle_alter_configs(broker: Broker, request: Request) -> Reply:
+    """AlterConfigs (33): each resource's dynamic configs become exactly the given set."""
+    body = request.body
+    responses = []
+    for res in body.resources:
+        set_configs = {c.name: c.value or "" for c in res.configs}
+        responses.append(
+            _alter(broker, request, res, set_configs, [], replace=True, validate_only=body.validate_only)
+        )
     return {"responses": responses}

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from logtrove.broker.authorize import Resource, authorized_operations
+from logtrove.acl import Operation
+from logtrove.broker.authorize import OMITTED, Resource, authorized_operations
 from logtrove.broker.protocol import ms
 from logtrove.groups import Heartbeat
 from logtrove.groups.consumer_protocol import check_heartbeat
@@ -70,6 +71,10 @@ def _error(code: ErrorCode, message: str, body: Any) -> dict[str, Any]:
 
 async def handle_consumer_group_heartbeat(broker: Broker, request: Request) -> Reply:
     body = request.body
+    if not broker.allowed(request, Operation.READ, Resource.GROUP, body.group_id):
+        return _error(
+            ErrorCode.group_authorization_failed, f"READ on group {body.group_id!r} is needed", body
+        )
     if len(body.topic_partitions or ()) > MAX_OWNED_TOPICS:  # before the ID mapping walks them
         return _error(ErrorCode.invalid_request, "too many owned topics", body)
     if body.member_epoch == 0 and body.topic_partitions:  # even of topic IDs we do not know
@@ -169,5 +174,16 @@ def _describe(broker: Broker, group_id: str, ops: int) -> dict[str, Any]:
 async def handle_consumer_group_describe(broker: Broker, request: Request) -> Reply:
     """ConsumerGroupDescribe; a classic group is ``GROUP_ID_NOT_FOUND`` ("not a consumer
     group"), as in Kafka."""
-    ops = authorized_operations(Resource.GROUP, request.body.include_authorized_operations)
-    return {"groups": [_describe(broker, g, ops) for g in request.body.group_ids]}
+    asked = request.body.include_authorized_operations
+    return {
+        "groups": [
+            _describe(broker, g, authorized_operations(broker, request, Resource.GROUP, g, asked))
+            if broker.allowed(request, Operation.DESCRIBE, Resource.GROUP, g)
+            else {
+                "group_id": g,
+                "error_code": ErrorCode.group_authorization_failed,
+                "authorized_operations": OMITTED,
+            }
+            for g in request.body.group_ids
+        ]
+    }

@@ -39,13 +39,17 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
+from logtrove.acl import Operation, ResourceType
 from logtrove.broker.protocol import ms
 from logtrove.storage import (
     OffsetOutOfRangeError,
+    PartitionLog,
+    ReadResult,
     StorageError,
     UnknownPartitionError,
     UnknownTopicError,
 )
+from logtrove.txn import AbortedTxn
 
 if TYPE_CHECKING:
     from logtrove.broker.server import Broker, RawBody, Request
@@ -55,6 +59,8 @@ _I32 = struct.Struct(">i")
 _TOP = struct.Struct(">ihi")  # throttle, error_code, session_id
 _PART = struct.Struct(">ihqqq")  # index, error_code, high watermark, last stable, log start
 _PART_V4 = struct.Struct(">ihqq")  # no log start offset before v5
+_ABORTED = struct.Struct(">qq")  # producer ID, first offset
+READ_COMMITTED = 1
 
 
 @dataclass
@@ -66,6 +72,8 @@ class FetchedPartition:
     high_watermark: int
     log_start: int
     records: bytes | memoryview | None
+    last_stable: int = -1  # -1: the high watermark (no transaction known open)
+    aborted: list[AbortedTxn] | None = None  # read_committed: aborted transactions of the range
 
 
 def _uvarint(value: int) -> bytes:
@@ -127,11 +135,16 @@ def encode_fetch_response(
             enc.string(name)
         enc.array_len(len(partitions))
         for p in partitions:
+            stable = p.high_watermark if p.last_stable < 0 else p.last_stable
             if version >= 5:
-                enc.buf += _PART.pack(p.index, p.error, p.high_watermark, p.high_watermark, p.log_start)
+                enc.buf += _PART.pack(p.index, p.error, p.high_watermark, stable, p.log_start)
             else:
-                enc.buf += _PART_V4.pack(p.index, p.error, p.high_watermark, p.high_watermark)
-            enc.array_len(0)  # aborted transactions
+                enc.buf += _PART_V4.pack(p.index, p.error, p.high_watermark, stable)
+            aborted = p.aborted or ()
+            enc.array_len(len(aborted))
+            for a in aborted:
+                enc.buf += _ABORTED.pack(a.producer_id, a.first_offset)
+                enc.tags()
             if version >= 11:
                 enc.buf += _I32.pack(-1)  # preferred read replica
             enc.records(p.records)
@@ -191,6 +204,7 @@ def _read_all(
     first batch does not fit gives no records this time, only its offsets.
     """
     budget = response_budget(broker, request)
+    committed = getattr(request.body, "isolation_level", 0) == READ_COMMITTED
     total = 0
     errors = False
     out = []
@@ -202,15 +216,25 @@ def _read_all(
             name = key
             topic_id = storage.topic(name).topic_id if storage.has_topic(name) else uuid.UUID(int=0)
         parts = []
+        readable = not name or broker.allowed(request, Operation.READ, ResourceType.TOPIC, name)
         for p in wanted:
             result = FetchedPartition(p.index, 0, -1, -1, None)
             try:
                 if not name:
                     result.error = ErrorCode.unknown_topic_id
                     raise LookupError
+                if not readable:
+                    result.error = ErrorCode.topic_authorization_failed
+                    raise LookupError
                 log = storage.log(name, p.index)
                 limit = min(p.partition_max_bytes, budget - total)
-                read = log.read(p.fetch_offset, max(limit, 1))
+                if committed:
+                    read = _read_committed(broker, log, p.fetch_offset, max(limit, 1), result)
+                else:
+                    txns = broker.txn.indexes.peek(log)
+                    read = log.read(p.fetch_offset, max(limit, 1))
+                    if txns is not None:
+                        result.last_stable = txns.last_stable_offset(read.log_end_offset)
                 result.high_watermark, result.log_start = read.log_end_offset, read.log_start_offset
                 if read.slice is not None and (total == 0 or read.size <= limit):
                     result.records = read.data()
@@ -230,6 +254,21 @@ def _read_all(
             parts.append(result)
         out.append((name, topic_id, parts))
     return out, total, errors
+
+
+def _read_committed(
+    broker: Broker, log: PartitionLog, offset: int, max_bytes: int, result: FetchedPartition
+) -> ReadResult:
+    """A read_committed read: batches below the last stable offset only, and the aborted
+    transactions with data in the range (the consumer drops their batches)."""
+    txns = broker.txn.indexes.get(log)
+    end = log.log_end_offset
+    stable = txns.last_stable_offset(end)
+    read = log.read(offset, max_bytes, max_offset=stable)
+    result.last_stable = stable
+    txns.forget_before(read.log_start_offset)
+    result.aborted = txns.aborted_between(offset, stable) if read.slice is not None else []
+    return read
 
 
 async def handle_fetch(broker: Broker, request: Request) -> RawBody:

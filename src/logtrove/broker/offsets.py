@@ -10,6 +10,10 @@ ListOffsets answers, per partition, by the requested timestamp:
         offset -1 and timestamp -1 when no record is that recent (Kafka's answer)
 ======  ==============================================================================
 
+With ``isolation_level=1`` (read_committed, v2+) nothing at or above the partition's last
+stable offset is answered: latest is the last stable offset, and a lookup that lands at
+or beyond it finds nothing (Kafka's ``fetchOffsetForTimestamp`` with the LSO as bound).
+
 DeleteRecords moves a partition's log start offset forward (``-1`` = to the high
 watermark) and deletes the segments wholly below it.
 """
@@ -18,6 +22,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
+from logtrove.acl import Operation, ResourceType
 from logtrove.broker.protocol import error_code
 from logtrove.storage import PartitionLog, StorageError
 
@@ -27,28 +34,40 @@ if TYPE_CHECKING:
 EARLIEST = -2
 LATEST = -1
 MAX_TIMESTAMP = -3
+READ_COMMITTED = 1
 
 
-def _lookup(log: PartitionLog, timestamp: int) -> tuple[int, int]:
-    """(offset, timestamp) for one ListOffsets query."""
+def _lookup(log: PartitionLog, timestamp: int, stable: int | None) -> tuple[int, int]:
+    """(offset, timestamp) for one ListOffsets query; ``stable`` is the last stable offset
+    of a read_committed query."""
     if timestamp == EARLIEST:
         return log.log_start_offset, -1
     if timestamp == LATEST:
-        return log.log_end_offset, -1
+        return (log.log_end_offset if stable is None else stable), -1
     found = log.max_timestamp_offset() if timestamp == MAX_TIMESTAMP else log.offset_for_timestamp(timestamp)
-    if found is None:
+    if found is None or (stable is not None and found.offset >= stable):
         return -1, -1
     return found.offset, found.timestamp
 
 
 async def handle_list_offsets(broker: Broker, request: Request) -> Reply:
+    committed = getattr(request.body, "isolation_level", 0) == READ_COMMITTED
     topics = []
     for topic in request.body.topics:
         partitions = []
+        denied = not broker.allowed(request, Operation.DESCRIBE, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
             result: dict[str, Any] = {"partition_index": p.partition_index, "timestamp": -1, "offset": -1}
+            if denied:
+                result["error_code"] = ErrorCode.topic_authorization_failed
+                partitions.append(result)
+                continue
             try:
-                offset, timestamp = _lookup(broker.storage.log(topic.name, p.partition_index), p.timestamp)
+                log = broker.storage.log(topic.name, p.partition_index)
+                stable = (
+                    broker.txn.indexes.get(log).last_stable_offset(log.log_end_offset) if committed else None
+                )
+                offset, timestamp = _lookup(log, p.timestamp, stable)
                 result.update(offset=offset, timestamp=timestamp, leader_epoch=0)
             except StorageError as exc:
                 result["error_code"] = error_code(exc)
@@ -61,8 +80,13 @@ async def handle_delete_records(broker: Broker, request: Request) -> Reply:
     topics = []
     for topic in request.body.topics:
         partitions = []
+        denied = not broker.allowed(request, Operation.DELETE, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
             result: dict[str, Any] = {"partition_index": p.partition_index, "low_watermark": -1}
+            if denied:
+                result["error_code"] = ErrorCode.topic_authorization_failed
+                partitions.append(result)
+                continue
             try:
                 log = broker.storage.log(topic.name, p.partition_index)
                 target = log.log_end_offset if p.offset == -1 else p.offset

@@ -517,6 +517,18 @@ class GroupCoordinator:
         accepts any commit (group membership does not survive a broker restart, so a
         member's commit after one is still taken).
         """
+        error = self.check_committer(group_id, member_id, generation, group_instance_id)
+        if error:
+            return error
+        self.offsets.commit(group_id, commits)
+        return NONE
+
+    def check_committer(
+        self, group_id: str, member_id: str, generation: int, group_instance_id: str | None = None
+    ) -> ErrorCode:
+        """The error for a commit of ``group_id`` by this member and generation (the rules
+        of :meth:`commit_offsets`), or ``NONE``; a valid commit counts as the member's
+        heartbeat. TxnOffsetCommit asks this too when it names a member or generation."""
         group = self.groups.get(group_id)
         if group is not None and group.members:
             instance = group_instance_id or None
@@ -530,7 +542,6 @@ class GroupCoordinator:
             if group.state == COMPLETING:
                 return REBALANCE_IN_PROGRESS
             group.members[member_id].last_seen = _now()
-        self.offsets.commit(group_id, commits)
         return NONE
 
     def committed(self, group_id: str, topic: str, partition: int) -> CommittedOffset | None:

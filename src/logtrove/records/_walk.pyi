@@ -2,4 +2,6 @@
 
 from logtrove.records.batch import Buffer
 
-def walk(payload: Buffer, /) -> tuple[int, int | None]: ...
+MAX_KEYLESS_REPORTED: int
+
+def walk(payload: Buffer, /) -> tuple[int, int, tuple[int, ...]]: ...

@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from logtrove.clock import SYSTEM_CLOCK, Clock
+from logtrove.storage.broker_configs import BrokerConfigs, load_broker_configs, save_broker_configs
 from logtrove.storage.checkpoint import (
     CLEANER_OFFSET,
     INDEX_OFFSET,
@@ -163,7 +164,8 @@ class TopicInfo:
         } | ({"followed_from": self.followed_from} if self.followed_from is not None else {})
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> TopicInfo:
+    def from_json(cls, data: Mapping[str, Any], defaults: Mapping[str, str] | None = None) -> TopicInfo:
+        """``defaults``: the broker-level topic defaults (:mod:`~logtrove.storage.broker_configs`)."""
         overrides = {str(k): str(v) for k, v in data.get("configs", {}).items()}
         return cls(
             name=str(data["name"]),
@@ -171,7 +173,7 @@ class TopicInfo:
             partitions=int(data["partitions"]),
             overrides=overrides,
             created_ms=int(data.get("created_ms", 0)),
-            config=TopicConfig.from_overrides(overrides),
+            config=TopicConfig.from_overrides({**(defaults or {}), **overrides}),
             followed_from=None if data.get("followed_from") is None else str(data["followed_from"]),
         )
 
@@ -202,6 +204,7 @@ class Storage:
         self._busy: set[str] = set()  # topics being created or grown
         self._reserved = 0  # partitions of creations in progress
         self._checkpointed: tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]] | None = None
+        self._broker_configs = BrokerConfigs()
         self._topics: dict[str, TopicInfo] = {}
         self._invalid: dict[str, InvalidTopicFile] = {}
         self._deleting: list[TopicInfo] = []
@@ -258,6 +261,8 @@ class Storage:
         topics: dict[str, TopicInfo] = {}
         invalid: dict[str, InvalidTopicFile] = {}
         deleting: list[TopicInfo] = []
+        self._broker_configs = load_broker_configs(self.path)
+        defaults = self._broker_configs.topic_defaults()
         folder = self.path / TOPICS_DIR
         files = sorted(folder.glob("*.json")) if folder.is_dir() else []
         for f in files:
@@ -268,7 +273,7 @@ class Storage:
             except (OSError, ValueError) as exc:
                 invalid[f.name] = InvalidTopicFile(f, f"it cannot be read ({exc})")
                 continue
-            loaded = _topic_from_file(f, data)
+            loaded = _topic_from_file(f, data, defaults)
             if isinstance(loaded, InvalidTopicFile):
                 invalid[f.name] = loaded
             elif isinstance(data, dict) and data.get("deleting"):
@@ -354,7 +359,7 @@ class Storage:
                 partitions=partitions,
                 overrides=overrides,
                 created_ms=self.clock.now_ms(),
-                config=TopicConfig.from_overrides(overrides),
+                config=self._effective_config(overrides),
                 followed_from=followed_from,
             )
             if f"{name}.json" in self._invalid:
@@ -522,15 +527,51 @@ class Storage:
                 partitions=info.partitions,
                 overrides=overrides,
                 created_ms=info.created_ms,
-                config=TopicConfig.from_overrides(overrides),
+                config=self._effective_config(overrides),
                 followed_from=info.followed_from,
             )
             self._write_topic_file(new)
-            self._topics[name] = new
-            for p in range(new.partitions):
-                log = self._logs.get(TopicPartition(name, p))
-                if log is not None:
-                    log.config = new.config
+            self._set_info(new)
+            return new
+
+    def _effective_config(self, overrides: Mapping[str, str]) -> TopicConfig:
+        """A topic's config: its overrides over the broker-level defaults over the built-in ones."""
+        return TopicConfig.from_overrides({**self._broker_configs.topic_defaults(), **overrides})
+
+    def _set_info(self, info: TopicInfo) -> None:
+        self._topics[info.name] = info
+        for p in range(info.partitions):
+            log = self._logs.get(TopicPartition(info.name, p))
+            if log is not None:
+                log.config = info.config
+
+    def broker_configs(self) -> BrokerConfigs:
+        """The dynamic broker configs (a copy)."""
+        with self._lock:
+            current = self._broker_configs
+            return BrokerConfigs(dict(current.cluster), dict(current.broker), current.unreadable)
+
+    def alter_broker_configs(
+        self,
+        level: str,
+        set_configs: Mapping[str, str],
+        delete_configs: list[str] | tuple[str, ...] = (),
+        *,
+        replace: bool = False,
+        validate_only: bool = False,
+    ) -> BrokerConfigs:
+        """Change one level (``"cluster"`` or ``"broker"``) of the dynamic broker configs,
+        persist them, and re-derive every topic's effective config from the new defaults.
+        Raises :class:`~logtrove.storage.errors.InvalidConfigError`."""
+        self._check_writable()
+        with self._lock:
+            new = self._broker_configs.altered(level, set_configs, list(delete_configs), replace=replace)
+            if validate_only:
+                return new
+            save_broker_configs(self.path, new)
+            self._broker_configs = new
+            for info in list(self._topics.values()):
+                self._set_info(dataclasses.replace(info, config=self._effective_config(info.overrides)))
             return new
 
     def follow_topic(self, name: str, source: str | None) -> TopicInfo:
@@ -765,10 +806,10 @@ class Storage:
         self.close()
 
 
-def _topic_from_file(path: Path, data: Any) -> TopicInfo | InvalidTopicFile:
+def _topic_from_file(path: Path, data: Any, defaults: Mapping[str, str]) -> TopicInfo | InvalidTopicFile:
     """The topic a topic file holds, or why it cannot be loaded."""
     try:
-        info = TopicInfo.from_json(data)
+        info = TopicInfo.from_json(data, defaults)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         return InvalidTopicFile(path, f"it does not parse ({exc!r})")
     if not is_legal_topic_name(info.name):

@@ -1,0 +1,239 @@
+"""Transaction APIs: AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26),
+TxnOffsetCommit (28), DescribeTransactions (65), ListTransactions (66), and
+InitProducerId with a transactional ID.
+
+Thin adapters between the kio request bodies of every version and
+:class:`logtrove.txn.TransactionCoordinator`, which holds the semantics. Requests of the
+versions before ``PRODUCER_FENCED`` existed get ``INVALID_PRODUCER_EPOCH`` instead, as
+Kafka answers them (InitProducerId below v4, the others below v2).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from logtrove.broker.protocol import ms
+from logtrove.groups import CommittedOffset
+from logtrove.txn import TxnState
+
+if TYPE_CHECKING:
+    from logtrove.broker.server import Broker, Reply, Request
+
+FENCED_SINCE = 2  # the first version of 24/25/26/28 that knows PRODUCER_FENCED
+INIT_FENCED_SINCE = 4
+
+
+def _fenced(code: ErrorCode, version: int, since: int = FENCED_SINCE) -> ErrorCode:
+    """``code``, or INVALID_PRODUCER_EPOCH for a version that predates PRODUCER_FENCED."""
+    if code == ErrorCode.producer_fenced and version < since:
+        return ErrorCode.invalid_producer_epoch
+    return code
+
+
+def init_transactional_producer(broker: Broker, request: Request) -> Reply:
+    """InitProducerId for a transactional ID (see produce.handle_init_producer_id)."""
+    body = request.body
+    if not body.transactional_id:  # Kafka: an empty transactional ID is INVALID_REQUEST
+        return {"error_code": ErrorCode.invalid_request, "producer_id": -1, "producer_epoch": -1}
+    code, pid, epoch = broker.txn.init_producer_id(
+        body.transactional_id,
+        ms(body.transaction_timeout),
+        getattr(body, "producer_id", -1),
+        getattr(body, "producer_epoch", -1),
+    )
+    return {
+        "error_code": _fenced(code, request.version, INIT_FENCED_SINCE),
+        "producer_id": pid,
+        "producer_epoch": epoch,
+    }
+
+
+def _exists(broker: Broker, topic: str, partition: int) -> bool:
+    storage = broker.storage
+    return storage.has_topic(topic) and 0 <= partition < storage.topic(topic).partitions
+
+
+def _add_partitions(broker: Broker, version: int, tid: str, pid: int, epoch: int, topics: Any) -> list[Any]:
+    """One transaction's AddPartitionsToTxn: per-topic results. A partition that does not
+    exist fails the whole request, the others answered OPERATION_NOT_ATTEMPTED (Kafka)."""
+    asked = [(t.name, p) for t in topics for p in t.partitions]
+    missing = {tp for tp in asked if not _exists(broker, *tp)}
+    if missing:
+        codes = {
+            tp: ErrorCode.unknown_topic_or_partition if tp in missing else ErrorCode.operation_not_attempted
+            for tp in asked
+        }
+    else:
+        code = _fenced(broker.txn.add_partitions(tid, pid, epoch, asked), version)
+        codes = dict.fromkeys(asked, code)
+    return [
+        {
+            "name": t.name,
+            "results_by_partition": [
+                {"partition_index": p, "partition_error_code": codes[(t.name, p)]} for p in t.partitions
+            ],
+        }
+        for t in topics
+    ]
+
+
+async def handle_add_partitions_to_txn(broker: Broker, request: Request) -> Reply:
+    """AddPartitionsToTxn: v0–3 name one transaction; v4 (the batched form brokers send)
+    names several, each answered on its own. ``verify_only`` (KIP-890 verification) asks
+    whether the partitions are already in the transaction, without adding them."""
+    body = request.body
+    if request.version <= 3:
+        results = _add_partitions(
+            broker,
+            request.version,
+            body.v3_and_below_transactional_id,
+            body.v3_and_below_producer_id,
+            body.v3_and_below_producer_epoch,
+            body.v3_and_below_topics,
+        )
+        return {"results_by_topic_v3_and_below": results}
+    out = []
+    for txn in body.transactions:
+        if txn.verify_only:
+            topics = _verify(broker, txn)
+        else:
+            topics = _add_partitions(
+                broker, request.version, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics
+            )
+        out.append({"transactional_id": txn.transactional_id, "topic_results": topics})
+    return {"results_by_transaction": out}
+
+
+def _verify(broker: Broker, txn: Any) -> list[dict[str, Any]]:
+    meta = broker.txn.get(txn.transactional_id)
+    current = (
+        meta is not None
+        and meta.producer_id == txn.producer_id
+        and meta.producer_epoch == txn.producer_epoch
+        and meta.state is TxnState.ONGOING
+    )
+    return [
+        {
+            "name": t.name,
+            "results_by_partition": [
+                {
+                    "partition_index": p,
+                    "partition_error_code": ErrorCode.none
+                    if current and meta is not None and (t.name, p) in meta.partitions
+                    else ErrorCode.invalid_txn_state,
+                }
+                for p in t.partitions
+            ],
+        }
+        for t in txn.topics
+    ]
+
+
+async def handle_add_offsets_to_txn(broker: Broker, request: Request) -> Reply:
+    body = request.body
+    code = broker.txn.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch, body.group_id)
+    return {"error_code": _fenced(code, request.version)}
+
+
+async def handle_end_txn(broker: Broker, request: Request) -> Reply:
+    body = request.body
+    code = broker.txn.end_txn(body.transactional_id, body.producer_id, body.producer_epoch, body.committed)
+    return {"error_code": _fenced(code, request.version)}
+
+
+async def handle_txn_offset_commit(broker: Broker, request: Request) -> Reply:
+    """TxnOffsetCommit: offsets held by the transaction until it commits. A request naming
+    a generation (v3) is checked against the group as OffsetCommit is."""
+    body = request.body
+    now = broker.storage.clock.now_ms()
+    commits = {
+        (t.name, p.partition_index): CommittedOffset(
+            p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "", now
+        )
+        for t in body.topics
+        for p in t.partitions
+    }
+    member = getattr(body, "member_id", "")
+    generation = getattr(body, "generation_id", -1)
+    code = ErrorCode.none
+    if generation >= 0:  # Kafka checks the member only for a commit naming a generation
+        code = broker.groups.check_committer(
+            body.group_id, member, generation, getattr(body, "group_instance_id", None)
+        )
+    missing = {tp for tp in commits if not _exists(broker, *tp)}
+    if not code:
+        code = broker.txn.commit_offsets(
+            body.transactional_id,
+            body.producer_id,
+            body.producer_epoch,
+            body.group_id,
+            {tp: c for tp, c in commits.items() if tp not in missing},
+        )
+    code = _fenced(code, request.version)
+    return {
+        "topics": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {
+                        "partition_index": p.partition_index,
+                        "error_code": ErrorCode.unknown_topic_or_partition
+                        if (t.name, p.partition_index) in missing
+                        else code,
+                    }
+                    for p in t.partitions
+                ],
+            }
+            for t in body.topics
+        ]
+    }
+
+
+async def handle_describe_transactions(broker: Broker, request: Request) -> Reply:
+    states = []
+    for tid in request.body.transactional_ids:
+        txn = broker.txn.get(tid)
+        if txn is None:
+            states.append(
+                {"transactional_id": tid, "error_code": ErrorCode.transactional_id_not_found, "topics": []}
+            )
+            continue
+        topics: dict[str, list[int]] = {}
+        for t, p in sorted(txn.partitions):
+            topics.setdefault(t, []).append(p)
+        states.append(
+            {
+                "transactional_id": tid,
+                "transaction_state": txn.state.value,
+                "transaction_timeout": txn.timeout_ms,
+                "transaction_start_time": txn.start_ms,
+                "producer_id": txn.producer_id,
+                "producer_epoch": txn.producer_epoch,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            }
+        )
+    return {"transaction_states": states}
+
+
+async def handle_list_transactions(broker: Broker, request: Request) -> Reply:
+    """ListTransactions, filtered by state, producer ID and (v1) a minimum running time."""
+    body = request.body
+    known = {s.value for s in TxnState}
+    wanted = set(body.state_filters)
+    pids = set(body.producer_id_filters)
+    min_ms = getattr(body, "duration_filter", -1)
+    now = broker.storage.clock.now_ms()
+    listed = [
+        {
+            "transactional_id": t.transactional_id,
+            "producer_id": t.producer_id,
+            "transaction_state": t.state.value,
+        }
+        for t in broker.txn.transactions()
+        if (not wanted or t.state.value in wanted)
+        and (not pids or t.producer_id in pids)
+        and (min_ms < 0 or (t.start_ms >= 0 and now - t.start_ms >= min_ms))
+    ]
+    return {"unknown_state_filters": sorted(wanted - known), "transaction_states": listed}

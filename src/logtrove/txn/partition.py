@@ -1,0 +1,115 @@
+"""What a partition knows of transactions: the open ones and the aborted ones.
+
+Per partition, :class:`PartitionTxns` keeps
+
+* ``open``: producer ID → first offset of its open transaction in this partition (the
+  base offset of its first transactional batch since its last marker). The **last
+  stable offset** (LSO) is the smallest of these, or the high watermark when none is
+  open: every offset below it belongs to a decided transaction or to none.
+* ``aborted``: ``(producer ID, first offset, marker offset)`` of each aborted
+  transaction, in marker order — what a read_committed Fetch returns for the batches it
+  carries so that the consumer drops them (Kafka's ``AbortedTxn``).
+
+Invariant: an entry of ``open`` is added by the first transactional batch of a producer
+after its previous marker and removed by its next marker (COMMIT or ABORT); an ABORT
+marker that closes an open entry adds one ``aborted`` entry. A marker for a producer with
+nothing open (a marker written again after a crash) changes nothing.
+
+The state lives in memory and is rebuilt from the batch headers of the log the first
+time a partition is needed after a start (:meth:`TxnIndexes.get`): a walk of every
+header, with only the control batches read whole. Kafka keeps the aborted list on disk
+per segment (``.txnindex``) and producer snapshots, so its start reads nothing; that is
+the known gap here (DESIGN.md §Transactions).
+"""
+
+from __future__ import annotations
+
+import bisect
+import weakref
+from dataclasses import dataclass, field
+
+from logtrove.storage import PartitionLog
+from logtrove.txn.markers import MarkerType, marker_type
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    """One aborted transaction of a partition: its data is in ``[first_offset, last_offset)``
+    (interleaved with others' data) and its ABORT marker at ``last_offset``."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+
+
+@dataclass
+class PartitionTxns:
+    """The open and aborted transactions of one partition (see the module docstring)."""
+
+    open: dict[int, int] = field(default_factory=dict)
+    aborted: list[AbortedTxn] = field(default_factory=list)
+    _last_offsets: list[int] = field(default_factory=list)  # aborted[i].last_offset, for bisect
+
+    def on_transactional_batch(self, producer_id: int, base_offset: int) -> None:
+        """A transactional data batch was appended at ``base_offset``."""
+        self.open.setdefault(producer_id, base_offset)
+
+    def on_marker(self, producer_id: int, kind: MarkerType, offset: int) -> None:
+        """A marker of ``producer_id`` was appended at ``offset``."""
+        first = self.open.pop(producer_id, None)
+        if first is not None and kind is MarkerType.ABORT:
+            self.aborted.append(AbortedTxn(producer_id, first, offset))
+            self._last_offsets.append(offset)
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        return min(self.open.values(), default=high_watermark)
+
+    def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
+        """The aborted transactions with data in ``[start, end)``: their marker is at or
+        after ``start`` and their first offset below ``end``."""
+        i = bisect.bisect_left(self._last_offsets, start)
+        return [a for a in self.aborted[i:] if a.first_offset < end]
+
+    def forget_before(self, log_start_offset: int) -> None:
+        """Drop the aborted transactions wholly below the log start (retention removed them)."""
+        i = bisect.bisect_left(self._last_offsets, log_start_offset)
+        if i:
+            del self.aborted[:i], self._last_offsets[:i]
+
+
+def scan(log: PartitionLog) -> PartitionTxns:
+    """The transactions of ``log`` from its batch headers (control batches read whole)."""
+    txns = PartitionTxns()
+    for seg in log.segments:
+        for pos, header in seg.batches(0):
+            if header.base_offset < log.log_start_offset or header.producer_id < 0:
+                continue
+            if not header.is_transactional:
+                continue
+            if header.is_control:
+                kind = marker_type(seg.read(pos, header.size), header)
+                if kind is not None:
+                    txns.on_marker(header.producer_id, kind, header.base_offset)
+            else:
+                txns.on_transactional_batch(header.producer_id, header.base_offset)
+    return txns
+
+
+class TxnIndexes:
+    """:class:`PartitionTxns` of each partition log, built on first use. Keyed by the log
+    object itself (weakly), so a deleted and re-created topic starts afresh."""
+
+    def __init__(self) -> None:
+        self._by_log: weakref.WeakKeyDictionary[PartitionLog, PartitionTxns] = weakref.WeakKeyDictionary()
+
+    def get(self, log: PartitionLog) -> PartitionTxns:
+        """The partition's state, scanning the log the first time (call it before an
+        append whose effect is then recorded, so the scan does not see that append)."""
+        txns = self._by_log.get(log)
+        if txns is None:
+            txns = self._by_log[log] = scan(log)
+        return txns
+
+    def peek(self, log: PartitionLog) -> PartitionTxns | None:
+        """The state if it is already built (no scan: for read_uncommitted answers)."""
+        return self._by_log.get(log)
