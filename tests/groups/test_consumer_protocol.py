@@ -187,3 +187,28 @@ def test_a_regex_counts_once_resolved_and_follows_new_topics(storage: Storage) -
     groups.resolve_regexes()  # ...the resolution after it does
     grown = groups.heartbeat(beat("m", both.member_epoch))
     assert grown.assignment == {"lit": {0}, "rx-1": {0}, "rx-2": {0}}
+
+
+def test_a_regex_subscribed_to_again_is_resolved_anew(storage: Storage) -> None:
+    groups = groups_of(storage, Clock(), {"lit": 1, "rx-1": 1})
+    regex = Heartbeat(
+        "g",
+        "m",
+        0,
+        rebalance_timeout_ms=5000,
+        subscribed_topic_names=(),
+        subscribed_topic_regex="rx-.*",
+        owned={},
+    )
+    epoch = groups.heartbeat(regex).member_epoch
+    groups.resolve_regexes()
+    epoch = groups.heartbeat(beat("m", epoch, {})).member_epoch
+    dropped = groups.heartbeat(
+        Heartbeat("g", "m", epoch, subscribed_topic_names=("lit",), subscribed_topic_regex="")
+    )
+    assert dropped.assignment == {}  # rx-1 to revoke first
+    assert groups.groups["g"].regex_topics == {}
+    again = groups.heartbeat(
+        Heartbeat("g", "m", dropped.member_epoch, subscribed_topic_regex="rx-.*", owned={})
+    )
+    assert again.assignment == {"lit": {0}}  # literal topics first, again

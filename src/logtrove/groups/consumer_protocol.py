@@ -206,6 +206,7 @@ class ConsumerGroups:
         changed |= self._update_subscription(member, request)
         if changed:
             group.group_epoch += 1
+            _forget_unused_regexes(group)
         self._refresh_target(group)
         self._reconcile(group, member, request.owned)
         after = (member.member_epoch, member.assigned)
@@ -397,6 +398,7 @@ class ConsumerGroups:
         """Drop a member; its partitions are free, and the group epoch moves."""
         del group.members[member_id]
         group.target.pop(member_id, None)
+        _forget_unused_regexes(group)
         group.group_epoch += 1
         self.dirty = True
         if group.members:
@@ -506,6 +508,13 @@ def check_heartbeat(request: Heartbeat, version: int) -> str | None:
     if sum(len(ps) for ps in (request.owned or {}).values()) > MAX_OWNED_PARTITIONS:
         return f"more than {MAX_OWNED_PARTITIONS} owned partitions"
     return None
+
+
+def _forget_unused_regexes(group: ConsumerGroup) -> None:
+    """Drop the resolutions of regexes no member subscribes with any more (as Kafka does
+    at once), so a regex subscribed to again is resolved anew, after the heartbeat."""
+    used = {m.subscribed_topic_regex for m in group.members.values()}
+    group.regex_topics = {r: ts for r, ts in group.regex_topics.items() if r in used}
 
 
 def _check_choices(request: Heartbeat) -> None:
