@@ -113,6 +113,8 @@ def test_join_gets_every_partition_and_wrong_epochs_are_fenced(broker: BrokerPro
         ({"member_id": ""}, ErrorCode.invalid_request),
         ({"rebalance_timeout": -1}, ErrorCode.invalid_request),
         ({"member_epoch": -3}, ErrorCode.invalid_request),
+        ({"instance_id": " "}, ErrorCode.invalid_request),
+        ({"rack_id": ""}, ErrorCode.invalid_request),
         ({"subscribed_topic_names": None}, ErrorCode.invalid_request),
         ({"subscribed_topic_names": [f"t{i}" for i in range(20_000)]}, ErrorCode.invalid_request),
         ({"topic_partitions": [{"topic_id": uuid.uuid4(), "partitions": [0]}]}, ErrorCode.invalid_request),

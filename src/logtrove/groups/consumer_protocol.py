@@ -488,10 +488,14 @@ class ConsumerGroups:
 def check_heartbeat(request: Heartbeat, version: int) -> str | None:
     """Why a heartbeat is an INVALID_REQUEST (Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid``
     plus our bounds), or None."""
-    if not request.group_id:
+    if not request.group_id.strip():
         return "GroupId can't be empty."
     if version >= 1 and not request.member_id:
         return "MemberId can't be empty."
+    if request.instance_id is not None and not request.instance_id.strip():
+        return "InstanceId can't be empty."
+    if request.rack_id is not None and not request.rack_id.strip():
+        return "RackId can't be empty."
     if request.member_epoch < STATIC_LEAVE_EPOCH:
         return f"MemberEpoch {request.member_epoch} is invalid."
     if request.member_epoch == STATIC_LEAVE_EPOCH and request.instance_id is None:
