@@ -9,19 +9,21 @@ survives a broker restart.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.conftest import BrokerProcess, free_port
+from tests.broker.conftest import BrokerProcess, HttpBrokerProcess, free_port
 from tests.broker.wire import WireClient
 
 PARTITIONS = 6
@@ -108,6 +110,11 @@ def test_single_member_gets_every_partition_and_reads_everything(kip848_broker: 
         poll_all([member], lambda: len(member.read) == 60)
         assert member.owned == set(range(PARTITIONS))
         assert sorted(member.read) == list(range(60))
+        admin = AdminClient({"bootstrap.servers": kip848_broker.bootstrap})
+        described = admin.describe_consumer_groups(["solo-group"])["solo-group"].result(10)
+        assert (described.type, described.state) == (ConsumerGroupType.CONSUMER, ConsumerGroupState.STABLE)
+        (only,) = described.members
+        assert {tp.partition for tp in only.assignment.topic_partitions} == set(range(PARTITIONS))
     finally:
         member.consumer.close()
 
@@ -190,3 +197,127 @@ def test_killed_member_loses_its_partitions_after_the_session_timeout(kip848_bro
             os.kill(victim.pid, signal.SIGKILL)
             victim.wait(10)
         survivor.consumer.close()
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "from logtrove.cli.main import main; main()", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_commits_show_in_lag_and_groups_list_tells_the_protocols_apart(kip848_broker: BrokerProcess) -> None:
+    boot = kip848_broker.bootstrap
+    create_topic(boot, "lagged")
+    produce(boot, "lagged", 60)
+    member = Member(boot, "new-protocol", "lagged")
+    classic = Consumer({"bootstrap.servers": boot, "group.id": "old-protocol", "enable.auto.commit": False})
+    try:
+        poll_all([member], lambda: len(member.read) == 60)
+        produce(boot, "lagged", 12, start=60)  # 2 more on each partition, not read
+        classic.commit(offsets=[TopicPartition("lagged", 0, 5)], asynchronous=False)
+        for args in (["--bootstrap", boot], ["--data", str(kip848_broker.data)]):
+            (group,) = json.loads(cli("lag", "new-protocol", "--json", *args).stdout)
+            assert group["lag"] == 12, args
+        listed = json.loads(cli("groups", "list", "--json", "--bootstrap", boot).stdout)
+        kinds = {row["group"]: (row["type"], row["state"]) for row in listed}
+        assert kinds == {"new-protocol": ("consumer", "Stable"), "old-protocol": ("classic", "Empty")}
+        offline = json.loads(cli("groups", "list", "--json", "--data", str(kip848_broker.data)).stdout)
+        assert {row["group"]: row["type"] for row in offline} == {
+            "new-protocol": "consumer",
+            "old-protocol": "classic",
+        }
+    finally:
+        member.consumer.close()
+        classic.close()
+
+
+def test_members_carry_on_across_a_broker_restart_without_rereading(kip848_broker: BrokerProcess) -> None:
+    boot = kip848_broker.bootstrap
+    create_topic(boot, "restart")
+    produce(boot, "restart", 60)
+    members = [Member(boot, "restart-group", "restart") for _ in range(2)]
+    try:
+        poll_all(members, lambda: balanced(members) and sum(len(m.read) for m in members) == 60)
+        before = {m.consumer.memberid(): m.owned for m in members}
+        epoch = describe(kip848_broker.port, "restart-group").group_epoch
+        kip848_broker.stop()
+        kip848_broker.start()
+        produce(boot, "restart", 60, start=60)
+        poll_all(members, lambda: sum(len(m.read) for m in members) >= 120)
+        assert sorted(r for m in members for r in m.read) == list(range(120))
+        assert {m.consumer.memberid(): m.owned for m in members} == before
+        assert describe(kip848_broker.port, "restart-group").group_epoch == epoch  # no rebalance
+    finally:
+        for m in members:
+            m.consumer.close()
+
+
+def test_members_come_and_go_while_records_arrive_and_each_is_read_once(kip848_broker: BrokerProcess) -> None:
+    boot = kip848_broker.bootstrap
+    create_topic(boot, "churn")
+    members: list[Member] = []
+    gone: list[Member] = []
+    produced = 0
+
+    def total() -> int:
+        return sum(len(m.read) for m in members + gone)
+
+    try:
+        for step in ("join", "join", "join", "leave", "join", "leave"):
+            if step == "join":
+                members.append(Member(boot, "churn-group", "churn"))
+            else:
+                leaving = members.pop(0)
+                leaving.consumer.close()
+                gone.append(leaving)
+            produce(boot, "churn", 60, start=produced)
+            produced += 60
+            poll_all(members, lambda want=produced: balanced(members) and total() == want)
+        read = sorted(r for m in members + gone for r in m.read)
+        assert read == list(range(produced))
+    finally:
+        for m in members:
+            m.consumer.close()
+
+
+def test_the_console_lists_a_consumer_protocol_group_with_its_type(tmp_path: Path) -> None:
+    with HttpBrokerProcess(tmp_path / "data", free_port(), free_port(), *BROKER_ARGS) as proc:
+        create_topic(proc.bootstrap, "shown")
+        produce(proc.bootstrap, "shown", 12)
+        member = Member(proc.bootstrap, "shown-group", "shown", **{"client.id": "viewer"})
+        try:
+            poll_all([member], lambda: len(member.read) == 12)
+            with urllib.request.urlopen(f"{proc.http}/api/v1/groups/shown-group", timeout=10) as answer:
+                body = json.loads(answer.read())
+        finally:
+            member.consumer.close()
+    assert (body["type"], body["state"], body["members"], body["lag"]) == ("consumer", "Stable", 1, 0)
+    assert body["member_list"][0]["client_id"] == "viewer"
+
+
+def test_a_regex_subscription_is_resolved_by_the_broker_and_follows_new_topics(
+    kip848_broker: BrokerProcess,
+) -> None:
+    boot = kip848_broker.bootstrap
+    create_topic(boot, "rx-first", 2)
+    create_topic(boot, "other", 2)
+    member = Member(boot, "rx-group", "^rx-.*")
+    try:
+        poll_all(
+            [member],
+            lambda: (
+                {(tp.topic, tp.partition) for tp in member.consumer.assignment()}
+                == {("rx-first", 0), ("rx-first", 1)}
+            ),
+        )
+        create_topic(boot, "rx-second", 2)
+        wanted = {(t, p) for t in ("rx-first", "rx-second") for p in (0, 1)}
+        poll_all(
+            [member], lambda: {(tp.topic, tp.partition) for tp in member.consumer.assignment()} == wanted
+        )
+    finally:
+        member.consumer.close()

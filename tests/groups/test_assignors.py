@@ -95,5 +95,10 @@ def test_resolve_subscription_matches_whole_names_and_skips_internal_topics() ->
 
 
 def test_resolve_subscription_refuses_a_bad_regex() -> None:
-    with pytest.raises(InvalidRegexError):
+    with pytest.raises(InvalidRegexError, match="missing"):
         resolve_subscription(frozenset(), "(unclosed", {"a": 1})
+
+
+def test_a_backtracking_bomb_regex_matches_in_linear_time() -> None:
+    topics = {"a" * 200 + "!": 1, "aaa": 1}  # (a+)+$ takes 2^200 steps in a backtracking engine
+    assert resolve_subscription(frozenset(), "(a+)+", topics) == {"aaa"}

@@ -10,6 +10,7 @@ one protocol at a time, as in Kafka: a heartbeat for a classic group with member
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from logtrove.broker.server import Broker, Reply, Request
 
 CLIENT_HOST = "/127.0.0.1"
+MAX_OWNED_TOPICS = 10_000
 CONSUMER_MEMBER_TYPE = 1  # ConsumerGroupDescribe v1 member_type: 0 classic, 1 consumer
 
 
@@ -74,8 +76,10 @@ async def handle_consumer_group_heartbeat(broker: Broker, request: Request) -> R
         return _error(
             ErrorCode.group_authorization_failed, f"READ on group {body.group_id!r} is needed", body
         )
-    if len(body.topic_partitions or ()) > 100_000:  # before the ID mapping walks them
+    if len(body.topic_partitions or ()) > MAX_OWNED_TOPICS:  # before the ID mapping walks them
         return _error(ErrorCode.invalid_request, "too many owned topics", body)
+    if body.member_epoch == 0 and body.topic_partitions:  # even of topic IDs we do not know
+        return _error(ErrorCode.invalid_request, "TopicPartitions must be empty when (re-)joining.", body)
     heartbeat = Heartbeat(
         group_id=body.group_id,
         member_id=body.member_id,
@@ -94,7 +98,7 @@ async def handle_consumer_group_heartbeat(broker: Broker, request: Request) -> R
     if invalid is not None:
         return _error(ErrorCode.invalid_request, invalid, body)
     if heartbeat.member_id == "" and heartbeat.member_epoch == 0:  # v0: the coordinator names members
-        heartbeat = Heartbeat(**{**heartbeat.__dict__, "member_id": str(uuid.uuid4())})
+        heartbeat = dataclasses.replace(heartbeat, member_id=str(uuid.uuid4()))
     if broker.groups.has_live_group(heartbeat.group_id):
         return _error(
             ErrorCode.group_id_not_found, f"Group {heartbeat.group_id} is not a consumer group.", body

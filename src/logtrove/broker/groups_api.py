@@ -4,6 +4,14 @@ OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups, OffsetDelet
 Thin adapters between the kio request bodies of every version and
 :class:`logtrove.groups.GroupCoordinator`, which holds the semantics. This broker is
 the coordinator of every group and of every transactional ID.
+
+A group ID belongs to one protocol at a time. For a group of the consumer protocol
+(KIP-848, :class:`logtrove.groups.ConsumerGroups`), as in Kafka 4.0: JoinGroup is
+``INCONSISTENT_GROUP_PROTOCOL`` while it has members (an empty one is taken over);
+OffsetCommit and OffsetFetch check the member epoch (``STALE_MEMBER_EPOCH``,
+``UNKNOWN_MEMBER_ID``); DescribeGroups answers ``Dead`` (v6: ``GROUP_ID_NOT_FOUND``,
+"not a classic group"); ListGroups shows it with group type ``consumer``; DeleteGroups
+and OffsetDelete apply the same rules as to a classic consumer group.
 """
 
 from __future__ import annotations
@@ -20,6 +28,8 @@ from logtrove.groups import CommittedOffset
 if TYPE_CHECKING:
     from logtrove.broker.server import Broker, Reply, Request
 
+CLASSIC, CONSUMER = "classic", "consumer"  # ListGroups v5 group types
+DEAD = "Dead"
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 
@@ -79,6 +89,16 @@ async def handle_join_group(broker: Broker, request: Request) -> Reply:
     body = request.body
     if _denied(broker, request, body.group_id):
         return {"error_code": _GROUP_DENIED, "generation_id": -1, "member_id": body.member_id}
+    if broker.consumer_groups.has_members(body.group_id):
+        return {
+            "error_code": ErrorCode.inconsistent_group_protocol,
+            "generation_id": -1,
+            "protocol_name": "" if request.version < 7 else None,
+            "leader": "",
+            "member_id": body.member_id,
+            "members": [],
+        }
+    broker.consumer_groups.drop_empty(body.group_id)
     session = ms(body.session_timeout)
     result = await broker.groups.join(
         body.group_id,
@@ -165,11 +185,16 @@ async def handle_offset_commit(broker: Broker, request: Request) -> Reply:
             )
     generation = getattr(body, "generation_id_or_member_epoch", getattr(body, "generation_id", -1))
     instance = getattr(body, "group_instance_id", None)
-    code = (
-        _GROUP_DENIED
-        if group_denied
-        else broker.groups.commit_offsets(body.group_id, body.member_id, generation, commits, instance)
-    )
+    if group_denied:
+        code = _GROUP_DENIED
+    elif body.group_id in broker.consumer_groups.groups:
+        code = broker.consumer_groups.validate_commit(
+            body.group_id, body.member_id, generation, request.version
+        )
+        if code == ErrorCode.none:
+            broker.consumer_groups.commit(body.group_id, commits)
+    else:
+        code = broker.groups.commit_offsets(body.group_id, body.member_id, generation, commits, instance)
     return {
         "topics": [
             {
@@ -247,31 +272,60 @@ def _fetch_group(
     return out
 
 
+def _fetch_error(broker: Broker, group: Any) -> ErrorCode:
+    """OffsetFetch v9+ names the member reading: a consumer-protocol group checks it."""
+    if group.group_id not in broker.consumer_groups.groups:
+        return ErrorCode.none
+    member_id = getattr(group, "member_id", None)
+    epoch = getattr(group, "member_epoch", -1)
+    return broker.consumer_groups.validate_fetch(group.group_id, member_id, epoch)
+
+
 async def handle_offset_fetch(broker: Broker, request: Request) -> Reply:
     body = request.body
     stable = bool(getattr(body, "require_stable", False))
     if request.version >= 8:
-        return {
-            "groups": [
-                {"group_id": g.group_id, "error_code": _GROUP_DENIED, "topics": []}
-                if _denied(broker, request, g.group_id, Operation.DESCRIBE)
-                else {
-                    "group_id": g.group_id,
-                    "topics": _fetch_group(broker, request, g.group_id, g.topics, stable),
-                }
-                for g in body.groups
-            ]
-        }
+        groups = []
+        for g in body.groups:
+            if _denied(broker, request, g.group_id, Operation.DESCRIBE):
+                groups.append({"group_id": g.group_id, "error_code": _GROUP_DENIED, "topics": []})
+                continue
+            error = _fetch_error(broker, g)
+            topics = _fetch_group(broker, request, g.group_id, g.topics, stable) if not error else []
+            groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
+        return {"groups": groups}
     if _denied(broker, request, body.group_id, Operation.DESCRIBE):
         return {"error_code": _GROUP_DENIED, "topics": []}
     return {"topics": _fetch_group(broker, request, body.group_id, body.topics, stable)}
+
+
+def _describe_not_classic(group_id: str, version: int) -> dict[str, Any]:
+    """DescribeGroups of a consumer-protocol group, as Kafka 4.0 answers: ``Dead`` with no
+    members; from v6 (which has an error message) ``GROUP_ID_NOT_FOUND`` too."""
+    described: dict[str, Any] = {"error_code": ErrorCode.none, "group_id": group_id, "group_state": DEAD}
+    if version >= 6:
+        described["error_code"] = ErrorCode.group_id_not_found
+        described["error_message"] = f"Group {group_id} is not a classic group."
+    return {**described, "protocol_type": "", "protocol_data": "", "members": []}
+
+
+def _describe(broker: Broker, group_id: str, version: int) -> dict[str, Any]:
+    """DescribeGroups of one group; from v6 an unknown group is ``GROUP_ID_NOT_FOUND``
+    ("not found"), where earlier versions answer ``Dead`` without error (Kafka 4.0)."""
+    if group_id in broker.consumer_groups.groups:
+        return _describe_not_classic(group_id, version)
+    described = broker.groups.describe(group_id)
+    if version >= 6 and described["group_state"] == DEAD:
+        described["error_code"] = ErrorCode.group_id_not_found
+        described["error_message"] = f"Group {group_id} not found."
+    return described
 
 
 async def handle_describe_groups(broker: Broker, request: Request) -> Reply:
     asked = bool(getattr(request.body, "include_authorized_operations", False))
     groups = [
         {
-            **broker.groups.describe(g),
+            **_describe(broker, g, request.version),
             "authorized_operations": authorized_operations(broker, request, Resource.GROUP, g, asked),
         }
         if not _denied(broker, request, g, Operation.DESCRIBE)
@@ -281,9 +335,29 @@ async def handle_describe_groups(broker: Broker, request: Request) -> Reply:
     return {"groups": groups}
 
 
+def _all_groups(broker: Broker) -> list[dict[str, Any]]:
+    """Every group of both protocols, with ListGroups v5's ``group_type``."""
+    consumer = broker.consumer_groups.groups
+    groups = [
+        {**g, "group_type": CLASSIC} for g in broker.groups.list_groups() if g["group_id"] not in consumer
+    ]
+    groups += [
+        {"group_id": g.group_id, "protocol_type": "consumer", "group_state": g.state, "group_type": CONSUMER}
+        for g in consumer.values()
+    ]
+    return sorted(groups, key=lambda g: str(g["group_id"]))
+
+
 async def handle_list_groups(broker: Broker, request: Request) -> Reply:
-    states = set(getattr(request.body, "states_filter", ()) or ())
-    groups = [g for g in broker.groups.list_groups() if not states or g["group_state"] in states]
+    """ListGroups; the states (v4+) and types (v5+) filters are case-insensitive, as in Kafka.
+    A principal without DESCRIBE on the cluster sees only the groups it may describe."""
+    states = {s.lower() for s in getattr(request.body, "states_filter", ()) or ()}
+    types = {t.lower() for t in getattr(request.body, "types_filter", ()) or ()}
+    groups = [
+        g
+        for g in _all_groups(broker)
+        if (not states or g["group_state"].lower() in states) and (not types or g["group_type"] in types)
+    ]
     if not broker.allowed(request, Operation.DESCRIBE, Resource.CLUSTER, CLUSTER_NAME, audited=False):
         groups = [  # only the groups it may describe
             g
@@ -299,6 +373,8 @@ async def handle_delete_groups(broker: Broker, request: Request) -> Reply:
             "group_id": g,
             "error_code": _GROUP_DENIED
             if _denied(broker, request, g, Operation.DELETE)
+            else broker.consumer_groups.delete_group(g)
+            if g in broker.consumer_groups.groups
             else broker.groups.delete_group(g),
         }
         for g in request.body.groups_names
@@ -315,9 +391,11 @@ async def handle_offset_delete(broker: Broker, request: Request) -> Reply:
     unreadable = _unreadable_topics(broker, request, {t.name for t in body.topics})
     known = {t.name: t.partitions for t in broker.storage.topics() if t.name not in unreadable}
     asked = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
-    group_error, errors = broker.groups.delete_offsets(
-        body.group_id, [(t, p) for t, p in asked if 0 <= p < known.get(t, 0)]
-    )
+    existing = [(t, p) for t, p in asked if 0 <= p < known.get(t, 0)]
+    if body.group_id in broker.consumer_groups.groups:
+        group_error, errors = ErrorCode.none, broker.consumer_groups.delete_offsets(body.group_id, existing)
+    else:
+        group_error, errors = broker.groups.delete_offsets(body.group_id, existing)
     if group_error:
         return {"error_code": group_error, "topics": []}
     topics: dict[str, list[dict[str, Any]]] = {}

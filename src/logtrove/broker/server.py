@@ -238,7 +238,6 @@ class Broker:
             session_timeout_ms=config.consumer_session_timeout_ms,
             session_timeout_of=lambda group: self.group_configs.value(group, SESSION_TIMEOUT),
         )
-        self._consumer_groups_task: asyncio.Task[None] | None = None
         self._appended: asyncio.Future[None] | None = None
         self._connections: dict[asyncio.Task[None], Connection] = {}
         self._watch: asyncio.Task[None] | None = None
@@ -365,7 +364,7 @@ class Broker:
                     "sustained produce; install gcc and libxxhash-dev and reinstall logtrove to compile it"
                 )
         self.groups.start()
-        self._consumer_groups_task = asyncio.create_task(self.consumer_groups.run(), name="consumer-groups")
+        self.consumer_groups.start()
 
     def _start_tls_listener(self, listener: Listener) -> int:
         """Listen on a TLS listener (connections admitted before their handshake, see
@@ -401,11 +400,7 @@ class Broker:
             await asyncio.wait(list(self._connections), timeout=5)
         self.group_commit.close()
         await self.groups.stop()
-        if self._consumer_groups_task is not None:
-            self._consumer_groups_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._consumer_groups_task
-        self.consumer_groups.close()
+        await self.consumer_groups.stop()
         if self.indexer is not None:
             self.indexer.stop()
         if self.cleaner is not None:

@@ -17,9 +17,12 @@ from logtrove.cli import remote_groups
 from logtrove.cli.common import DEFAULT_DATA, DataOption, JsonOption, console, fail, format_time, open_storage
 from logtrove.cli.main import app
 from logtrove.cli.remote import BootstrapOption, connect
+from logtrove.groups.consumer_state import STATE_FILE, load_groups
 from logtrove.groups.progress import GroupProgress
 from logtrove.groups.subscriptions import append_subscription
 from logtrove.groups.tags import InvalidTagExpressionError, TagFilter
+
+CLASSIC, CONSUMER = "classic", "consumer"  # the protocol of a group (KIP-848's is "consumer")
 
 groups_app = typer.Typer(
     help="List consumer groups and manage their tag subscriptions.", no_args_is_help=True
@@ -34,30 +37,40 @@ def list_groups(
     as_json: JsonOption = False,
 ) -> None:
     """Groups with committed offsets or tag subscriptions (and, through a broker, the
-    live ones with their state).
+    live ones with their state), each with its protocol: classic or consumer (KIP-848).
 
     Example: logtrove groups list --json
     """
     rows: list[dict[str, Any]] = []
     if bootstrap:
         with connect(bootstrap) as client:
-            live = {g["group"]: g["state"] for g in remote_groups.list_groups(client)}
+            listed = remote_groups.list_groups(client)
+            live = {g["group"]: g["state"] for g in listed}
+            types = {g["group"]: g["type"] for g in listed}
             subs = remote_groups.subscriptions(client)
             for name in sorted(set(live) | {k.group for k in subs}):
                 topics = sorted({t for t, _ in remote_groups.committed(client, name)})
                 mine = {k.topic: v.expression for k, v in subs.items() if k.group == name}
                 rows.append(
-                    {"group": name, "state": live.get(name, "Empty"), "topics": topics, "subscriptions": mine}
+                    {
+                        "group": name,
+                        "type": types.get(name, CLASSIC),
+                        "state": live.get(name, "Empty"),
+                        "topics": topics,
+                        "subscriptions": mine,
+                    }
                 )
     else:
         with open_storage(data, read_only=True) as storage:
             progress = GroupProgress(storage)
             progress.refresh()
-            for name in progress.groups():
+            consumer = load_groups(storage.path / STATE_FILE)
+            for name in sorted(set(progress.groups()) | set(consumer)):
                 commits = progress.committed(name)
                 rows.append(
                     {
                         "group": name,
+                        "type": CONSUMER if name in consumer else CLASSIC,
                         "topics": sorted({t for t, _ in commits}),
                         "committed_partitions": len(commits),
                         "last_commit": max((c.commit_timestamp for c in commits.values()), default=None),
@@ -72,11 +85,11 @@ def list_groups(
     if not rows:
         console.print("[dim]no consumer groups[/]")
         return
-    table = Table("group", "state" if bootstrap else "last commit", "topics", "tag subscriptions")
+    table = Table("group", "type", "state" if bootstrap else "last commit", "topics", "tag subscriptions")
     for row in rows:
         second = row["state"] if bootstrap else format_time(row["last_commit"] if row["last_commit"] else -1)
         subs_text = ", ".join(f"{t}: {e}" for t, e in sorted(row["subscriptions"].items()))
-        table.add_row(row["group"], second, ", ".join(row["topics"]), subs_text)
+        table.add_row(row["group"], row["type"], second, ", ".join(row["topics"]), subs_text)
     console.print(table)
 
 

@@ -99,7 +99,7 @@ class HttpBeside:
     def _start(self) -> None:
         from logtrove.http import next_to_broker, start_in_thread
 
-        options = next_to_broker(self._loop, self._append, self.broker.groups)
+        options = next_to_broker(self._loop, self._append, self.broker.groups, self.broker.consumer_groups)
         try:
             server = start_in_thread(
                 self.broker.storage,

@@ -72,10 +72,13 @@ def list_offsets(client: KafkaClient, topic: str, partitions: list[int], timesta
 
 
 def list_groups(client: KafkaClient) -> list[dict[str, str]]:
-    resp = client.request(LIST_GROUPS, 4, {"states_filter": []})
+    """Every group with its state, protocol type and group type (ListGroups v5:
+    ``classic`` or ``consumer``, the KIP-848 protocol)."""
+    resp = client.request(LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
     check(resp.error_code, None, "list groups")
     return [
-        {"group": g.group_id, "state": g.group_state, "protocol_type": g.protocol_type} for g in resp.groups
+        {"group": g.group_id, "state": g.group_state, "protocol_type": g.protocol_type, "type": g.group_type}
+        for g in resp.groups
     ]
 
 

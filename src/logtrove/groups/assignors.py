@@ -21,8 +21,9 @@ subscribed to co-partitioned topics get the same partition numbers of each.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+
+import re2
 
 Assignment = dict[str, dict[str, set[int]]]
 """member ID → topic → partitions."""
@@ -38,15 +39,22 @@ class InvalidRegexError(ValueError):
     """A subscription regex that does not compile (or is too long to be trusted)."""
 
 
-def compile_regex(pattern: str) -> re.Pattern[str]:
-    """The compiled subscription regex, matched against whole topic names (as Kafka's
-    RE2J ``matches``); raises :class:`InvalidRegexError`."""
+def compile_regex(pattern: str) -> Callable[[str], bool]:
+    """Whether a topic name matches the subscription regex as a whole (Kafka matches with
+    RE2J; this is RE2, also linear in time, so a hostile pattern cannot stall the event
+    loop); raises :class:`InvalidRegexError`."""
     if len(pattern) > MAX_REGEX_CHARS:
         raise InvalidRegexError(f"the regex is longer than {MAX_REGEX_CHARS} characters")
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print every refused pattern on stderr
     try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise InvalidRegexError(str(exc)) from exc
+        compiled = re2.compile(pattern, options)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        raise InvalidRegexError(
+            reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
+        ) from None
+    return lambda name: compiled.fullmatch(name) is not None
 
 
 def resolve_subscription(
@@ -57,9 +65,14 @@ def resolve_subscription(
     regex, as in Kafka."""
     found = {n for n in names if n in topics}
     if regex:
-        pattern = compile_regex(regex)
-        found |= {t for t in topics if not t.startswith("__") and pattern.fullmatch(t)}
+        found |= matching_topics(regex, topics)
     return frozenset(found)
+
+
+def matching_topics(regex: str, topics: Iterable[str]) -> frozenset[str]:
+    """The topics whose whole name matches ``regex``, internal ones (``__``) excepted."""
+    matches = compile_regex(regex)
+    return frozenset(t for t in topics if not t.startswith("__") and matches(t))
 
 
 def uniform(

@@ -17,7 +17,10 @@ One heartbeat, in order (Kafka's ``GroupMetadataManager.consumerGroupHeartbeat``
    previous one when it owns no more than it was given (a lost answer), else
    ``FENCED_MEMBER_EPOCH``;
 3. a changed subscription, a new member, or a change of the subscribed topics bumps the
-   group epoch, and the target assignment is computed again;
+   group epoch, and the target assignment is computed again. Regexes are resolved
+   apart, as Kafka does (:meth:`ConsumerGroups.resolve_regexes`): a new regex counts
+   for nothing until it is resolved, right after the heartbeat that brought it, so the
+   member gets its literal topics first and the matched ones on a later heartbeat;
 4. the member moves towards its target (:meth:`ConsumerGroups._reconcile`).
 
 A member whose heartbeats stop for the session timeout is removed, and so is one that
@@ -30,6 +33,7 @@ are names here (the broker maps topic IDs), and this module knows nothing of the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +45,7 @@ from logtrove.groups.assignors import (
     DEFAULT_ASSIGNOR,
     InvalidRegexError,
     compile_regex,
-    resolve_subscription,
+    matching_topics,
 )
 from logtrove.groups.consumer_state import (
     STABLE,
@@ -130,8 +134,14 @@ class ConsumerGroups:
         self.clock = clock
         self.groups: dict[str, ConsumerGroup] = load_groups(self.path)
         self.dirty = False
-        for member in self._all_members():
+        self._topics: dict[str, int] = {}
+        self._topics_version = 0
+        for member in self._all_members():  # sessions and revocation deadlines start anew
             member.last_seen = clock()
+            member.revocation_deadline = clock() + member.rebalance_timeout_ms / 1000
+        self._task: asyncio.Task[None] | None = None
+        self._saving: asyncio.Future[None] | None = None
+        self.resolve_regexes()  # as they were before the restart: no member loses a topic
 
     def _all_members(self) -> list[ConsumerMember]:
         return [m for g in self.groups.values() for m in g.members.values()]
@@ -147,19 +157,32 @@ class ConsumerGroups:
     def save(self, data: bytes) -> None:
         save_groups(self.path, data)
 
-    async def run(self, interval_s: float = 0.25) -> None:
-        """Expire sessions and write changed state, every ``interval_s`` (the file write
-        runs in a worker thread; a crash loses at most the changes of one interval, after
-        which the members concerned are fenced and rejoin)."""
+    def start(self, interval_s: float = 0.25) -> None:
+        """Expire sessions and write changed state every ``interval_s`` on the running
+        loop, until :meth:`stop`."""
+        self._task = asyncio.get_running_loop().create_task(self._run(interval_s), name="consumer-groups")
+
+    async def _run(self, interval_s: float) -> None:
+        """The file write runs in a worker thread; a crash loses at most the changes of
+        one interval, after which the members concerned are fenced and rejoin."""
         while True:
             await asyncio.sleep(interval_s)
+            self.resolve_regexes()
             self.expire()
             data = self.snapshot()
             if data is not None:
-                await asyncio.to_thread(self.save, data)
+                self._saving = asyncio.ensure_future(asyncio.to_thread(self.save, data))
+                await asyncio.shield(self._saving)
 
-    def close(self) -> None:
-        """Write the state a last time (at broker stop, after :meth:`run` is cancelled)."""
+    async def stop(self) -> None:
+        """Stop the loop, let a write under way finish (so it cannot land after the last
+        one), and write the state a last time."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._saving is not None:
+            await self._saving
         data = self.snapshot()
         if data is not None:
             self.save(data)
@@ -174,15 +197,12 @@ class ConsumerGroups:
     def _heartbeat(self, request: Heartbeat) -> HeartbeatResult:
         if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(request)
+        _check_choices(request)
         group = self.groups.get(request.group_id)
         if group is None:
             if request.member_epoch != 0:
                 raise HeartbeatError(ErrorCode.group_id_not_found, f"Group {request.group_id} not found.")
             group = self.groups[request.group_id] = ConsumerGroup(request.group_id)
-        if request.server_assignor is not None and request.server_assignor not in ASSIGNORS:
-            raise HeartbeatError(
-                ErrorCode.unsupported_assignor, f"Unknown assignor {request.server_assignor}."
-            )
         member, changed = self._member(group, request)
         member.last_seen = self.clock()
         before = (member.member_epoch, _copy(member.assigned))
@@ -190,6 +210,7 @@ class ConsumerGroups:
         changed |= self._update_subscription(member, request)
         if changed:
             group.group_epoch += 1
+            _forget_unused_regexes(group)
         self._refresh_target(group)
         self._reconcile(group, member, request.owned)
         after = (member.member_epoch, member.assigned)
@@ -277,10 +298,6 @@ class ConsumerGroups:
             member.subscribed_topic_names = names
         if request.subscribed_topic_regex is not None:
             regex = request.subscribed_topic_regex or None
-            try:
-                compile_regex(regex or "")
-            except InvalidRegexError as exc:
-                raise HeartbeatError(ErrorCode.invalid_regular_expression, str(exc)) from exc
             changed |= regex != member.subscribed_topic_regex
             member.subscribed_topic_regex = regex
         if request.server_assignor is not None:
@@ -292,17 +309,46 @@ class ConsumerGroups:
     def _refresh_target(self, group: ConsumerGroup) -> None:
         """Bump the group epoch when the subscribed topics changed, then compute the
         target assignment if it is older than the group epoch."""
-        topics = self.topics()
-        subscriptions = {m.member_id: _resolve(m, topics) for m in group.members.values()}
+        topics, version = self._current_topics()
+        if group.resolved_for == (version, group.group_epoch):
+            return  # nothing the subscriptions depend on changed since the last time
+        subscriptions = {m.member_id: _subscription(group, m, topics) for m in group.members.values()}
         subscribed = {t: topics[t] for names in subscriptions.values() for t in names}
         if subscribed != group.subscribed:
             group.subscribed = subscribed
             group.group_epoch += 1
+        group.resolved_for = (version, group.group_epoch)
         if group.assignment_epoch >= group.group_epoch:
             return
+        self.dirty = True
         group.assignor = _group_assignor(group)
         group.target = ASSIGNORS[group.assignor](subscriptions, subscribed, group.target)
         group.assignment_epoch = group.group_epoch
+
+    def _current_topics(self) -> tuple[dict[str, int], int]:
+        """The existing topics, and a version that moves whenever they change."""
+        topics = dict(self.topics())
+        if topics != self._topics:
+            self._topics, self._topics_version = topics, self._topics_version + 1
+        return self._topics, self._topics_version
+
+    def resolve_regexes(self) -> None:
+        """Resolve the groups' regexes that are new, or all of them when the topics
+        changed; a group whose matches changed computes its target again (the members
+        take it on their next heartbeats). Kafka resolves them apart from heartbeats in
+        the same way, which keeps regex matching out of heartbeats (a heartbeat still reads
+        the topic list: one dict of names and partition counts)."""
+        topics, version = self._current_topics()
+        for group in self.groups.values():
+            wanted = {m.subscribed_topic_regex for m in group.members.values() if m.subscribed_topic_regex}
+            if set(group.regex_topics) == wanted and group.regexes_for == version:
+                continue
+            fresh = {r: matching_topics(r, topics) for r in wanted}
+            group.regexes_for = version
+            if fresh != group.regex_topics:
+                group.regex_topics = fresh
+                group.resolved_for = None
+                self._refresh_target(group)
 
     # -- reconciliation -------------------------------------------------------------
     def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: TopicPartitions | None) -> None:
@@ -356,6 +402,7 @@ class ConsumerGroups:
         """Drop a member; its partitions are free, and the group epoch moves."""
         del group.members[member_id]
         group.target.pop(member_id, None)
+        _forget_unused_regexes(group)
         group.group_epoch += 1
         self.dirty = True
         if group.members:
@@ -448,10 +495,14 @@ class ConsumerGroups:
 def check_heartbeat(request: Heartbeat, version: int) -> str | None:
     """Why a heartbeat is an INVALID_REQUEST (Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid``
     plus our bounds), or None."""
-    if not request.group_id:
+    if not request.group_id.strip():
         return "GroupId can't be empty."
     if version >= 1 and not request.member_id:
         return "MemberId can't be empty."
+    if request.instance_id is not None and not request.instance_id.strip():
+        return "InstanceId can't be empty."
+    if request.rack_id is not None and not request.rack_id.strip():
+        return "RackId can't be empty."
     if request.member_epoch < STATIC_LEAVE_EPOCH:
         return f"MemberEpoch {request.member_epoch} is invalid."
     if request.member_epoch == STATIC_LEAVE_EPOCH and request.instance_id is None:
@@ -470,6 +521,25 @@ def check_heartbeat(request: Heartbeat, version: int) -> str | None:
     return None
 
 
+def _forget_unused_regexes(group: ConsumerGroup) -> None:
+    """Drop the resolutions of regexes no member subscribes with any more (as Kafka does
+    at once), so a regex subscribed to again is resolved anew, after the heartbeat."""
+    used = {m.subscribed_topic_regex for m in group.members.values()}
+    group.regex_topics = {r: ts for r, ts in group.regex_topics.items() if r in used}
+
+
+def _check_choices(request: Heartbeat) -> None:
+    """Refuse an assignor we do not have and a regex that does not compile, before the
+    heartbeat changes anything."""
+    if request.server_assignor is not None and request.server_assignor not in ASSIGNORS:
+        raise HeartbeatError(ErrorCode.unsupported_assignor, f"Unknown assignor {request.server_assignor}.")
+    if request.subscribed_topic_regex:
+        try:
+            compile_regex(request.subscribed_topic_regex)
+        except InvalidRegexError as exc:
+            raise HeartbeatError(ErrorCode.invalid_regular_expression, str(exc)) from exc
+
+
 def _group_assignor(group: ConsumerGroup) -> str:
     """The assignor most members ask for (ties: by name), else the default."""
     asked = [m.server_assignor for m in group.members.values() if m.server_assignor in ASSIGNORS]
@@ -478,11 +548,11 @@ def _group_assignor(group: ConsumerGroup) -> str:
     return min(set(asked), key=lambda a: (-asked.count(a), str(a))) or DEFAULT_ASSIGNOR
 
 
-def _resolve(member: ConsumerMember, topics: Mapping[str, int]) -> frozenset[str]:
-    try:
-        return resolve_subscription(member.subscribed_topic_names, member.subscribed_topic_regex, topics)
-    except InvalidRegexError:
-        return frozenset(n for n in member.subscribed_topic_names if n in topics)
+def _subscription(group: ConsumerGroup, member: ConsumerMember, topics: Mapping[str, int]) -> frozenset[str]:
+    """The existing topics a member subscribes to: its names, and what its regex matched
+    when last resolved (nothing before the first resolution)."""
+    matched = group.regex_topics.get(member.subscribed_topic_regex or "", frozenset())
+    return frozenset(t for t in member.subscribed_topic_names | matched if t in topics)
 
 
 def _copy(tps: TopicPartitions) -> TopicPartitions:

@@ -137,6 +137,11 @@ class ConsumerGroup:
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     target: dict[str, TopicPartitions] = field(default_factory=dict)
     subscribed: dict[str, int] = field(default_factory=dict)
+    # regex → the topics it matched when last resolved (see ConsumerGroups.resolve_regexes)
+    regex_topics: dict[str, frozenset[str]] = field(default_factory=dict)
+    regexes_for: int = -1  # the topics version the regexes were resolved against
+    # the topics version and group epoch the subscriptions were last resolved for
+    resolved_for: tuple[int, int] | None = None
 
     @property
     def state(self) -> str:

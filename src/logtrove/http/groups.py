@@ -29,6 +29,7 @@ class GroupState:
     state: str
     members: int
     member_list: tuple[dict[str, object], ...] = ()
+    type: str = "classic"  # the group's protocol: classic, or consumer (KIP-848)
 
 
 GroupStates = Callable[[], dict[str, GroupState]]

@@ -265,6 +265,10 @@ class TopicLag(_Model):
 class GroupSummary(_Model):
     group: str
     state: str = Field(description="Live state from the broker, else Empty (commits only).")
+    type: str | None = Field(
+        default=None,
+        description="The group's protocol: classic, or consumer (KIP-848); null without a broker.",
+    )
     members: int | None = Field(description="Live members (null without a broker).")
     topics: list[str]
     lag: int

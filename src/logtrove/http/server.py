@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import uvicorn
 from fastapi import FastAPI
 
-from logtrove.groups import GroupCoordinator
+from logtrove.groups import ConsumerGroups, GroupCoordinator
 from logtrove.http.app import close as close_app
 from logtrove.http.app import create_app
 from logtrove.http.groups import GroupState
@@ -159,6 +159,7 @@ def next_to_broker(
     loop: asyncio.AbstractEventLoop,
     append: Callable[[str, int, bytes], Awaitable[AppendResult]],
     coordinator: GroupCoordinator | None = None,
+    consumer_groups: ConsumerGroups | None = None,
 ) -> dict[str, Any]:
     """:func:`create_app` options for an app that shares a broker's storage.
 
@@ -176,7 +177,7 @@ def next_to_broker(
             return {}
 
         async def read() -> dict[str, GroupState]:
-            return _group_states(coordinator)
+            return _group_states(coordinator, consumer_groups)
 
         return _on_loop(loop, read)
 
@@ -186,7 +187,11 @@ def next_to_broker(
     return options
 
 
-def _group_states(coordinator: GroupCoordinator) -> dict[str, GroupState]:
+def _group_states(
+    coordinator: GroupCoordinator, consumer_groups: ConsumerGroups | None
+) -> dict[str, GroupState]:
+    """Live states of the groups of both protocols (a consumer-protocol group's commits
+    also make the classic coordinator list it: its own state wins)."""
     out = {}
     for listed in coordinator.list_groups():
         described = coordinator.describe(listed["group_id"])
@@ -195,4 +200,10 @@ def _group_states(coordinator: GroupCoordinator) -> dict[str, GroupState]:
             for m in described.get("members", [])
         )
         out[listed["group_id"]] = GroupState(str(described["group_state"]), len(members), members)
+    for group in (consumer_groups.groups if consumer_groups is not None else {}).values():
+        members = tuple(
+            {"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host}
+            for m in group.members.values()
+        )
+        out[group.group_id] = GroupState(group.state, len(members), members, type="consumer")
     return out

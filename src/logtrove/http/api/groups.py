@@ -64,6 +64,7 @@ def _summary(groups: GroupsSource, lag: GroupLag) -> GroupSummary:
     return GroupSummary(
         group=lag.group,
         state=state.state if state else "Empty",
+        type=state.type if state else None,
         members=state.members if state else None,
         topics=[t.topic for t in lag.topics],
         lag=lag.lag,
