@@ -71,6 +71,15 @@ def _produce(
     return base
 
 
+def _commit(coord: TransactionCoordinator, tid: str, pid: int, epoch: int) -> ErrorCode:
+    """EndTxn(commit) as the broker's handler runs it: decide, write the state, complete."""
+    code = coord.end_txn(tid, pid, epoch, True)
+    coord.save_now()
+    if code == ErrorCode.none:
+        coord.complete_commit(tid, decided=True)
+    return code
+
+
 def _markers(storage: Storage, partition: int) -> list[tuple[int, MarkerType | None]]:
     out = []
     for header, data in storage.log(TOPIC, partition).batches():
@@ -156,11 +165,15 @@ def test_commit_writes_markers_everywhere_and_applies_offsets_then(storage: Stor
     assert coord.has_pending_offsets("g", TOPIC, 0)
     assert coord.offsets.get("g", TOPIC, 0) is None
     assert coord.end_txn("tx", pid, epoch, True) == ErrorCode.none
+    assert coord.offsets.get("g", TOPIC, 0) is None and _markers(storage, 0) == []  # decided, not on disk yet
+    assert coord.init_producer_id("tx", 10_000)[0] == ErrorCode.concurrent_transactions
+    coord.save_now()
+    coord.complete_commit("tx", decided=True)
     assert coord.offsets.get("g", TOPIC, 0) == CommittedOffset(5, -1, "m", 1_000)
     assert not coord.has_pending_offsets("g", TOPIC, 0)
     assert _markers(storage, 0) == [(1, MarkerType.COMMIT)]
     assert _markers(storage, 1) == [(0, MarkerType.COMMIT)]  # added without data: marked too
-    assert coord.end_txn("tx", pid, epoch, True) == ErrorCode.none  # a retry
+    assert _commit(coord, "tx", pid, epoch) == ErrorCode.none  # a retry
     assert coord.end_txn("tx", pid, epoch, False) == ErrorCode.invalid_txn_state
     assert len(_markers(storage, 0)) == 1
 
@@ -201,10 +214,11 @@ def test_state_survives_a_restart_and_open_transactions_are_aborted(tmp_path: Pa
         coord = _coordinator(storage, clock, ids)
         _, pid, epoch = coord.init_producer_id("done", 10_000)
         coord.add_partitions("done", pid, epoch, [(TOPIC, 0)])
-        coord.end_txn("done", pid, epoch, True)
+        _commit(coord, "done", pid, epoch)
         _, open_pid, open_epoch = coord.init_producer_id("open", 10_000)
         coord.add_partitions("open", open_pid, open_epoch, [(TOPIC, 0)])
         _produce(coord, storage, open_pid, open_epoch, 0, b"lost")
+        coord.save_now()  # as each request's answer waits for
     with Storage.open(tmp_path / "data") as storage:
         coord = _coordinator(storage, clock, ids)
         done, opened = coord.get("done"), coord.get("open")
@@ -260,9 +274,29 @@ def test_idle_transactional_ids_expire(storage: Storage) -> None:
     _, busy_pid, busy_epoch = coord.init_producer_id("busy", 5_000)
     clock.advance(9_000)
     coord.add_partitions("busy", busy_pid, busy_epoch, [(TOPIC, 0)])
-    coord.end_txn("busy", busy_pid, busy_epoch, True)
+    _commit(coord, "busy", busy_pid, busy_epoch)
     clock.advance(2_000)
     coord.abort_expired()
     assert coord.get("idle") is None and coord.get("busy") is not None
+    coord.save_now()
     assert coord.check_produce(pid, epoch, TOPIC, 0) == ErrorCode.invalid_txn_state
     assert [t.transactional_id for t in coord.file.read()] == ["busy"]
+
+
+def test_flush_writes_off_the_loop_once_for_many_changes_and_reports_failure(storage: Storage) -> None:
+    import asyncio
+
+    coord = _coordinator(storage, FakeClock(1_000))
+
+    async def run() -> tuple[list[bool], bool]:
+        for i in range(5):
+            coord.init_producer_id(f"tx-{i}", 10_000)
+        together = await asyncio.gather(*(coord.flush() for _ in range(3)))
+        assert sorted(t.transactional_id for t in coord.file.read()) == [f"tx-{i}" for i in range(5)]
+        coord.file.path.unlink()
+        coord.file.path.mkdir()  # the rename over it fails
+        coord.init_producer_id("tx-late", 10_000)
+        return list(together), await coord.flush()
+
+    together, late = asyncio.run(run())
+    assert together == [True, True, True] and late is False

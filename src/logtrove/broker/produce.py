@@ -141,7 +141,7 @@ class ProducerStates:
 async def handle_init_producer_id(broker: Broker, request: Request) -> Reply:
     body = request.body
     if body.transactional_id is not None:
-        return init_transactional_producer(broker, request)
+        return await init_transactional_producer(broker, request)
     states = broker.producers
     pid = getattr(body, "producer_id", -1)
     epoch = getattr(body, "producer_epoch", -1)

@@ -117,11 +117,13 @@ def _parse_entry(line: str) -> tuple[tuple[str, int], int] | None:
     return (topic, int(partition)), int(offset)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
     """Replace ``path`` with ``data``: a temporary file of this call's own in the same
     directory, fsync, rename, fsync of the directory. Concurrent calls for one path never
     disturb each other (the last rename wins); a crash leaves the old or the new file and,
-    at worst, a temporary file that :func:`remove_temp_files` clears."""
+    at worst, a temporary file that :func:`remove_temp_files` clears. Without ``sync`` the
+    two fsyncs are skipped: the replacement is atomic for readers and survives a crash of
+    the process, not of the machine (the file's page-cache contents are what it holds)."""
     prefix = "." + path.name[:100] + "."
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=TMP_SUFFIX)
     tmp = Path(tmp_name)
@@ -131,7 +133,8 @@ def atomic_write(path: Path, data: bytes) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         finally:
             os.close(fd)
         tmp.replace(path)
@@ -139,7 +142,8 @@ def atomic_write(path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
-    fsync_dir(path.parent)
+    if sync:
+        fsync_dir(path.parent)
 
 
 def remove_temp_files(directory: Path, names: tuple[str, ...] | None = None) -> None:

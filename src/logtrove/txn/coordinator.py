@@ -14,11 +14,17 @@ writing into it. A decision (PrepareCommit / PrepareAbort) found at a restart is
 out.
 
 Everything runs on the broker's event loop: the appends of markers are appends as any
-produce is, and no lock is needed.
+produce is, and no lock is needed. The state file is written off the loop: a change marks
+the state dirty, and :meth:`TransactionCoordinator.flush` (awaited by each handler before it
+answers) writes the latest state in a thread, one write shared by every change made
+meanwhile. A commit's decision is on disk before its first marker (EndTxn: ``end_txn``,
+``flush``, ``complete_commit``); an abort's markers may precede its state, since a restart
+that finds the transaction still open aborts it again, which changes nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -54,6 +60,7 @@ class TransactionCoordinator:
         notify: Callable[[], None] = lambda: None,
         max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS,
         id_expiration_ms: int = DEFAULT_ID_EXPIRATION_MS,
+        sync: bool = True,
     ) -> None:
         self.storage = storage
         self.offsets = offsets
@@ -63,9 +70,14 @@ class TransactionCoordinator:
         self.notify = notify
         self.max_timeout_ms = max_timeout_ms
         self.id_expiration_ms = id_expiration_ms
-        self.file = TxnStateFile(storage.path)
+        self.file = TxnStateFile(storage.path, sync=sync)
         self._txns: dict[str, TransactionMetadata] = {}
         self._by_producer: dict[int, TransactionMetadata] = {}
+        self._version = 0  # bumped by every change of state
+        self._written = 0  # the version the state file holds
+        self._write_lock = asyncio.Lock()
+        self._committing: set[str] = set()  # PrepareCommit not yet on disk: markers must wait
+        self._background: set[asyncio.Task[bool]] = set()
 
     # -- start ---------------------------------------------------------------------------
     def load(self) -> None:
@@ -80,6 +92,38 @@ class TransactionCoordinator:
                 self._fence_and_abort(txn)
             elif txn.state.preparing:
                 self._complete(txn)
+        self.save_now()
+
+    # -- the state file --------------------------------------------------------------------
+    def save_now(self) -> None:
+        """Write the state file if it changed (blocking: start, stop, tests)."""
+        if self._written < self._version:
+            version = self._version
+            self.file.write(list(self._txns.values()))
+            self._written = version
+
+    async def flush(self) -> bool:
+        """Make every change made so far durable (the file written in a thread, off the
+        loop; concurrent callers share a write). ``False`` if it could not be written."""
+        target = self._version
+        async with self._write_lock:
+            if self._written >= target:
+                return True
+            version = self._version
+            data = self.file.encode(list(self._txns.values()))
+            try:
+                await asyncio.to_thread(self.file.write_bytes, data)
+            except OSError as exc:
+                log.error("cannot write %s: %s", self.file.path, exc)
+                return False
+            self._written = version
+            return True
+
+    def flush_later(self) -> None:
+        """Schedule :meth:`flush` without waiting for it."""
+        task = asyncio.get_running_loop().create_task(self.flush())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     # -- the APIs ------------------------------------------------------------------------
     def init_producer_id(
@@ -106,10 +150,10 @@ class TransactionCoordinator:
                 return ErrorCode.invalid_producer_id_mapping, -1, -1
             if producer_epoch != txn.producer_epoch:
                 return ErrorCode.producer_fenced, -1, -1
-        if txn.state.preparing:
+        if txn.state.preparing and transactional_id not in self._committing:
             self._complete(txn)  # a marker write failed earlier: try again
-            if txn.state.preparing:
-                return ErrorCode.concurrent_transactions, -1, -1
+        if txn.state.preparing:
+            return ErrorCode.concurrent_transactions, -1, -1
         if txn.state is TxnState.ONGOING:
             self._fence_and_abort(txn)
         self._bump_epoch(txn)
@@ -170,9 +214,10 @@ class TransactionCoordinator:
     def end_txn(
         self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
     ) -> ErrorCode:
-        """EndTxn: write the decision, then the markers (and offsets on commit). Asking
-        again for the outcome a transaction already had is answered without error (a
-        retry); the other outcome, or ending no transaction, is INVALID_TXN_STATE."""
+        """EndTxn: decide. An abort is carried out at once; a commit waits for its decision
+        to be on disk — the caller awaits :meth:`flush`, then calls :meth:`complete_commit`.
+        Asking again for the outcome a transaction already had is answered without error
+        (a retry); the other outcome, or ending no transaction, is INVALID_TXN_STATE."""
         txn, error = self._current(transactional_id, producer_id, producer_epoch, allow_preparing=True)
         if txn is None:
             return error
@@ -183,8 +228,19 @@ class TransactionCoordinator:
         if txn.state is not TxnState.ONGOING:
             return ErrorCode.invalid_txn_state
         self._prepare(txn, preparing)
-        self._complete(txn)
+        if commit:
+            self._committing.add(transactional_id)
+        else:
+            self._complete(txn)
         return ErrorCode.none
+
+    def complete_commit(self, transactional_id: str, *, decided: bool) -> None:
+        """Write the markers and offsets of a commit decided by :meth:`end_txn`, once
+        ``decided`` (its decision is on disk); if not, :meth:`abort_expired` retries it."""
+        self._committing.discard(transactional_id)
+        txn = self._txns.get(transactional_id)
+        if decided and txn is not None and txn.state is TxnState.PREPARE_COMMIT:
+            self._complete(txn)
 
     def check_produce(self, producer_id: int, producer_epoch: int, topic: str, partition: int) -> ErrorCode:
         """Whether a transactional batch may be appended: its producer's transaction is
@@ -230,7 +286,7 @@ class TransactionCoordinator:
                 self._fence_and_abort(txn)
                 self._save()
                 aborted.append(txn.transactional_id)
-            elif txn.state.preparing:
+            elif txn.state.preparing and txn.transactional_id not in self._committing:
                 self._complete(txn)
         return aborted
 
@@ -324,4 +380,5 @@ class TransactionCoordinator:
         self.notify()
 
     def _save(self) -> None:
-        self.file.write(list(self._txns.values()))
+        """Mark the state changed: the next :meth:`flush` writes it."""
+        self._version += 1
