@@ -445,7 +445,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
             before = base.get(key, {}).get("msgs_per_s")
             line += f" {before or '-':,} | {row['msgs_per_s'] / before:.2f} |" if before else " - | - |"
         lines.append(line)
-    for p in ("p50_ms", "p99_ms"):
+    for p in ("p50_ms", "p99_ms") if "latency" in lt else ():
         a = lt.get("latency", {}).get(p)
         b = ta.get("latency", {}).get(p)
         ratio = f"{b / a:.2f}" if a and b else "-"

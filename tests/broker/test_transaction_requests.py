@@ -149,6 +149,9 @@ def test_produce_refuses_batches_outside_the_transaction_rules(shared_broker: Br
         assert produce_raw(wire, topic, _txn_batch(pid, epoch - 1 if epoch else 5, 0, b"x"))[0] == (
             ErrorCode.invalid_producer_epoch
         )
+        described = wire.request(61, 0, {"topics": [{"name": topic, "partition_indexes": [0]}]})
+        (producer,) = described.topics[0].partitions[0].active_producers
+        assert (producer.producer_id, producer.current_txn_start_offset) == (pid, 0)
         forged = marker_batch(pid, epoch, True, coordinator_epoch=0, now_ms=1)
         code, message, _ = produce_raw(wire, topic, forged)
         assert code == ErrorCode.invalid_record and message is not None and "control" in message
