@@ -300,3 +300,31 @@ def test_flush_writes_off_the_loop_once_for_many_changes_and_reports_failure(sto
 
     together, late = asyncio.run(run())
     assert together == [True, True, True] and late is False
+
+
+def test_a_walk_in_two_parts_equals_one_and_load_builds_it_in_a_thread(storage: Storage) -> None:
+    """TxnIndexes.load walks up to the log end in a thread, then the rest on the loop:
+    the two parts must give what one walk gives, across segments."""
+    import asyncio
+
+    from logtrove.txn.partition import scan
+
+    coord = _coordinator(storage, FakeClock(1_000))
+    log = storage.log(TOPIC, 0)
+    for round_ in range(6):
+        _, pid, epoch = coord.init_producer_id(f"tx-{round_ % 2}", 10_000)
+        coord.add_partitions(f"tx-{round_ % 2}", pid, epoch, [(TOPIC, 0)])
+        _produce(coord, storage, pid, epoch, 0, b"v")
+        log.append(build_batch([NewRecord(b"plain")]))
+        if round_ % 3 == 0:
+            coord.end_txn(f"tx-{round_ % 2}", pid, epoch, False)
+        log.roll()
+    whole = scan(log)
+    assert whole.aborted and whole.open
+    for cut in range(log.log_end_offset + 1):
+        parts = scan(log, start=cut, into=scan(log, end=cut))
+        assert (parts.open, parts.aborted) == (whole.open, whole.aborted), cut
+    fresh = TxnIndexes()
+    loaded = asyncio.run(fresh.load(log))
+    assert (loaded.open, loaded.aborted) == (whole.open, whole.aborted)
+    assert asyncio.run(fresh.load(log)) is loaded is fresh.get(log)

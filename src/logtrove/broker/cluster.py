@@ -108,7 +108,7 @@ async def handle_describe_producers(broker: Broker, request: Request) -> Reply:
             if not _known(partitions, topic.name, p):
                 results.append({"partition_index": p, "error_code": ErrorCode.unknown_topic_or_partition})
                 continue
-            open_txns = broker.txn.indexes.get(broker.storage.log(topic.name, p)).open
+            open_txns = (await broker.txn.indexes.load(broker.storage.log(topic.name, p))).open
             active = [
                 {
                     "producer_id": pid,

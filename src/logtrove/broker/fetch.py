@@ -266,6 +266,19 @@ def _read_committed(
     return read
 
 
+async def _load_transactions(broker: Broker, request: Request, names: dict[uuid.UUID, str]) -> None:
+    """Build, off the event loop, the transaction state of the partitions a read_committed
+    Fetch names (once per partition after a start; see TxnIndexes.load)."""
+    for key, wanted in wanted_partitions(request):
+        name = names.get(key, "") if isinstance(key, uuid.UUID) else key
+        for p in wanted:
+            try:
+                log = broker.storage.log(name, p.index)
+            except StorageError:
+                continue  # answered with its error by _read_all
+            await broker.txn.indexes.load(log)
+
+
 async def handle_fetch(broker: Broker, request: Request) -> RawBody:
     from logtrove.broker.server import RawBody
 
@@ -273,6 +286,8 @@ async def handle_fetch(broker: Broker, request: Request) -> RawBody:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + ms(body.max_wait) / 1000
     names = {info.topic_id: info.name for info in broker.storage.topics()} if request.version >= 13 else {}
+    if getattr(body, "isolation_level", 0) == READ_COMMITTED:
+        await _load_transactions(broker, request, names)
     while True:
         topics, total, errors = _read_all(broker, request, names)
         remaining = deadline - loop.time()

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
@@ -210,6 +210,21 @@ def _append(
         )
 
 
+async def _load_transactions(broker: Broker, body: Any) -> None:
+    """Build, off the event loop, the transaction state of the partitions this request
+    writes transactional batches to (once per partition after a start; see
+    TxnIndexes.load), so that the appends never walk a log on the loop."""
+    for topic in body.topic_data:
+        for p in topic.partition_data:
+            records = p.records
+            if not records or len(records) < HEADER_SIZE or not read_header(records, 0).is_transactional:
+                continue
+            try:
+                await broker.txn.indexes.load(broker.storage.log(topic.name, p.index))
+            except StorageError:
+                continue  # answered with its error by _append
+
+
 def _check_transactional(
     broker: Broker, header: BatchHeader, topic: str, partition: int
 ) -> PartitionProduceResult | None:
@@ -237,6 +252,7 @@ async def handle_produce(broker: Broker, request: Request) -> Reply:
     from logtrove.broker.server import RawBody
 
     body = request.body
+    await _load_transactions(broker, body)
     with defer_flushes() as appended:
         responses = [
             (topic.name, [_append(broker, topic.name, p.index, p.records) for p in topic.partition_data])

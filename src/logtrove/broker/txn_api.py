@@ -98,6 +98,7 @@ async def handle_add_partitions_to_txn(broker: Broker, request: Request) -> Repl
     names several, each answered on its own. ``verify_only`` (KIP-890 verification) asks
     whether the partitions are already in the transaction, without adding them."""
     body = request.body
+    await _load_transactions(broker, body, request.version)
     if request.version <= 3:
         results = _add_partitions(
             broker,
@@ -130,6 +131,18 @@ async def _durable_results(broker: Broker, results: list[dict[str, Any]]) -> lis
         for p in topic["results_by_partition"]:
             p["partition_error_code"] = ErrorCode.coordinator_not_available
     return results
+
+
+async def _load_transactions(broker: Broker, body: Any, version: int) -> None:
+    """Build, off the event loop, the transaction state of the partitions being added, so
+    that the markers written to them later never walk a log on the loop."""
+    topics = (
+        body.v3_and_below_topics if version <= 3 else [t for txn in body.transactions for t in txn.topics]
+    )
+    for t in topics:
+        for p in t.partitions:
+            if _exists(broker, t.name, p):
+                await broker.txn.indexes.load(broker.storage.log(t.name, p))
 
 
 def _verify(broker: Broker, txn: Any) -> list[dict[str, Any]]:
