@@ -296,3 +296,14 @@ def test_aiokafka_transactional_producer(shared_broker: BrokerProcess) -> None:
     asyncio.run(run())
     assert _values(bootstrap, topic, READ_COMMITTED) == [b"kept"]
     assert sorted(_values(bootstrap, topic, READ_UNCOMMITTED)) == [b"dropped", b"kept"]
+
+
+def test_broker_refuses_to_start_on_a_transaction_state_it_cannot_read(tmp_path: Path) -> None:
+    """Starting without the state would forget open transactions: their partitions would
+    never get markers and read_committed readers would wait forever."""
+    broker = BrokerProcess(tmp_path / "data", free_port())
+    broker.start()
+    broker.stop()
+    (tmp_path / "data" / "transactions.json").write_text('{"version": 1, "transactions": [{"state": 3}]}')
+    with pytest.raises(RuntimeError, match="transactions.json is not a transaction state file"):
+        broker.start()
