@@ -305,5 +305,5 @@ def test_broker_refuses_to_start_on_a_transaction_state_it_cannot_read(tmp_path:
     broker.start()
     broker.stop()
     (tmp_path / "data" / "transactions.json").write_text('{"version": 1, "transactions": [{"state": 3}]}')
-    with pytest.raises(RuntimeError, match="transactions.json is not a transaction state file"):
+    with pytest.raises(RuntimeError, match=r"transactions\.json is not a transaction state file"):
         broker.start()
