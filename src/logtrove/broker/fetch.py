@@ -255,14 +255,17 @@ def _read_committed(
     broker: Broker, log: PartitionLog, offset: int, max_bytes: int, result: FetchedPartition
 ) -> ReadResult:
     """A read_committed read: batches below the last stable offset only, and the aborted
-    transactions with data in the range (the consumer drops their batches)."""
+    transactions with data in the range read (as Kafka bounds them: by the offset after the
+    batches returned, so a response never lists the aborted transactions of the rest of
+    the log)."""
     txns = broker.txn.indexes.get(log)
     end = log.log_end_offset
     stable = txns.last_stable_offset(end)
     read = log.read(offset, max_bytes, max_offset=stable)
     result.last_stable = stable
     txns.forget_before(read.log_start_offset)
-    result.aborted = txns.aborted_between(offset, stable) if read.slice is not None else []
+    upper = stable if read.upper_offset is None else read.upper_offset
+    result.aborted = txns.aborted_between(offset, upper) if read.slice is not None else []
     return read
 
 
