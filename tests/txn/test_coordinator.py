@@ -328,3 +328,22 @@ def test_a_walk_in_two_parts_equals_one_and_load_builds_it_in_a_thread(storage: 
     loaded = asyncio.run(fresh.load(log))
     assert (loaded.open, loaded.aborted) == (whole.open, whole.aborted)
     assert asyncio.run(fresh.load(log)) is loaded is fresh.get(log)
+
+
+def test_aborted_between_matches_a_brute_force_search() -> None:
+    import random
+
+    rng = random.Random(18)
+    txns = PartitionTxns()
+    offset = 0
+    for pid in range(300):
+        first = offset + rng.randrange(5)
+        txns.on_transactional_batch(pid, first)
+        offset = first + 1 + (rng.randrange(400) if pid % 17 == 0 else rng.randrange(5))  # a few long ones
+        txns.on_marker(pid, MarkerType.ABORT, offset)
+        offset += 1
+    for _ in range(2_000):
+        start = rng.randrange(offset + 10)
+        end = start + rng.randrange(50)
+        expected = [a for a in txns.aborted if a.last_offset >= start and a.first_offset < end]
+        assert txns.aborted_between(start, end) == expected, (start, end)

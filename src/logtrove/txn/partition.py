@@ -55,6 +55,7 @@ class PartitionTxns:
     open: dict[int, int] = field(default_factory=dict)
     aborted: list[AbortedTxn] = field(default_factory=list)
     _last_offsets: list[int] = field(default_factory=list)  # aborted[i].last_offset, for bisect
+    _max_span: int = 0  # the largest last_offset - first_offset of an aborted transaction
 
     def on_transactional_batch(self, producer_id: int, base_offset: int) -> None:
         """A transactional data batch was appended at ``base_offset``."""
@@ -66,15 +67,18 @@ class PartitionTxns:
         if first is not None and kind is MarkerType.ABORT:
             self.aborted.append(AbortedTxn(producer_id, first, offset))
             self._last_offsets.append(offset)
+            self._max_span = max(self._max_span, offset - first)
 
     def last_stable_offset(self, high_watermark: int) -> int:
         return min(self.open.values(), default=high_watermark)
 
     def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
         """The aborted transactions with data in ``[start, end)``: their marker is at or
-        after ``start`` and their first offset below ``end``."""
+        after ``start`` and their first offset below ``end``. Only markers before
+        ``end + the longest span`` can qualify, so the look-up never walks the whole list."""
         i = bisect.bisect_left(self._last_offsets, start)
-        return [a for a in self.aborted[i:] if a.first_offset < end]
+        j = bisect.bisect_left(self._last_offsets, end + self._max_span + 1)
+        return [a for a in self.aborted[i:j] if a.first_offset < end]
 
     def forget_before(self, log_start_offset: int) -> None:
         """Drop the aborted transactions wholly below the log start (retention removed them)."""
