@@ -347,3 +347,23 @@ def test_aborted_between_matches_a_brute_force_search() -> None:
         end = start + rng.randrange(50)
         expected = [a for a in txns.aborted if a.last_offset >= start and a.first_offset < end]
         assert txns.aborted_between(start, end) == expected, (start, end)
+
+
+def test_a_followed_partition_learns_the_leaders_markers(storage: Storage) -> None:
+    """A mirror appends the leader's batches (markers included) with append_replicated:
+    its transaction state follows them without any coordinator."""
+    log = storage.log(TOPIC, 0)
+    log.follower = True
+    indexes = TxnIndexes()
+    assert indexes.get(log).last_stable_offset(0) == 0
+    data = build_batch(
+        [NewRecord(b"a")], producer_id=9, producer_epoch=0, base_sequence=0, transactional=True
+    )
+    log.append_replicated(data)
+    assert indexes.get(log).last_stable_offset(log.log_end_offset) == 0
+    marker = bytearray(marker_batch(9, 0, False, coordinator_epoch=0, now_ms=1))
+    marker[:8] = (1).to_bytes(8, "big")  # the leader's offset
+    log.append_replicated(bytes(marker))
+    txns = indexes.get(log)
+    assert txns.last_stable_offset(log.log_end_offset) == 2
+    assert txns.aborted == [AbortedTxn(9, 0, 1)]

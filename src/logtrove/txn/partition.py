@@ -10,6 +10,10 @@ Per partition, :class:`PartitionTxns` keeps
   transaction, in marker order — what a read_committed Fetch returns for the batches it
   carries so that the consumer drops them (Kafka's ``AbortedTxn``).
 
+A followed partition (a mirror's, written only by ``append_replicated`` in the mirror's
+thread) gets its markers from the leader, not from this coordinator: its state is brought
+up to date by walking what was appended since the last walk, each time it is asked for.
+
 Invariant: an entry of ``open`` is added by the first transactional batch of a producer
 after its previous marker and removed by its next marker (COMMIT or ABORT); an ABORT
 marker that closes an open entry adds one ``aborted`` entry. A marker for a producer with
@@ -56,6 +60,7 @@ class PartitionTxns:
     aborted: list[AbortedTxn] = field(default_factory=list)
     _last_offsets: list[int] = field(default_factory=list)  # aborted[i].last_offset, for bisect
     _max_span: int = 0  # the largest last_offset - first_offset of an aborted transaction
+    walked_to: int = 0  # the offset after the last batch a walk of the log has seen
 
     def on_transactional_batch(self, producer_id: int, base_offset: int) -> None:
         """A transactional data batch was appended at ``base_offset``."""
@@ -104,6 +109,7 @@ def scan(
         for pos, header in seg.batches(found[0]):
             if end is not None and header.base_offset >= end:
                 return txns
+            txns.walked_to = max(txns.walked_to, header.next_offset)
             if header.base_offset < begin or header.producer_id < 0 or not header.is_transactional:
                 continue
             if header.is_control:
@@ -128,6 +134,8 @@ class TxnIndexes:
         txns = self._by_log.get(log)
         if txns is None:
             txns = self._by_log[log] = scan(log)
+        elif log.follower and txns.walked_to < log.log_end_offset:
+            scan(log, start=txns.walked_to, into=txns)  # a mirror's appends: the leader's batches
         return txns
 
     async def load(self, plog: PartitionLog) -> PartitionTxns:
@@ -136,7 +144,7 @@ class TxnIndexes:
         loop built the state meanwhile (an append needed it), that one is kept."""
         txns = self._by_log.get(plog)
         if txns is not None:
-            return txns
+            return self.get(plog)
         end = plog.log_end_offset
         try:
             built = await asyncio.to_thread(scan, plog, end=end)
@@ -149,5 +157,6 @@ class TxnIndexes:
         return txns
 
     def peek(self, log: PartitionLog) -> PartitionTxns | None:
-        """The state if it is already built (no scan: for read_uncommitted answers)."""
-        return self._by_log.get(log)
+        """The state if it is already built (no walk of a whole log: for read_uncommitted
+        answers)."""
+        return self.get(log) if log in self._by_log else None
