@@ -367,3 +367,24 @@ def test_a_followed_partition_learns_the_leaders_markers(storage: Storage) -> No
     txns = indexes.get(log)
     assert txns.last_stable_offset(log.log_end_offset) == 2
     assert txns.aborted == [AbortedTxn(9, 0, 1)]
+
+
+def test_the_state_file_holds_every_id_when_only_one_entry_is_encoded_again(tmp_path: Path) -> None:
+    clock = FakeClock(1_000)
+    with Storage.open(tmp_path / "data") as storage:
+        storage.create_topic(TOPIC, 1)
+        coord = _coordinator(storage, clock)
+        for i in range(50):
+            coord.init_producer_id(f"tx-{i}", 10_000)
+        coord.save_now()
+        _, pid, epoch = coord.init_producer_id("tx-7", 10_000)
+        coord.add_partitions("tx-7", pid, epoch, [(TOPIC, 0)])
+        coord.save_now()
+        on_disk = {t.transactional_id: t.to_json() for t in coord.file.read()}
+        assert on_disk == {t.transactional_id: t.to_json() for t in coord.transactions()}
+        assert on_disk["tx-7"]["state"] == "Ongoing" and on_disk["tx-7"]["producer_epoch"] == 1
+    with Storage.open(tmp_path / "data") as storage:
+        coord = _coordinator(storage, clock)  # aborts tx-7: the one entry changed, all kept
+        coord.init_producer_id("tx-new", 10_000)
+        coord.save_now()
+        assert len(coord.file.read()) == 51

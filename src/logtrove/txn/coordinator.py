@@ -76,6 +76,8 @@ class TransactionCoordinator:
         self._version = 0  # bumped by every change of state
         self._written = 0  # the version the state file holds
         self._write_lock = asyncio.Lock()
+        self._encoded: dict[str, bytes] = {}  # each ID's entry in the state file
+        self._dirty: set[str] = set()  # IDs whose entry changed since it was encoded
         self._committing: set[str] = set()  # PrepareCommit not yet on disk: markers must wait
         self._background: set[asyncio.Task[bool]] = set()
 
@@ -86,6 +88,7 @@ class TransactionCoordinator:
         for txn in self.file.read():
             self._txns[txn.transactional_id] = txn
             self._by_producer[txn.producer_id] = txn
+        self._dirty = set(self._txns)
         for txn in list(self._txns.values()):
             if txn.state is TxnState.ONGOING:
                 log.info("aborting transaction %r, open when the broker stopped", txn.transactional_id)
@@ -99,7 +102,7 @@ class TransactionCoordinator:
         """Write the state file if it changed (blocking: start, stop, tests)."""
         if self._written < self._version:
             version = self._version
-            self.file.write(list(self._txns.values()))
+            self.file.write_bytes(self._encode())
             self._written = version
 
     async def flush(self) -> bool:
@@ -110,7 +113,7 @@ class TransactionCoordinator:
             if self._written >= target:
                 return True
             version = self._version
-            data = self.file.encode(list(self._txns.values()))
+            data = self._encode()
             try:
                 await asyncio.to_thread(self.file.write_bytes, data)
             except OSError as exc:
@@ -143,7 +146,7 @@ class TransactionCoordinator:
             txn.last_update_ms = self.clock.now_ms()
             self._txns[transactional_id] = txn
             self._by_producer[txn.producer_id] = txn
-            self._save()
+            self._save(txn)
             return ErrorCode.none, txn.producer_id, txn.producer_epoch
         if producer_id >= 0:
             if producer_id != txn.producer_id:
@@ -158,7 +161,7 @@ class TransactionCoordinator:
             self._fence_and_abort(txn)
         self._bump_epoch(txn)
         txn.timeout_ms = timeout_ms
-        self._save()
+        self._save(txn)
         return ErrorCode.none, txn.producer_id, txn.producer_epoch
 
     def add_partitions(
@@ -176,7 +179,7 @@ class TransactionCoordinator:
         if new or txn.state is not TxnState.ONGOING:
             self._begin(txn)
             txn.partitions |= new
-            self._save()
+            self._save(txn)
         return ErrorCode.none
 
     def add_offsets(
@@ -189,7 +192,7 @@ class TransactionCoordinator:
         if group not in txn.groups or txn.state is not TxnState.ONGOING:
             self._begin(txn)
             txn.groups.add(group)
-            self._save()
+            self._save(txn)
         return ErrorCode.none
 
     def commit_offsets(
@@ -208,7 +211,7 @@ class TransactionCoordinator:
         if txn.state is not TxnState.ONGOING or group not in txn.groups:
             return ErrorCode.invalid_txn_state
         txn.offsets.setdefault(group, {}).update(commits)
-        self._save()
+        self._save(txn)
         return ErrorCode.none
 
     def end_txn(
@@ -276,15 +279,17 @@ class TransactionCoordinator:
         for txn in idle:
             del self._txns[txn.transactional_id]
             self._by_producer.pop(txn.producer_id, None)
+            self._encoded.pop(txn.transactional_id, None)
+            self._dirty.discard(txn.transactional_id)
         if idle:
-            self._save()
+            self._save(None)
         for txn in list(self._txns.values()):
             if txn.state is TxnState.ONGOING and now - txn.start_ms > txn.timeout_ms:
                 log.info(
                     "aborting transaction %r: open longer than %d ms", txn.transactional_id, txn.timeout_ms
                 )
                 self._fence_and_abort(txn)
-                self._save()
+                self._save(txn)
                 aborted.append(txn.transactional_id)
             elif txn.state.preparing and txn.transactional_id not in self._committing:
                 self._complete(txn)
@@ -337,7 +342,7 @@ class TransactionCoordinator:
     def _prepare(self, txn: TransactionMetadata, state: TxnState) -> None:
         txn.state = state
         txn.last_update_ms = self.clock.now_ms()
-        self._save()
+        self._save(txn)
 
     def _complete(self, txn: TransactionMetadata) -> None:
         """Write the markers of a decided transaction, apply its offsets on commit, and
@@ -359,7 +364,7 @@ class TransactionCoordinator:
         txn.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         txn.clear()
         txn.last_update_ms = self.clock.now_ms()
-        self._save()
+        self._save(txn)
 
     def _write_markers(self, txn: TransactionMetadata, commit: bool) -> None:
         batch = marker_batch(
@@ -379,6 +384,20 @@ class TransactionCoordinator:
             txns.on_marker(txn.producer_id, kind, appended.base_offset)
         self.notify()
 
-    def _save(self) -> None:
-        """Mark the state changed: the next :meth:`flush` writes it."""
+    def _save(self, txn: TransactionMetadata | None) -> None:
+        """Mark ``txn`` (or only the set of IDs) changed: the next :meth:`flush` writes it."""
+        if txn is not None:
+            self._dirty.add(txn.transactional_id)
         self._version += 1
+
+    def _encode(self) -> bytes:
+        """The state file's bytes: the entries changed since the last call encoded again,
+        the others reused, so a change costs its own entry, not every ID's."""
+        for tid in self._dirty:
+            txn = self._txns.get(tid)
+            if txn is None:
+                self._encoded.pop(tid, None)
+            else:
+                self._encoded[tid] = self.file.encode_entry(txn)
+        self._dirty.clear()
+        return self.file.frame(list(self._encoded.values()))

@@ -149,9 +149,19 @@ class TxnStateFile:
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise StateFileError(f"{self.path} is not a transaction state file: {exc}") from exc
 
+    @staticmethod
+    def encode_entry(txn: TransactionMetadata) -> bytes:
+        """One ID's entry of the ``transactions`` list."""
+        return json.dumps(txn.to_json(), separators=(",", ":")).encode("utf-8")
+
+    @staticmethod
+    def frame(entries: list[bytes]) -> bytes:
+        """The whole file around entries from :meth:`encode_entry`."""
+        head = b'{"version":%d,"transactions":[' % FORMAT_VERSION
+        return head + b",".join(entries) + b"]}"
+
     def encode(self, txns: list[TransactionMetadata]) -> bytes:
-        data = {"version": FORMAT_VERSION, "transactions": [t.to_json() for t in txns]}
-        return json.dumps(data, separators=(",", ":")).encode("utf-8")
+        return self.frame([self.encode_entry(t) for t in txns])
 
     def write_bytes(self, data: bytes) -> None:
         """Replace the file with ``data`` (from :meth:`encode`); safe in a thread."""
