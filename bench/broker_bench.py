@@ -30,6 +30,10 @@ certificate from ``logtrove certs``) at once, produce 1 M × 100 B acks=1 and co
 (``security_rows``, median of ``SECURITY_RUNS``). ``BENCH_ONLY=security`` runs these rows alone and saves them as
 ``bench/results/broker-security.json``.
 ``BENCH_QUICK=1``: 100 k / 10 k messages and a 2 s latency run.
+
+Transactions: 1 M × 100 B acks=all from an idempotent producer next to a transactional
+one committing every ``TXN_RECORDS`` (1,000) records (begin, produce, commit, next).
+``BENCH_BROKER_ROWS=txn`` runs only these two rows (saved as ``broker-txn.json``).
 Run: ``.venv/bin/python bench/broker_bench.py``.
 """
 
@@ -64,6 +68,8 @@ DURABILITY_PRODUCERS = 4
 SYNC_PRODUCERS = 16
 SYNC_SECONDS = pick(5, 2)
 FLUSH_POLICIES = {"flush.ms=1000": {}, "flush.messages=1": {"flush.messages": "1"}}
+TXN_RECORDS = 1_000
+ONLY_TXN = os.environ.get("BENCH_BROKER_ROWS", "") == "txn"
 
 
 def free_port() -> int:
@@ -161,10 +167,13 @@ def start_tansu(binary: Path, logs: Path) -> Broker:
     return Broker("tansu", [*args, "--storage-engine", "memory://tansu/"], port, logs / "tansu.log")
 
 
-def produce(broker: Broker, topic: str, count: int, size: int, acks: str) -> float:
+def produce(
+    broker: Broker, topic: str, count: int, size: int, acks: str, *, idempotent: bool = False
+) -> float:
     producer = Producer(
         {
             **broker.client,
+            "enable.idempotence": idempotent,
             "linger.ms": 5,
             "batch.size": 1_000_000,
             "acks": acks,
@@ -192,6 +201,59 @@ def produce(broker: Broker, topic: str, count: int, size: int, acks: str) -> flo
     if done != [count, 0]:
         raise RuntimeError(f"{broker.name}: delivered {done[0]}, failed {done[1]} of {count}")
     return count / elapsed
+
+
+def produce_transactional(broker: Broker, topic: str, count: int, size: int) -> float:
+    """``count`` records in transactions of TXN_RECORDS, each committed before the next
+    begins (commit_transaction waits for every delivery), messages/s from
+    ``begin_transaction`` of the first to the commit of the last."""
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "transactional.id": f"bench-{topic}",
+            "queue.buffering.max.messages": 2_000_000,
+        }
+    )
+    producer.init_transactions(30)
+    value = b"x" * size
+    started = time.perf_counter()
+    for first in range(0, count, TXN_RECORDS):
+        producer.begin_transaction()
+        for _ in range(min(TXN_RECORDS, count - first)):
+            producer.produce(topic, value, partition=0)
+        producer.commit_transaction(60)
+    return count / (time.perf_counter() - started)
+
+
+def txn_rows(brokers: list[Broker]) -> dict[str, dict[str, Any]]:
+    """Idempotent and transactional produce, 1 M × 100 B acks=all, runs interleaved (not
+    for the baseline broker: code before transactions cannot run the second row)."""
+    results: dict[str, dict[str, Any]] = {b.name: {} for b in brokers}
+    cases: list[tuple[str, Callable[[Broker, str], float]]] = [
+        (
+            "produce 1M x 100 B idempotent acks=all",
+            lambda b, t: produce(b, t, SMALL, 100, "all", idempotent=True),
+        ),
+        (
+            f"produce 1M x 100 B transactional ({TXN_RECORDS:,} per transaction)",
+            lambda b, t: produce_transactional(b, t, SMALL, 100),
+        ),
+    ]
+    for key, measure in cases:
+        runs: dict[str, list[float]] = {b.name: [] for b in brokers if b.name != "baseline"}
+        for _ in range(RUNS):
+            for b in brokers:
+                if b.name in runs:
+                    runs[b.name].append(measure(b, b.new_topic("x")))
+        for name, values in runs.items():
+            results[name][key] = {
+                "msgs_per_s": round(statistics.median(values)),
+                "runs": [round(v) for v in values],
+            }
+            print(f"  {name}: {key}: {results[name][key]['msgs_per_s']:,} msg/s", flush=True)
+    return results
 
 
 def produce_parallel(broker: Broker, topic: str, count: int, size: int, acks: str, producers: int) -> float:
@@ -477,7 +539,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
             before = base.get(key, {}).get("msgs_per_s")
             line += f" {before or '-':,} | {row['msgs_per_s'] / before:.2f} |" if before else " - | - |"
         lines.append(line)
-    for p in ("p50_ms", "p99_ms"):
+    for p in ("p50_ms", "p99_ms") if "latency" in lt else ():
         a = lt.get("latency", {}).get(p)
         b = ta.get("latency", {}).get(p)
         ratio = f"{b / a:.2f}" if a and b else "-"
@@ -519,8 +581,11 @@ def main() -> None:
                 )
             if binary is not None:
                 brokers.append(start_tansu(binary, Path(tmp)))
-            results = run_rows(brokers)
-            security = security_rows(Path(tmp))
+            results = txn_rows(brokers) if ONLY_TXN else run_rows(brokers)
+            if not ONLY_TXN:
+                for name, rows in txn_rows(brokers).items():
+                    results[name].update(rows)
+            security = {} if ONLY_TXN else security_rows(Path(tmp))
         except RuntimeError:
             for b in brokers:
                 print(f"--- last lines of {b.name}'s log ---\n{b.log_tail()}")
@@ -528,7 +593,7 @@ def main() -> None:
         finally:
             for b in brokers:
                 b.stop()
-    text = table(results) + "\n\n" + security_table(security)
+    text = table(results) + ("\n\n" + security_table(security) if security else "")
     print(text)
     bars = {
         f"{name}: {key.removeprefix('produce ')}": row["msgs_per_s"]
@@ -538,7 +603,7 @@ def main() -> None:
     }
     plot = {"title": "Broker throughput (median of 3 runs)", "ylabel": "messages/s", "bars": bars}
     save(
-        "broker",
+        "broker-txn" if ONLY_TXN else "broker",
         {
             "comparison": text,
             "plots": [plot],

@@ -149,6 +149,9 @@ def test_produce_refuses_batches_outside_the_transaction_rules(shared_broker: Br
         assert produce_raw(wire, topic, _txn_batch(pid, epoch - 1 if epoch else 5, 0, b"x"))[0] == (
             ErrorCode.invalid_producer_epoch
         )
+        described = wire.request(61, 0, {"topics": [{"name": topic, "partition_indexes": [0]}]})
+        (producer,) = described.topics[0].partitions[0].active_producers
+        assert (producer.producer_id, producer.current_txn_start_offset) == (pid, 0)
         forged = marker_batch(pid, epoch, True, coordinator_epoch=0, now_ms=1)
         code, message, _ = produce_raw(wire, topic, forged)
         assert code == ErrorCode.invalid_record and message is not None and "control" in message
@@ -199,3 +202,31 @@ def test_offset_fetch_require_stable_waits_for_the_transaction(shared_broker: Br
         assert _end(wire, "tr-stable-tx", pid, epoch, True) == ErrorCode.none
         after = fetch(True)
         assert (after.error_code, after.committed_offset) == (ErrorCode.none, 7)
+
+
+def test_aborted_transactions_listed_only_for_the_batches_returned(shared_broker: BrokerProcess) -> None:
+    with WireClient(shared_broker.port) as wire:
+        topic = _topic(wire, "tr-bounded")
+        pids = []
+        for round_ in range(3):  # three aborted transactions, one after the other
+            pid, epoch = _init(wire, f"tr-bounded-{round_}")
+            _add(wire, f"tr-bounded-{round_}", pid, epoch, {topic: [0]})
+            produce_raw(wire, topic, _txn_batch(pid, epoch, 0, b"x" * 2000))
+            assert _end(wire, f"tr-bounded-{round_}", pid, epoch, False) == ErrorCode.none
+            pids.append(pid)
+        body = {
+            "replica_id": -1,
+            "max_wait": 0,
+            "min_bytes": 0,
+            "max_bytes": 100,  # one batch: the first transaction's record
+            "isolation_level": 1,
+            "topics": [
+                {
+                    "topic": topic,
+                    "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 100}],
+                }
+            ],
+        }
+        first = wire.request(1, 11, body).responses[0].partitions[0]
+        assert [(a.producer_id, a.first_offset) for a in first.aborted_transactions] == [(pids[0], 0)]
+        assert [a.producer_id for a in _fetch_committed(wire, topic).aborted_transactions] == pids

@@ -271,3 +271,39 @@ def test_transaction_open_at_a_broker_crash_is_aborted_after_restart(tmp_path: P
         successor.produce(topic, value=b"after-restart")
         successor.commit_transaction(10)
         assert _values(bootstrap, topic, READ_COMMITTED) == [b"committed-before", b"after-restart"]
+
+
+def test_aiokafka_transactional_producer(shared_broker: BrokerProcess) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    bootstrap = shared_broker.bootstrap
+    topic = _topic(bootstrap, "txn-aiokafka")
+
+    async def run() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="aio-tx")
+        await asyncio.wait_for(producer.start(), 20)
+        try:
+            async with producer.transaction():
+                await producer.send_and_wait(topic, b"kept")
+            await producer.begin_transaction()
+            await producer.send_and_wait(topic, b"dropped")
+            await producer.abort_transaction()
+        finally:
+            await producer.stop()
+
+    asyncio.run(run())
+    assert _values(bootstrap, topic, READ_COMMITTED) == [b"kept"]
+    assert sorted(_values(bootstrap, topic, READ_UNCOMMITTED)) == [b"dropped", b"kept"]
+
+
+def test_broker_refuses_to_start_on_a_transaction_state_it_cannot_read(tmp_path: Path) -> None:
+    """Starting without the state would forget open transactions: their partitions would
+    never get markers and read_committed readers would wait forever."""
+    broker = BrokerProcess(tmp_path / "data", free_port())
+    broker.start()
+    broker.stop()
+    (tmp_path / "data" / "transactions.json").write_text('{"version": 1, "transactions": [{"state": 3}]}')
+    with pytest.raises(RuntimeError, match=r"transactions\.json is not a transaction state file"):
+        broker.start()

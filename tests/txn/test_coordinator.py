@@ -71,6 +71,15 @@ def _produce(
     return base
 
 
+def _commit(coord: TransactionCoordinator, tid: str, pid: int, epoch: int) -> ErrorCode:
+    """EndTxn(commit) as the broker's handler runs it: decide, write the state, complete."""
+    code = coord.end_txn(tid, pid, epoch, True)
+    coord.save_now()
+    if code == ErrorCode.none:
+        coord.complete_commit(tid, decided=True)
+    return code
+
+
 def _markers(storage: Storage, partition: int) -> list[tuple[int, MarkerType | None]]:
     out = []
     for header, data in storage.log(TOPIC, partition).batches():
@@ -156,11 +165,15 @@ def test_commit_writes_markers_everywhere_and_applies_offsets_then(storage: Stor
     assert coord.has_pending_offsets("g", TOPIC, 0)
     assert coord.offsets.get("g", TOPIC, 0) is None
     assert coord.end_txn("tx", pid, epoch, True) == ErrorCode.none
+    assert coord.offsets.get("g", TOPIC, 0) is None and _markers(storage, 0) == []  # decided, not on disk yet
+    assert coord.init_producer_id("tx", 10_000)[0] == ErrorCode.concurrent_transactions
+    coord.save_now()
+    coord.complete_commit("tx", decided=True)
     assert coord.offsets.get("g", TOPIC, 0) == CommittedOffset(5, -1, "m", 1_000)
     assert not coord.has_pending_offsets("g", TOPIC, 0)
     assert _markers(storage, 0) == [(1, MarkerType.COMMIT)]
     assert _markers(storage, 1) == [(0, MarkerType.COMMIT)]  # added without data: marked too
-    assert coord.end_txn("tx", pid, epoch, True) == ErrorCode.none  # a retry
+    assert _commit(coord, "tx", pid, epoch) == ErrorCode.none  # a retry
     assert coord.end_txn("tx", pid, epoch, False) == ErrorCode.invalid_txn_state
     assert len(_markers(storage, 0)) == 1
 
@@ -201,10 +214,11 @@ def test_state_survives_a_restart_and_open_transactions_are_aborted(tmp_path: Pa
         coord = _coordinator(storage, clock, ids)
         _, pid, epoch = coord.init_producer_id("done", 10_000)
         coord.add_partitions("done", pid, epoch, [(TOPIC, 0)])
-        coord.end_txn("done", pid, epoch, True)
+        _commit(coord, "done", pid, epoch)
         _, open_pid, open_epoch = coord.init_producer_id("open", 10_000)
         coord.add_partitions("open", open_pid, open_epoch, [(TOPIC, 0)])
         _produce(coord, storage, open_pid, open_epoch, 0, b"lost")
+        coord.save_now()  # as each request's answer waits for
     with Storage.open(tmp_path / "data") as storage:
         coord = _coordinator(storage, clock, ids)
         done, opened = coord.get("done"), coord.get("open")
@@ -260,9 +274,117 @@ def test_idle_transactional_ids_expire(storage: Storage) -> None:
     _, busy_pid, busy_epoch = coord.init_producer_id("busy", 5_000)
     clock.advance(9_000)
     coord.add_partitions("busy", busy_pid, busy_epoch, [(TOPIC, 0)])
-    coord.end_txn("busy", busy_pid, busy_epoch, True)
+    _commit(coord, "busy", busy_pid, busy_epoch)
     clock.advance(2_000)
     coord.abort_expired()
     assert coord.get("idle") is None and coord.get("busy") is not None
+    coord.save_now()
     assert coord.check_produce(pid, epoch, TOPIC, 0) == ErrorCode.invalid_txn_state
     assert [t.transactional_id for t in coord.file.read()] == ["busy"]
+
+
+def test_flush_writes_off_the_loop_once_for_many_changes_and_reports_failure(storage: Storage) -> None:
+    import asyncio
+
+    coord = _coordinator(storage, FakeClock(1_000))
+
+    async def run() -> tuple[list[bool], bool]:
+        for i in range(5):
+            coord.init_producer_id(f"tx-{i}", 10_000)
+        together = await asyncio.gather(*(coord.flush() for _ in range(3)))
+        assert sorted(t.transactional_id for t in coord.file.read()) == [f"tx-{i}" for i in range(5)]
+        coord.file.path.unlink()
+        coord.file.path.mkdir()  # the rename over it fails
+        coord.init_producer_id("tx-late", 10_000)
+        return list(together), await coord.flush()
+
+    together, late = asyncio.run(run())
+    assert together == [True, True, True] and late is False
+
+
+def test_a_walk_in_two_parts_equals_one_and_load_builds_it_in_a_thread(storage: Storage) -> None:
+    """TxnIndexes.load walks up to the log end in a thread, then the rest on the loop:
+    the two parts must give what one walk gives, across segments."""
+    import asyncio
+
+    from logtrove.txn.partition import scan
+
+    coord = _coordinator(storage, FakeClock(1_000))
+    log = storage.log(TOPIC, 0)
+    for round_ in range(6):
+        _, pid, epoch = coord.init_producer_id(f"tx-{round_ % 2}", 10_000)
+        coord.add_partitions(f"tx-{round_ % 2}", pid, epoch, [(TOPIC, 0)])
+        _produce(coord, storage, pid, epoch, 0, b"v")
+        log.append(build_batch([NewRecord(b"plain")]))
+        if round_ % 3 == 0:
+            coord.end_txn(f"tx-{round_ % 2}", pid, epoch, False)
+        log.roll()
+    whole = scan(log)
+    assert whole.aborted and whole.open
+    for cut in range(log.log_end_offset + 1):
+        parts = scan(log, start=cut, into=scan(log, end=cut))
+        assert (parts.open, parts.aborted) == (whole.open, whole.aborted), cut
+    fresh = TxnIndexes()
+    loaded = asyncio.run(fresh.load(log))
+    assert (loaded.open, loaded.aborted) == (whole.open, whole.aborted)
+    assert asyncio.run(fresh.load(log)) is loaded is fresh.get(log)
+
+
+def test_aborted_between_matches_a_brute_force_search() -> None:
+    import random
+
+    rng = random.Random(18)
+    txns = PartitionTxns()
+    offset = 0
+    for pid in range(300):
+        first = offset + rng.randrange(5)
+        txns.on_transactional_batch(pid, first)
+        offset = first + 1 + (rng.randrange(400) if pid % 17 == 0 else rng.randrange(5))  # a few long ones
+        txns.on_marker(pid, MarkerType.ABORT, offset)
+        offset += 1
+    for _ in range(2_000):
+        start = rng.randrange(offset + 10)
+        end = start + rng.randrange(50)
+        expected = [a for a in txns.aborted if a.last_offset >= start and a.first_offset < end]
+        assert txns.aborted_between(start, end) == expected, (start, end)
+
+
+def test_a_followed_partition_learns_the_leaders_markers(storage: Storage) -> None:
+    """A mirror appends the leader's batches (markers included) with append_replicated:
+    its transaction state follows them without any coordinator."""
+    log = storage.log(TOPIC, 0)
+    log.follower = True
+    indexes = TxnIndexes()
+    assert indexes.get(log).last_stable_offset(0) == 0
+    data = build_batch(
+        [NewRecord(b"a")], producer_id=9, producer_epoch=0, base_sequence=0, transactional=True
+    )
+    log.append_replicated(data)
+    assert indexes.get(log).last_stable_offset(log.log_end_offset) == 0
+    marker = bytearray(marker_batch(9, 0, False, coordinator_epoch=0, now_ms=1))
+    marker[:8] = (1).to_bytes(8, "big")  # the leader's offset
+    log.append_replicated(bytes(marker))
+    txns = indexes.get(log)
+    assert txns.last_stable_offset(log.log_end_offset) == 2
+    assert txns.aborted == [AbortedTxn(9, 0, 1)]
+
+
+def test_the_state_file_holds_every_id_when_only_one_entry_is_encoded_again(tmp_path: Path) -> None:
+    clock = FakeClock(1_000)
+    with Storage.open(tmp_path / "data") as storage:
+        storage.create_topic(TOPIC, 1)
+        coord = _coordinator(storage, clock)
+        for i in range(50):
+            coord.init_producer_id(f"tx-{i}", 10_000)
+        coord.save_now()
+        _, pid, epoch = coord.init_producer_id("tx-7", 10_000)
+        coord.add_partitions("tx-7", pid, epoch, [(TOPIC, 0)])
+        coord.save_now()
+        on_disk = {t.transactional_id: t.to_json() for t in coord.file.read()}
+        assert on_disk == {t.transactional_id: t.to_json() for t in coord.transactions()}
+        assert on_disk["tx-7"]["state"] == "Ongoing" and on_disk["tx-7"]["producer_epoch"] == 1
+    with Storage.open(tmp_path / "data") as storage:
+        coord = _coordinator(storage, clock)  # aborts tx-7: the one entry changed, all kept
+        coord.init_producer_id("tx-new", 10_000)
+        coord.save_now()
+        assert len(coord.file.read()) == 51

@@ -108,9 +108,11 @@ async def handle_describe_log_dirs(broker: Broker, request: Request) -> Reply:
 
 async def handle_describe_producers(broker: Broker, request: Request) -> Reply:
     """The idempotent producers the broker remembers per partition (see
-    :class:`~logtrove.broker.produce.ProducerStates`): ID, epoch and last sequence. The
-    last timestamp is not kept (-1), and there are no transactions (-1 coordinator epoch
-    and transaction start offset)."""
+    :class:`~logtrove.broker.produce.ProducerStates`): ID, epoch and last sequence, and
+    the first offset of the producer's open transaction in the partition (-1 if none; what
+    ``kafka-transactions.sh find-hanging`` looks at). The last timestamp is not kept (-1);
+    the coordinator epoch is 0 for a producer with an open transaction (one coordinator
+    that never moves), else -1."""
     partitions = _partitions_of(broker)
     topics = []
     for topic in request.body.topics:
@@ -123,14 +125,15 @@ async def handle_describe_producers(broker: Broker, request: Request) -> Reply:
             if not _known(partitions, topic.name, p):
                 results.append({"partition_index": p, "error_code": ErrorCode.unknown_topic_or_partition})
                 continue
+            open_txns = (await broker.txn.indexes.load(broker.storage.log(topic.name, p))).open
             active = [
                 {
                     "producer_id": pid,
                     "producer_epoch": epoch,
                     "last_sequence": last_seq,
                     "last_timestamp": -1,
-                    "coordinator_epoch": -1,
-                    "current_txn_start_offset": -1,
+                    "coordinator_epoch": 0 if pid in open_txns else -1,
+                    "current_txn_start_offset": open_txns.get(pid, -1),
                 }
                 for pid, epoch, last_seq in broker.producers.active(topic.name, p)
             ]

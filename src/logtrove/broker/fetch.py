@@ -260,15 +260,31 @@ def _read_committed(
     broker: Broker, log: PartitionLog, offset: int, max_bytes: int, result: FetchedPartition
 ) -> ReadResult:
     """A read_committed read: batches below the last stable offset only, and the aborted
-    transactions with data in the range (the consumer drops their batches)."""
+    transactions with data in the range read (as Kafka bounds them: by the offset after the
+    batches returned, so a response never lists the aborted transactions of the rest of
+    the log)."""
     txns = broker.txn.indexes.get(log)
     end = log.log_end_offset
     stable = txns.last_stable_offset(end)
     read = log.read(offset, max_bytes, max_offset=stable)
     result.last_stable = stable
     txns.forget_before(read.log_start_offset)
-    result.aborted = txns.aborted_between(offset, stable) if read.slice is not None else []
+    upper = stable if read.upper_offset is None else read.upper_offset
+    result.aborted = txns.aborted_between(offset, upper) if read.slice is not None else []
     return read
+
+
+async def _load_transactions(broker: Broker, request: Request, names: dict[uuid.UUID, str]) -> None:
+    """Build, off the event loop, the transaction state of the partitions a read_committed
+    Fetch names (once per partition after a start; see TxnIndexes.load)."""
+    for key, wanted in wanted_partitions(request):
+        name = names.get(key, "") if isinstance(key, uuid.UUID) else key
+        for p in wanted:
+            try:
+                log = broker.storage.log(name, p.index)
+            except StorageError:
+                continue  # answered with its error by _read_all
+            await broker.txn.indexes.load(log)
 
 
 async def handle_fetch(broker: Broker, request: Request) -> RawBody:
@@ -278,6 +294,8 @@ async def handle_fetch(broker: Broker, request: Request) -> RawBody:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + ms(body.max_wait) / 1000
     names = {info.topic_id: info.name for info in broker.storage.topics()} if request.version >= 13 else {}
+    if getattr(body, "isolation_level", 0) == READ_COMMITTED:
+        await _load_transactions(broker, request, names)
     while True:
         topics, total, errors = _read_all(broker, request, names)
         remaining = deadline - loop.time()

@@ -64,9 +64,9 @@ async def handle_list_offsets(broker: Broker, request: Request) -> Reply:
                 continue
             try:
                 log = broker.storage.log(topic.name, p.partition_index)
-                stable = (
-                    broker.txn.indexes.get(log).last_stable_offset(log.log_end_offset) if committed else None
-                )
+                stable = None
+                if committed:
+                    stable = (await broker.txn.indexes.load(log)).last_stable_offset(log.log_end_offset)
                 offset, timestamp = _lookup(log, p.timestamp, stable)
                 result.update(offset=offset, timestamp=timestamp, leader_epoch=0)
             except StorageError as exc:

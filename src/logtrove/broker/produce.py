@@ -150,7 +150,7 @@ async def handle_init_producer_id(broker: Broker, request: Request) -> Reply:
                 "producer_id": -1,
                 "producer_epoch": -1,
             }
-        return init_transactional_producer(broker, request)
+        return await init_transactional_producer(broker, request)
     if not _may_write_idempotently(broker, request):
         return {"error_code": ErrorCode.cluster_authorization_failed, "producer_id": -1, "producer_epoch": -1}
     states = broker.producers
@@ -238,6 +238,21 @@ def _append(
         )
 
 
+async def _load_transactions(broker: Broker, body: Any) -> None:
+    """Build, off the event loop, the transaction state of the partitions this request
+    writes transactional batches to (once per partition after a start; see
+    TxnIndexes.load), so that the appends never walk a log on the loop."""
+    for topic in body.topic_data:
+        for p in topic.partition_data:
+            records = p.records
+            if not records or len(records) < HEADER_SIZE or not read_header(records, 0).is_transactional:
+                continue
+            try:
+                await broker.txn.indexes.load(broker.storage.log(topic.name, p.index))
+            except StorageError:
+                continue  # answered with its error by _append
+
+
 def _check_transactional(
     broker: Broker, header: BatchHeader, topic: str, partition: int
 ) -> PartitionProduceResult | None:
@@ -265,6 +280,7 @@ async def handle_produce(broker: Broker, request: Request) -> Reply:
     from logtrove.broker.server import RawBody
 
     body = request.body
+    await _load_transactions(broker, body)
     denied = {
         t.name
         for t in body.topic_data

@@ -253,6 +253,7 @@ class Broker:
             clock=storage.clock,
             notify=self.notify_append,
             max_timeout_ms=config.transaction_max_timeout_ms,
+            sync=config.durable_acks,  # the state is as durable as acknowledged records
         )
         self._txn_timeouts: asyncio.Task[None] | None = None
         self.group_commit = GroupCommit()
@@ -401,6 +402,10 @@ class Broker:
         self.group_commit.close()
         await self.groups.stop()
         await self.consumer_groups.stop()
+        try:
+            self.txn.save_now()
+        except OSError:
+            log.exception("cannot write the transaction state at shutdown (a restart completes or aborts)")
         if self.indexer is not None:
             self.indexer.stop()
         if self.cleaner is not None:
@@ -417,6 +422,7 @@ class Broker:
             await asyncio.sleep(self.config.maintenance_interval_ms / 1000)
             try:
                 self.txn.abort_expired()
+                await self.txn.flush()
             except Exception:  # the task must survive one bad round; the next retries
                 log.exception("aborting expired transactions failed")
 

@@ -5,7 +5,9 @@ InitProducerId with a transactional ID.
 Thin adapters between the kio request bodies of every version and
 :class:`logtrove.txn.TransactionCoordinator`, which holds the semantics. Requests of the
 versions before ``PRODUCER_FENCED`` existed get ``INVALID_PRODUCER_EPOCH`` instead, as
-Kafka answers them (InitProducerId below v4, the others below v2).
+Kafka answers them (InitProducerId below v4, the others below v2). Each answer waits
+until the coordinator's state is on disk (:meth:`TransactionCoordinator.flush`, off the
+event loop); if it cannot be written the answer is COORDINATOR_NOT_AVAILABLE (retriable).
 """
 
 from __future__ import annotations
@@ -32,7 +34,14 @@ def _fenced(code: ErrorCode, version: int, since: int = FENCED_SINCE) -> ErrorCo
     return code
 
 
-def init_transactional_producer(broker: Broker, request: Request) -> Reply:
+async def _durable(broker: Broker, code: ErrorCode) -> ErrorCode:
+    """``code`` once the state is on disk, or COORDINATOR_NOT_AVAILABLE if it cannot be."""
+    if not await broker.txn.flush():
+        return ErrorCode.coordinator_not_available
+    return code
+
+
+async def init_transactional_producer(broker: Broker, request: Request) -> Reply:
     """InitProducerId for a transactional ID (see produce.handle_init_producer_id)."""
     body = request.body
     if not body.transactional_id:  # Kafka: an empty transactional ID is INVALID_REQUEST
@@ -43,6 +52,9 @@ def init_transactional_producer(broker: Broker, request: Request) -> Reply:
         getattr(body, "producer_id", -1),
         getattr(body, "producer_epoch", -1),
     )
+    code = await _durable(broker, code)
+    if code:
+        pid, epoch = -1, -1
     return {
         "error_code": _fenced(code, request.version, INIT_FENCED_SINCE),
         "producer_id": pid,
@@ -55,7 +67,9 @@ def _exists(broker: Broker, topic: str, partition: int) -> bool:
     return storage.has_topic(topic) and 0 <= partition < storage.topic(topic).partitions
 
 
-def _add_partitions(broker: Broker, version: int, tid: str, pid: int, epoch: int, topics: Any) -> list[Any]:
+def _add_partitions(
+    broker: Broker, version: int, tid: str, pid: int, epoch: int, topics: Any
+) -> list[dict[str, Any]]:
     """One transaction's AddPartitionsToTxn: per-topic results. A partition that does not
     exist fails the whole request, the others answered OPERATION_NOT_ATTEMPTED (Kafka)."""
     asked = [(t.name, p) for t in topics for p in t.partitions]
@@ -84,6 +98,7 @@ async def handle_add_partitions_to_txn(broker: Broker, request: Request) -> Repl
     names several, each answered on its own. ``verify_only`` (KIP-890 verification) asks
     whether the partitions are already in the transaction, without adding them."""
     body = request.body
+    await _load_transactions(broker, body, request.version)
     if request.version <= 3:
         results = _add_partitions(
             broker,
@@ -93,7 +108,7 @@ async def handle_add_partitions_to_txn(broker: Broker, request: Request) -> Repl
             body.v3_and_below_producer_epoch,
             body.v3_and_below_topics,
         )
-        return {"results_by_topic_v3_and_below": results}
+        return {"results_by_topic_v3_and_below": await _durable_results(broker, results)}
     out = []
     for txn in body.transactions:
         if txn.verify_only:
@@ -103,7 +118,31 @@ async def handle_add_partitions_to_txn(broker: Broker, request: Request) -> Repl
                 broker, request.version, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics
             )
         out.append({"transactional_id": txn.transactional_id, "topic_results": topics})
+    if not await broker.txn.flush():
+        return {"error_code": ErrorCode.coordinator_not_available, "results_by_transaction": []}
     return {"results_by_transaction": out}
+
+
+async def _durable_results(broker: Broker, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The per-partition results, all COORDINATOR_NOT_AVAILABLE if the state cannot be written."""
+    if await broker.txn.flush():
+        return results
+    for topic in results:
+        for p in topic["results_by_partition"]:
+            p["partition_error_code"] = ErrorCode.coordinator_not_available
+    return results
+
+
+async def _load_transactions(broker: Broker, body: Any, version: int) -> None:
+    """Build, off the event loop, the transaction state of the partitions being added, so
+    that the markers written to them later never walk a log on the loop."""
+    topics = (
+        body.v3_and_below_topics if version <= 3 else [t for txn in body.transactions for t in txn.topics]
+    )
+    for t in topics:
+        for p in t.partitions:
+            if _exists(broker, t.name, p):
+                await broker.txn.indexes.load(broker.storage.log(t.name, p))
 
 
 def _verify(broker: Broker, txn: Any) -> list[dict[str, Any]]:
@@ -134,12 +173,19 @@ def _verify(broker: Broker, txn: Any) -> list[dict[str, Any]]:
 async def handle_add_offsets_to_txn(broker: Broker, request: Request) -> Reply:
     body = request.body
     code = broker.txn.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch, body.group_id)
-    return {"error_code": _fenced(code, request.version)}
+    return {"error_code": _fenced(await _durable(broker, code), request.version)}
 
 
 async def handle_end_txn(broker: Broker, request: Request) -> Reply:
     body = request.body
-    code = broker.txn.end_txn(body.transactional_id, body.producer_id, body.producer_epoch, body.committed)
+    tid = body.transactional_id
+    code = broker.txn.end_txn(tid, body.producer_id, body.producer_epoch, body.committed)
+    decided = await broker.txn.flush()
+    if body.committed and not code:
+        broker.txn.complete_commit(tid, decided=decided)
+        broker.txn.flush_later()  # Complete*: a restart that misses it completes the commit again
+    if not decided:
+        code = ErrorCode.coordinator_not_available
     return {"error_code": _fenced(code, request.version)}
 
 
@@ -171,7 +217,7 @@ async def handle_txn_offset_commit(broker: Broker, request: Request) -> Reply:
             body.group_id,
             {tp: c for tp, c in commits.items() if tp not in missing},
         )
-    code = _fenced(code, request.version)
+    code = _fenced(await _durable(broker, code), request.version)
     return {
         "topics": [
             {

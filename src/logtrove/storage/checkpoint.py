@@ -117,13 +117,15 @@ def _parse_entry(line: str) -> tuple[tuple[str, int], int] | None:
     return (topic, int(partition)), int(offset)
 
 
-def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
+def atomic_write(path: Path, data: bytes, mode: int = 0o644, *, sync: bool = True) -> None:
     """Replace ``path`` with ``data`` (file mode ``mode``): a temporary file of this
     call's own in the same directory, fsync, rename, fsync of the directory. The
     temporary file is created 0600 and only then given ``mode``, so a secret written
     with ``mode=0o600`` is never readable by others. Concurrent calls for one path never
     disturb each other (the last rename wins); a crash leaves the old or the new file and,
-    at worst, a temporary file that :func:`remove_temp_files` clears."""
+    at worst, a temporary file that :func:`remove_temp_files` clears. Without ``sync`` the
+    two fsyncs are skipped: the replacement is atomic for readers and survives a crash of
+    the process, not of the machine (the file's page-cache contents are what it holds)."""
     prefix = "." + path.name[:100] + "."
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=TMP_SUFFIX)
     tmp = Path(tmp_name)
@@ -133,7 +135,8 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         finally:
             os.close(fd)
         tmp.replace(path)
@@ -141,7 +144,8 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
-    fsync_dir(path.parent)
+    if sync:
+        fsync_dir(path.parent)
 
 
 def remove_temp_files(directory: Path, names: tuple[str, ...] | None = None) -> None:

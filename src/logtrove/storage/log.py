@@ -127,6 +127,9 @@ class ReadResult:
     first_offset: int | None  # base offset of the first batch returned
     log_start_offset: int
     log_end_offset: int
+    # read with max_offset: an offset above every one returned (the next batch's base, or
+    # max_offset); what a read_committed Fetch bounds its aborted transactions by
+    upper_offset: int | None = None
 
     @property
     def size(self) -> int:
@@ -632,11 +635,15 @@ class PartitionLog:
             return ReadResult(None, None, start, end)
         seg, position, header = located
         stop = seg.batch_end_before(position, position + max(max_bytes, 0))
-        if limit < end:
-            beyond = seg.find(limit, stop)
-            if beyond is not None and beyond[1].base_offset >= limit:
-                stop = min(stop, beyond[0])
-        return ReadResult(FileSlice(seg, position, stop - position), header.base_offset, start, end)
+        upper = None
+        if max_offset is not None:
+            if limit < end:
+                beyond = seg.find(limit, stop)
+                if beyond is not None and beyond[1].base_offset >= limit:
+                    stop = min(stop, beyond[0])
+            after = next(seg.batches(stop), None)
+            upper = min(after[1].base_offset, limit) if after is not None else limit
+        return ReadResult(FileSlice(seg, position, stop - position), header.base_offset, start, end, upper)
 
     def batches(
         self, start_offset: int = 0, end_offset: int | None = None

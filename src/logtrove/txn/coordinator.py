@@ -14,11 +14,17 @@ writing into it. A decision (PrepareCommit / PrepareAbort) found at a restart is
 out.
 
 Everything runs on the broker's event loop: the appends of markers are appends as any
-produce is, and no lock is needed.
+produce is, and no lock is needed. The state file is written off the loop: a change marks
+the state dirty, and :meth:`TransactionCoordinator.flush` (awaited by each handler before it
+answers) writes the latest state in a thread, one write shared by every change made
+meanwhile. A commit's decision is on disk before its first marker (EndTxn: ``end_txn``,
+``flush``, ``complete_commit``); an abort's markers may precede its state, since a restart
+that finds the transaction still open aborts it again, which changes nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -54,6 +60,7 @@ class TransactionCoordinator:
         notify: Callable[[], None] = lambda: None,
         max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS,
         id_expiration_ms: int = DEFAULT_ID_EXPIRATION_MS,
+        sync: bool = True,
     ) -> None:
         self.storage = storage
         self.offsets = offsets
@@ -63,9 +70,16 @@ class TransactionCoordinator:
         self.notify = notify
         self.max_timeout_ms = max_timeout_ms
         self.id_expiration_ms = id_expiration_ms
-        self.file = TxnStateFile(storage.path)
+        self.file = TxnStateFile(storage.path, sync=sync)
         self._txns: dict[str, TransactionMetadata] = {}
         self._by_producer: dict[int, TransactionMetadata] = {}
+        self._version = 0  # bumped by every change of state
+        self._written = 0  # the version the state file holds
+        self._write_lock = asyncio.Lock()
+        self._encoded: dict[str, bytes] = {}  # each ID's entry in the state file
+        self._dirty: set[str] = set()  # IDs whose entry changed since it was encoded
+        self._committing: set[str] = set()  # PrepareCommit not yet on disk: markers must wait
+        self._background: set[asyncio.Task[bool]] = set()
 
     # -- start ---------------------------------------------------------------------------
     def load(self) -> None:
@@ -74,12 +88,45 @@ class TransactionCoordinator:
         for txn in self.file.read():
             self._txns[txn.transactional_id] = txn
             self._by_producer[txn.producer_id] = txn
+        self._dirty = set(self._txns)
         for txn in list(self._txns.values()):
             if txn.state is TxnState.ONGOING:
                 log.info("aborting transaction %r, open when the broker stopped", txn.transactional_id)
                 self._fence_and_abort(txn)
             elif txn.state.preparing:
                 self._complete(txn)
+        self.save_now()
+
+    # -- the state file --------------------------------------------------------------------
+    def save_now(self) -> None:
+        """Write the state file if it changed (blocking: start, stop, tests)."""
+        if self._written < self._version:
+            version = self._version
+            self.file.write_bytes(self._encode())
+            self._written = version
+
+    async def flush(self) -> bool:
+        """Make every change made so far durable (the file written in a thread, off the
+        loop; concurrent callers share a write). ``False`` if it could not be written."""
+        target = self._version
+        async with self._write_lock:
+            if self._written >= target:
+                return True
+            version = self._version
+            data = self._encode()
+            try:
+                await asyncio.to_thread(self.file.write_bytes, data)
+            except OSError as exc:
+                log.error("cannot write %s: %s", self.file.path, exc)
+                return False
+            self._written = version
+            return True
+
+    def flush_later(self) -> None:
+        """Schedule :meth:`flush` without waiting for it."""
+        task = asyncio.get_running_loop().create_task(self.flush())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     # -- the APIs ------------------------------------------------------------------------
     def init_producer_id(
@@ -99,22 +146,22 @@ class TransactionCoordinator:
             txn.last_update_ms = self.clock.now_ms()
             self._txns[transactional_id] = txn
             self._by_producer[txn.producer_id] = txn
-            self._save()
+            self._save(txn)
             return ErrorCode.none, txn.producer_id, txn.producer_epoch
         if producer_id >= 0:
             if producer_id != txn.producer_id:
                 return ErrorCode.invalid_producer_id_mapping, -1, -1
             if producer_epoch != txn.producer_epoch:
                 return ErrorCode.producer_fenced, -1, -1
-        if txn.state.preparing:
+        if txn.state.preparing and transactional_id not in self._committing:
             self._complete(txn)  # a marker write failed earlier: try again
-            if txn.state.preparing:
-                return ErrorCode.concurrent_transactions, -1, -1
+        if txn.state.preparing:
+            return ErrorCode.concurrent_transactions, -1, -1
         if txn.state is TxnState.ONGOING:
             self._fence_and_abort(txn)
         self._bump_epoch(txn)
         txn.timeout_ms = timeout_ms
-        self._save()
+        self._save(txn)
         return ErrorCode.none, txn.producer_id, txn.producer_epoch
 
     def add_partitions(
@@ -132,7 +179,7 @@ class TransactionCoordinator:
         if new or txn.state is not TxnState.ONGOING:
             self._begin(txn)
             txn.partitions |= new
-            self._save()
+            self._save(txn)
         return ErrorCode.none
 
     def add_offsets(
@@ -145,7 +192,7 @@ class TransactionCoordinator:
         if group not in txn.groups or txn.state is not TxnState.ONGOING:
             self._begin(txn)
             txn.groups.add(group)
-            self._save()
+            self._save(txn)
         return ErrorCode.none
 
     def commit_offsets(
@@ -164,15 +211,16 @@ class TransactionCoordinator:
         if txn.state is not TxnState.ONGOING or group not in txn.groups:
             return ErrorCode.invalid_txn_state
         txn.offsets.setdefault(group, {}).update(commits)
-        self._save()
+        self._save(txn)
         return ErrorCode.none
 
     def end_txn(
         self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
     ) -> ErrorCode:
-        """EndTxn: write the decision, then the markers (and offsets on commit). Asking
-        again for the outcome a transaction already had is answered without error (a
-        retry); the other outcome, or ending no transaction, is INVALID_TXN_STATE."""
+        """EndTxn: decide. An abort is carried out at once; a commit waits for its decision
+        to be on disk — the caller awaits :meth:`flush`, then calls :meth:`complete_commit`.
+        Asking again for the outcome a transaction already had is answered without error
+        (a retry); the other outcome, or ending no transaction, is INVALID_TXN_STATE."""
         txn, error = self._current(transactional_id, producer_id, producer_epoch, allow_preparing=True)
         if txn is None:
             return error
@@ -183,8 +231,19 @@ class TransactionCoordinator:
         if txn.state is not TxnState.ONGOING:
             return ErrorCode.invalid_txn_state
         self._prepare(txn, preparing)
-        self._complete(txn)
+        if commit:
+            self._committing.add(transactional_id)
+        else:
+            self._complete(txn)
         return ErrorCode.none
+
+    def complete_commit(self, transactional_id: str, *, decided: bool) -> None:
+        """Write the markers and offsets of a commit decided by :meth:`end_txn`, once
+        ``decided`` (its decision is on disk); if not, :meth:`abort_expired` retries it."""
+        self._committing.discard(transactional_id)
+        txn = self._txns.get(transactional_id)
+        if decided and txn is not None and txn.state is TxnState.PREPARE_COMMIT:
+            self._complete(txn)
 
     def check_produce(self, producer_id: int, producer_epoch: int, topic: str, partition: int) -> ErrorCode:
         """Whether a transactional batch may be appended: its producer's transaction is
@@ -220,17 +279,19 @@ class TransactionCoordinator:
         for txn in idle:
             del self._txns[txn.transactional_id]
             self._by_producer.pop(txn.producer_id, None)
+            self._encoded.pop(txn.transactional_id, None)
+            self._dirty.discard(txn.transactional_id)
         if idle:
-            self._save()
+            self._save(None)
         for txn in list(self._txns.values()):
             if txn.state is TxnState.ONGOING and now - txn.start_ms > txn.timeout_ms:
                 log.info(
                     "aborting transaction %r: open longer than %d ms", txn.transactional_id, txn.timeout_ms
                 )
                 self._fence_and_abort(txn)
-                self._save()
+                self._save(txn)
                 aborted.append(txn.transactional_id)
-            elif txn.state.preparing:
+            elif txn.state.preparing and txn.transactional_id not in self._committing:
                 self._complete(txn)
         return aborted
 
@@ -281,7 +342,7 @@ class TransactionCoordinator:
     def _prepare(self, txn: TransactionMetadata, state: TxnState) -> None:
         txn.state = state
         txn.last_update_ms = self.clock.now_ms()
-        self._save()
+        self._save(txn)
 
     def _complete(self, txn: TransactionMetadata) -> None:
         """Write the markers of a decided transaction, apply its offsets on commit, and
@@ -303,7 +364,7 @@ class TransactionCoordinator:
         txn.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         txn.clear()
         txn.last_update_ms = self.clock.now_ms()
-        self._save()
+        self._save(txn)
 
     def _write_markers(self, txn: TransactionMetadata, commit: bool) -> None:
         batch = marker_batch(
@@ -323,5 +384,20 @@ class TransactionCoordinator:
             txns.on_marker(txn.producer_id, kind, appended.base_offset)
         self.notify()
 
-    def _save(self) -> None:
-        self.file.write(list(self._txns.values()))
+    def _save(self, txn: TransactionMetadata | None) -> None:
+        """Mark ``txn`` (or only the set of IDs) changed: the next :meth:`flush` writes it."""
+        if txn is not None:
+            self._dirty.add(txn.transactional_id)
+        self._version += 1
+
+    def _encode(self) -> bytes:
+        """The state file's bytes: the entries changed since the last call encoded again,
+        the others reused, so a change costs its own entry, not every ID's."""
+        for tid in self._dirty:
+            txn = self._txns.get(tid)
+            if txn is None:
+                self._encoded.pop(tid, None)
+            else:
+                self._encoded[tid] = self.file.encode_entry(txn)
+        self._dirty.clear()
+        return self.file.frame(list(self._encoded.values()))

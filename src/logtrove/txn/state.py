@@ -12,8 +12,11 @@ The prepare states are written before the markers: a restart finds the decision 
 completes it (writes the markers again and, for a commit, the group offsets).
 
 Storage: ``transactions.json`` in the data directory, replaced atomically
-(:func:`~logtrove.storage.checkpoint.atomic_write`: temp file, fsync, rename, directory
-fsync) on every change of state::
+(:func:`~logtrove.storage.checkpoint.atomic_write`: temp file, rename) after changes of
+state, before the requests that made them are answered; with ``sync`` (the broker's
+``durable_acks``) the file and the directory are fsynced too, as records are then. Without
+it the state survives a crash of the broker process, as acknowledged records do under the
+default ``flush.ms`` (Kafka writes ``__transaction_state`` to the page cache as well)::
 
     {"version": 1,
      "transactions": [{"transactional_id": "t", "producer_id": 1, "producer_epoch": 0,
@@ -124,8 +127,9 @@ class TransactionMetadata:
 class TxnStateFile:
     """``transactions.json``: every transactional ID's metadata, replaced atomically."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, sync: bool = True) -> None:
         self.path = directory / STATE_FILE
+        self.sync = sync
 
     def read(self) -> list[TransactionMetadata]:
         """The saved metadata (none if the file does not exist); a file that is not ours
@@ -145,6 +149,23 @@ class TxnStateFile:
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise StateFileError(f"{self.path} is not a transaction state file: {exc}") from exc
 
+    @staticmethod
+    def encode_entry(txn: TransactionMetadata) -> bytes:
+        """One ID's entry of the ``transactions`` list."""
+        return json.dumps(txn.to_json(), separators=(",", ":")).encode("utf-8")
+
+    @staticmethod
+    def frame(entries: list[bytes]) -> bytes:
+        """The whole file around entries from :meth:`encode_entry`."""
+        head = b'{"version":%d,"transactions":[' % FORMAT_VERSION
+        return head + b",".join(entries) + b"]}"
+
+    def encode(self, txns: list[TransactionMetadata]) -> bytes:
+        return self.frame([self.encode_entry(t) for t in txns])
+
+    def write_bytes(self, data: bytes) -> None:
+        """Replace the file with ``data`` (from :meth:`encode`); safe in a thread."""
+        atomic_write(self.path, data, sync=self.sync)
+
     def write(self, txns: list[TransactionMetadata]) -> None:
-        data = {"version": FORMAT_VERSION, "transactions": [t.to_json() for t in txns]}
-        atomic_write(self.path, json.dumps(data, separators=(",", ":")).encode("utf-8"))
+        self.write_bytes(self.encode(txns))

@@ -1,0 +1,82 @@
+"""Exactly once through crashes: a consume-transform-produce loop (``eos_copier.py``, a
+confluent-kafka transactional producer committing its consumer's offsets with
+``send_offsets_to_transaction``) is SIGKILLed, and so is the broker, while it copies; each
+time it is started again. In the end every input appears exactly once among the output a
+read_committed consumer reads."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from tests.broker.conftest import BrokerProcess, free_port
+from tests.broker.test_transactions import READ_COMMITTED, READ_UNCOMMITTED, _topic, _values
+from tests.broker.wire import WireClient
+
+COPIER = Path(__file__).with_name("eos_copier.py")
+TOTAL = 1000
+
+
+def _start_copier(bootstrap: str, log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, str(COPIER), bootstrap, "eos-in", "eos-out", str(TOTAL)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def _wait_for_output(port: int, more_than: int, copier: subprocess.Popen[bytes]) -> None:
+    """Until the output partitions hold more than ``more_than`` offsets (records and markers)."""
+    deadline = time.monotonic() + 60
+    with WireClient(port) as wire:
+        while time.monotonic() < deadline and copier.poll() is None:
+            if sum(int(wire.list_offsets("eos-out", p, -1).offset) for p in (0, 1)) > more_than:
+                return
+            time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_every_input_exactly_once_through_client_and_broker_kills(tmp_path: Path) -> None:
+    log = tmp_path / "copier.log"
+    with BrokerProcess(tmp_path / "data", free_port()) as broker:
+        bootstrap = broker.bootstrap
+        _topic(bootstrap, "eos-in", 2)
+        _topic(bootstrap, "eos-out", 2)
+        plain = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        for i in range(TOTAL):
+            plain.produce("eos-in", value=b"%d" % i, partition=i % 2)
+        plain.flush(20)
+
+        copier = _start_copier(bootstrap, log)
+        _wait_for_output(broker.port, 150, copier)
+        assert copier.poll() is None, "the copier finished before it could be killed mid-way"
+        copier.send_signal(signal.SIGKILL)
+        copier.wait(10)
+
+        copier = _start_copier(bootstrap, log)
+        _wait_for_output(broker.port, 500, copier)
+        assert copier.poll() is None, "the copier finished before the broker could be killed mid-way"
+        broker.stop(signal.SIGKILL)
+        broker.start()  # the copier reconnects, or fails and is started again below
+
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            if copier.poll() is not None:
+                if copier.returncode == 0:
+                    break
+                copier = _start_copier(bootstrap, log)
+            time.sleep(0.5)
+        if copier.poll() is None:
+            copier.kill()
+            copier.wait(10)
+        assert copier.returncode == 0, log.read_text()
+
+        out = _values(bootstrap, "eos-out", READ_COMMITTED, partitions=2)
+        assert sorted(out) == sorted(b"out-%d" % i for i in range(TOTAL))
+        assert len(_values(bootstrap, "eos-out", READ_UNCOMMITTED, partitions=2)) >= TOTAL
