@@ -1,9 +1,9 @@
 """Build of the compiled parts (everything else is in pyproject.toml): the indexer's
 per-record loop, which needs a C compiler and xxHash's header (Debian: libxxhash-dev,
 installed by scripts/install-system-deps.sh), the produce-time record walk and the Spark
-source's columnar decoder, which need only the compiler. ``optional=True``: without them
+columnar decoder (batches to Arrow buffers), which need only the compiler. ``optional=True``: without them
 the package still installs and runs the pure-Python twins, several times slower
-(``logtrove.storage.pending``, ``logtrove.records.walk``, ``logtrove.spark.columnar``)."""
+(``logtrove.storage.pending``, ``logtrove.records.walk``, ``logtrove.records.columnar``)."""
 
 from setuptools import Extension, setup
 
@@ -24,8 +24,8 @@ setup(
             optional=True,
         ),
         Extension(
-            "logtrove.spark._columnar",
-            ["src/logtrove/spark/_columnar.c"],
+            "logtrove.records._columnar",
+            ["src/logtrove/records/_columnar.c"],
             depends=["src/logtrove/records/varint.h"],
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra"],
             optional=True,

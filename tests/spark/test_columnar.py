@@ -4,6 +4,7 @@ and the same errors, and their Arrow batches equal the row-wise path's
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -16,15 +17,19 @@ from logtrove.records import (
     CorruptRecordError,
     NewRecord,
     build_batch,
+    columnar,
     iter_records,
     read_header,
 )
 from logtrove.records.batch import ATTR_TIMESTAMP_TYPE
+from logtrove.records.columnar import IMPLEMENTATION, NATIVE, PyDecoder, Taken, new_decoder
 from logtrove.records.record import batch_payload
 from logtrove.records.varint import encode_varint
-from logtrove.spark import columnar
-from logtrove.spark.columnar import IMPLEMENTATION, NATIVE, PyDecoder, Taken, new_decoder
 from logtrove.spark.columns import ColumnBuffer, add_batch, arrow_batch
+from logtrove.spark.direct import read_range
+from logtrove.spark.options import RecordFilter
+from logtrove.spark.ranges import OffsetRange
+from logtrove.storage import Storage
 
 requires_native = pytest.mark.skipif(NATIVE is None, reason="the compiled decoder is not built")
 CODECS = list(Compression)
@@ -252,6 +257,36 @@ def test_offsets_and_timestamps_out_of_int64_are_corrupt_not_wrapped() -> None:
             decoder.add(payload, 0, 2**62, None, 0, 10)  # ms fits, µs does not
         with pytest.raises(CorruptRecordError, match="timestamp is out of range"):
             decoder.add(payload, 0, 0, 2**62, 0, 10)
+
+
+def test_read_range_equals_the_row_wise_path_and_skips_control_batches(tmp_path: Path) -> None:
+    batches = _build(
+        [
+            (
+                [NewRecord(b"a%d" % i, b"k", (("id", b"m%d" % i),), 1000 + i) for i in range(30)],
+                Compression.ZSTD,
+                False,
+                0,
+            ),
+            ([NewRecord(None, b"t")], Compression.NONE, False, 3),
+            (
+                [NewRecord(b"c%d" % i, None, (("tag", b"T"),), 2000 + i) for i in range(30)],
+                Compression.GZIP,
+                True,
+                2,
+            ),
+        ]
+    )
+    with Storage.open(tmp_path / "data") as storage:
+        storage.create_topic("t", 4, {"segment.bytes": "1500"})
+        for data in batches:
+            storage.log("t", 3).append(data, assign_offsets=False)
+    for start, end in ((0, 1000), (115, 150)):
+        got = list(read_range(str(tmp_path / "data"), OffsetRange("t", 3, start, end), RecordFilter(), True))
+        table = pa.Table.from_batches(got)
+        expected = _expected(batches, start, end, True)
+        assert table.equals(pa.Table.from_batches([expected]))
+        assert 133 not in table.column("offset").to_pylist()  # the transaction marker is no row
 
 
 @requires_native

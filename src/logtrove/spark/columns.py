@@ -2,7 +2,7 @@
 ``tag``, emitted as Arrow record batches.
 
 Full scans decode whole batches into Arrow buffers with the columnar decoder
-(:func:`add_batch`, :func:`arrow_batch`, :mod:`logtrove.spark.columnar`); records found
+(:func:`add_batch`, :func:`arrow_batch`, :mod:`logtrove.records.columnar`); records found
 one by one (filter options, remote mode) go through :class:`ColumnBuffer`. Both give the
 same rows for the same records.
 
@@ -31,11 +31,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from logtrove.records import BatchHeader, CorruptRecordError, Record
+from logtrove.records import BatchHeader, Record
 from logtrove.records.batch import ATTR_TIMESTAMP_TYPE
+from logtrove.records.columnar import Column, Decoder, Taken
 from logtrove.records.record import batch_payload
-from logtrove.records.varint import decode_varint
-from logtrove.spark.columnar import Column, Decoder, Taken
 
 BATCH_ROWS = 8192
 BATCH_BYTES = 256 << 20  # flush before a column nears the 2 GiB of 32-bit Arrow offsets
@@ -162,7 +161,7 @@ class ColumnBuffer:
 
 def add_batch(decoder: Decoder, data: bytes, header: BatchHeader, start: int, end: int) -> int:
     """Decode the records of one batch with offsets in ``[start, end)`` into ``decoder``
-    (compiled when available, :mod:`logtrove.spark.columnar`); returns the rows added.
+    (compiled when available, :mod:`logtrove.records.columnar`); returns the rows added.
 
     The records are decompressed within the default bound
     (:data:`~logtrove.records.compression.DEFAULT_MAX_DECOMPRESSED_BYTES`); in a
@@ -188,7 +187,7 @@ def _binary(rows: int, column: Column, text: bool) -> Any:
 
 
 def arrow_batch(taken: Taken, topic: str, partition: int) -> Any:
-    """The ``pyarrow.RecordBatch`` of a :meth:`~logtrove.spark.columnar.Decoder.take`:
+    """The ``pyarrow.RecordBatch`` of a :meth:`~logtrove.records.columnar.Decoder.take`:
     its buffers wrapped without copying, ``topic`` and ``partition`` repeated.
 
     The schema is :func:`arrow_schema`, except that a column holding more than 2 GiB
@@ -223,71 +222,3 @@ def arrow_batch(taken: Taken, topic: str, partition: int) -> Any:
     if all(a.type == f.type for a, f in zip(arrays, schema, strict=True)):
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
     return pa.RecordBatch.from_arrays(arrays, names=schema.names)
-
-
-def _varint(buf: bytes, p: int) -> tuple[int, int]:
-    """A zig-zag varint; the one-byte case inline, the rest by the codec's decoder."""
-    b = buf[p]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), p + 1
-    return decode_varint(buf, p)
-
-
-def decode_batch_into(buf: ColumnBuffer, data: bytes, header: BatchHeader, start: int, end: int) -> None:
-    """Append the records of one batch with offsets in ``[start, end)`` to ``buf``.
-
-    The column-wise twin of :func:`logtrove.records.iter_records` (same layout, same
-    LogAppendTime rule, last header of a name wins): it builds no Record objects and
-    looks only for the id and tag headers, which makes full scans about twice as fast.
-    The batch tests compare its output with storage's decoded records.
-    """
-    payload = bytes(batch_payload(data, header))
-    base_offset, base_ts = header.base_offset, header.base_timestamp
-    append_time = header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None
-    ts_type = 0 if append_time is None else 1
-    id_name, tag_name = buf.id_header.encode(), buf.tag_header.encode()
-    with_headers = buf.include_headers
-    size = len(payload)
-    p = 0
-    while p < size:
-        length, p = _varint(payload, p)
-        record_end = p + length
-        ts_delta, p = _varint(payload, p + 1)  # + 1: the attributes byte
-        offset_delta, p = _varint(payload, p)
-        offset = base_offset + offset_delta
-        if not start <= offset < end:
-            p = record_end
-            continue
-        key_len, p = _varint(payload, p)
-        key = payload[p : p + key_len] if key_len >= 0 else None
-        p += max(key_len, 0)
-        value_len, p = _varint(payload, p)
-        value = payload[p : p + value_len] if value_len >= 0 else None
-        p += max(value_len, 0)
-        count, p = _varint(payload, p)
-        msg_id = tag = None
-        headers: list[dict[str, Any]] = []
-        for _ in range(count):
-            name_len, p = _varint(payload, p)
-            name = payload[p : p + name_len]
-            p += name_len
-            hv_len, p = _varint(payload, p)
-            hv = payload[p : p + hv_len] if hv_len >= 0 else None
-            p += max(hv_len, 0)
-            if name == id_name:
-                msg_id = hv
-            if name == tag_name:
-                tag = hv
-            if with_headers:
-                headers.append({"key": name.decode("utf-8", "replace"), "value": hv})
-        if p != record_end:
-            raise CorruptRecordError(f"record at offset {offset} disagrees with its length prefix")
-        buf.keys.append(key)
-        buf.values.append(value)
-        buf.offsets.append(offset)
-        buf.micros.append((base_ts + ts_delta if append_time is None else append_time) * 1000)
-        buf.types.append(ts_type)
-        buf.ids.append(_text(msg_id))
-        buf.tags.append(_text(tag))
-        if with_headers:
-            buf.headers.append(headers)

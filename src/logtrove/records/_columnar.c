@@ -1,12 +1,12 @@
 /*
- * logtrove.spark._columnar: the records of many batches straight into Arrow buffers.
+ * logtrove.records._columnar: the records of many batches straight into Arrow buffers.
  *
  * Decoder(id_name, tag_name, with_headers, large_threshold=2**31 - 1)
  *   .add(payload, base_offset, base_ts, append_ts, start, end) -> rows appended
  *   .take() -> (rows, offsets, micros, types, key, value, id, tag, headers)
  *   .rows, .nbytes
  *
- * It is the compiled twin of logtrove.spark.columnar.PyDecoder, which defines the
+ * It is the compiled twin of logtrove.records.columnar.PyDecoder, which defines the
  * behaviour and the output format (see that module's doc); tests/spark/test_columnar.py
  * checks that both return the same bytes for the same batches and raise the same
  * CorruptRecordError text for damaged ones.
@@ -29,7 +29,7 @@
  * batch began. To run the tests under AddressSanitizer and UBSan, build the module over
  * the installed one and preload them:
  *   gcc -shared -fPIC -g -O1 -fsanitize=address,undefined -std=c11 -I<python include> \
- *       src/logtrove/spark/_columnar.c -o src/logtrove/spark/_columnar.<suffix>.so
+ *       src/logtrove/records/_columnar.c -o src/logtrove/records/_columnar.<suffix>.so
  *   ASAN_OPTIONS=detect_leaks=0 LD_PRELOAD="$(gcc -print-file-name=libasan.so) \
  *       $(gcc -print-file-name=libubsan.so)" .venv/bin/python -m pytest tests/spark/test_columnar.py
  * then `make install` again.
@@ -39,7 +39,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../records/varint.h" /* read_varint */
+#include "varint.h" /* read_varint */
 
 static PyObject *CorruptRecordError; /* logtrove.records.errors.CorruptRecordError */
 
@@ -573,10 +573,10 @@ static PyGetSetDef Decoder_getset[] = {
 };
 
 static PyTypeObject DecoderType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "logtrove.spark._columnar.Decoder",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "logtrove.records._columnar.Decoder",
     .tp_basicsize = sizeof(Decoder),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = PyDoc_STR("Records of many batches into Arrow buffers (see logtrove.spark.columnar)."),
+    .tp_doc = PyDoc_STR("Records of many batches into Arrow buffers (see logtrove.records.columnar)."),
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Decoder_init,
     .tp_dealloc = (destructor)Decoder_dealloc,
@@ -586,8 +586,8 @@ static PyTypeObject DecoderType = {
 
 static struct PyModuleDef columnar_module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "logtrove.spark._columnar",
-    .m_doc = "Records of many batches into Arrow buffers, compiled (see logtrove.spark.columnar).",
+    .m_name = "logtrove.records._columnar",
+    .m_doc = "Records of many batches into Arrow buffers, compiled (see logtrove.records.columnar).",
     .m_size = -1,
 };
 

@@ -1,7 +1,7 @@
-"""Type stub of the compiled twin of :class:`logtrove.spark.columnar.PyDecoder`."""
+"""Type stub of the compiled twin of :class:`logtrove.records.columnar.PyDecoder`."""
 
 from logtrove.records.batch import Buffer
-from logtrove.spark.columnar import Taken
+from logtrove.records.columnar import Taken
 
 class Decoder:
     def __init__(

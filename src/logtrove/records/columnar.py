@@ -9,7 +9,7 @@ copying. No Python object is made per record.
 
 Two implementations give the same bytes for the same batches:
 
-* ``logtrove.spark._columnar.Decoder``, compiled from ``_columnar.c`` when the package is
+* ``logtrove.records._columnar.Decoder``, compiled from ``_columnar.c`` when the package is
   installed with a C compiler (about 20× faster);
 * :class:`PyDecoder`, pure Python, which defines the behaviour and the formats.
 
@@ -341,7 +341,7 @@ def _native() -> DecoderFactory | None:
     if os.environ.get("LOGTROVE_PURE_PYTHON") == "1":
         return None
     try:
-        from logtrove.spark._columnar import Decoder as Compiled
+        from logtrove.records._columnar import Decoder as Compiled
     except ImportError:
         return None
     return Compiled
