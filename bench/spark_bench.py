@@ -1,12 +1,14 @@
 """Spark benchmark: the ``logtrove`` data source next to the same data in Parquet, and a
 key lookup through the source's ``key`` option next to a full scan with a filter.
 
-Workload: N records (100-byte values, keys over K distinct values, headers id and tag)
-in 2 partitions of 64 MiB segments; local[2] Spark on this 2-core machine. Full:
-10 M records over 100 k keys; ``BENCH_QUICK=1``: 200 k over 2 k.
+Workload: N records (100-byte JSON values, keys over N / 100 distinct values, headers id
+and tag) in 2 partitions of 64 MiB segments; local[2] Spark on this 2-core machine. Full:
+10 M records; ``BENCH_QUICK=1``: 200 k; ``SPARK_BENCH_RECORDS=N`` sets N.
 
 * ``scan_source``: ``groupBy(partition).agg(count, sum(length(value)))`` over the topic
-  through the data source (every record decoded in Python on the executors).
+  through the data source (batches decoded into Arrow by the columnar decoder,
+  :mod:`logtrove.records.columnar`, on the executors).
+* ``export_json``: ``logtrove export --parse json`` of the topic (schema given), in rows/s.
 * ``export``: the same rows written once to Parquet (plain batch write).
 * ``scan_parquet``: the same aggregate over that Parquet copy; ``ratio`` is how many times
   faster Parquet is.
@@ -14,14 +16,21 @@ in 2 partitions of 64 MiB segments; local[2] Spark on this 2-core machine. Full:
   engine's ``.keyidx`` lookup; the topic is indexed first, as a broker's indexer does
   while records arrive) and through ``WHERE key = …`` over a full scan.
 
+``BENCH_BASELINE_SRC=DIR`` (the ``src/`` of an earlier checkout, compiled parts built in
+place) also measures ``scan_source`` and ``export_json`` with that code, on the same data
+in the same run: a child process with ``PYTHONPATH=DIR`` and its own Spark session, run
+before this one starts so that the two never share the cores.
+
 Each figure is the best of ``REPEAT`` runs after one warm-up query (Python workers
 started). Prints and saves ``bench/results/spark.json``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -31,12 +40,15 @@ from typing import Any
 
 from _common import QUICK, pick, save
 from logtrove.records import NewRecord, build_batch
+from logtrove.spark.export import ExportSpec, export_topic
 from logtrove.spark.session import local_session
 from logtrove.storage import Storage
 from logtrove.storage.indexer import Indexer
 
-RECORDS = pick(10_000_000, 200_000)
-KEYS = pick(100_000, 2_000)
+RECORDS = int(os.environ.get("SPARK_BENCH_RECORDS") or pick(10_000_000, 200_000))
+KEYS = max(RECORDS // 100, 1)
+BASELINE_SRC = os.environ.get("BENCH_BASELINE_SRC")
+JSON_SCHEMA = "n BIGINT, user STRING, path STRING, status INT, ms BIGINT, pad STRING"
 PARTITIONS = 2
 PER_BATCH = 500
 REPEAT = 1 if not QUICK else 2
@@ -46,14 +58,13 @@ BASE_TS = 1_700_000_000_000
 def build(data: Path) -> float:
     """Write the topic; returns the seconds it took."""
     started = time.perf_counter()
-    value = b"x" * 100
     with Storage.open(data) as storage:
         storage.create_topic("bench", PARTITIONS, {"segment.bytes": str(64 * 1024 * 1024)})
         logs = [storage.log("bench", p) for p in range(PARTITIONS)]
         for start in range(0, RECORDS, PER_BATCH):
             batch = [
                 NewRecord(
-                    value,
+                    json_value(i),
                     b"key-%06d" % ((i * 7919) % KEYS),
                     (("id", b"m-%d" % i), ("tag", b"TagA" if i % 3 == 0 else b"TagB")),
                     BASE_TS + i,
@@ -62,6 +73,18 @@ def build(data: Path) -> float:
             ]
             logs[(start // PER_BATCH) % PARTITIONS].append(build_batch(batch))
     return time.perf_counter() - started
+
+
+def json_value(i: int) -> bytes:
+    """A 100-byte JSON object of the shape ``JSON_SCHEMA`` describes."""
+    head = b'{"n":%d,"user":"u%04d","path":"/api/items/%d","status":%d,"ms":%d,"pad":"' % (
+        i,
+        i % 9973,
+        i % 1000,
+        200 if i % 10 else 404,
+        i % 517,
+    )
+    return head + b"x" * (98 - len(head)) + b'"}'
 
 
 def best(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -82,7 +105,66 @@ def aggregate(df: Any) -> list[tuple[int, int, int]]:
     return sorted((r.partition, r.n, r.b) for r in rows)
 
 
+def measure(spark: Any, data: Path, scratch: Path, label: str) -> dict[str, Any]:
+    """The source's full-scan aggregate and ``export --parse json`` with the code this
+    process imports."""
+    source = spark.read.format("logtrove").options(path=str(data), subscribe="bench").load()
+    spark.read.format("logtrove").options(
+        path=str(data), subscribe="bench", endingOffsets="earliest"
+    ).load().count()
+    scan_s, agg = best(lambda: aggregate(source))
+    assert sum(n for _, n, _ in agg) == RECORDS, agg
+    print(f"[{label}] source scan {scan_s:.1f} s", flush=True)
+    spec = ExportSpec(
+        "bench", scratch / f"export-{label}", path=str(data), parse="json", json_schema=JSON_SCHEMA
+    )
+    started = time.perf_counter()
+    exported = export_topic(spark, spec)
+    export_s = time.perf_counter() - started
+    assert exported.rows_added == RECORDS, exported
+    print(f"[{label}] export --parse json {export_s:.1f} s", flush=True)
+    return {"scan_s": scan_s, "agg": agg, "export_json_s": export_s, "decoder": decoder()}
+
+
+def decoder() -> str:
+    """Which decoder full scans use with the code this process imports."""
+    try:
+        from logtrove.records.columnar import IMPLEMENTATION
+    except ImportError:
+        return "row-wise Python (decode_batch_into)"
+    return f"columnar, {IMPLEMENTATION}"
+
+
+def baseline(data: Path, scratch: Path) -> dict[str, Any]:
+    """:func:`measure` in a child process importing ``BENCH_BASELINE_SRC``."""
+    assert BASELINE_SRC is not None
+    env = {**os.environ, "PYTHONPATH": BASELINE_SRC}
+    out = subprocess.run(
+        [sys.executable, __file__, "--measure", str(data), str(scratch)],
+        env=env,
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    *progress, last = out.stdout.strip().splitlines()
+    print("\n".join(progress), flush=True)
+    figures: dict[str, Any] = json.loads(last)
+    return figures
+
+
+def child(data: Path, scratch: Path) -> None:
+    spark = local_session("logtrove-bench-baseline", master="local[2]")
+    try:
+        figures = measure(spark, data, scratch, "baseline")
+    finally:
+        spark.stop()
+    print(json.dumps(figures))
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--measure"]:
+        child(Path(sys.argv[2]), Path(sys.argv[3]))
+        return
     scratch = Path(tempfile.mkdtemp(prefix="logtrove-spark-bench-", dir=os.environ.get("BENCH_DIR")))
     data, parquet = scratch / "data", scratch / "parquet"
     spark = None
@@ -94,15 +176,17 @@ def main() -> None:
             Indexer(storage).catch_up()  # what a broker's indexer thread does as records arrive
         index_s = time.perf_counter() - started
         print(f"indexed in {index_s:.1f} s", flush=True)
+        base = baseline(data, scratch) if BASELINE_SRC else None
+        if base is not None:
+            print(
+                f"baseline ({BASELINE_SRC}): scan {base['scan_s']:.1f} s, export {base['export_json_s']:.1f} s"
+            )
         spark = local_session("logtrove-bench", master="local[2]")
+        now = measure(spark, data, scratch, "this")
+        scan_s, agg = now["scan_s"], now["agg"]
+        if base is not None:
+            assert [tuple(x) for x in base["agg"]] == agg, (base["agg"], agg)
         source = spark.read.format("logtrove").options(path=str(data), subscribe="bench").load()
-        spark.read.format("logtrove").options(
-            path=str(data), subscribe="bench", endingOffsets="earliest"
-        ).load().count()
-
-        scan_s, agg = best(lambda: aggregate(source))
-        assert sum(n for _, n, _ in agg) == RECORDS, agg
-        print(f"source scan {scan_s:.1f} s", flush=True)
         started = time.perf_counter()
         source.select("key", "value", "topic", "partition", "offset", "timestamp", "id", "tag").write.parquet(
             str(parquet)
@@ -128,13 +212,25 @@ def main() -> None:
                 "keys": KEYS,
                 "partitions": PARTITIONS,
                 "value_bytes": 100,
+                "values": "JSON objects",
                 "spark": "local[2]",
                 "build_s": round(build_s, 1),
                 "index_s": round(index_s, 1),
             },
             "full_scan_aggregate": [
+                *(
+                    [
+                        {
+                            "via": f"logtrove data source, baseline: {base['decoder']}",
+                            "seconds": round(base["scan_s"], 2),
+                            "rows_per_s": round(RECORDS / base["scan_s"]),
+                        }
+                    ]
+                    if base
+                    else []
+                ),
                 {
-                    "via": "logtrove data source",
+                    "via": f"logtrove data source: {now['decoder']}",
                     "seconds": round(scan_s, 2),
                     "rows_per_s": round(RECORDS / scan_s),
                 },
@@ -145,6 +241,24 @@ def main() -> None:
                 },
             ],
             "parquet_over_source_ratio": round(scan_s / parquet_s, 1),
+            "export_parse_json": [
+                *(
+                    [
+                        {
+                            "via": f"baseline: {base['decoder']}",
+                            "seconds": round(base["export_json_s"], 2),
+                            "rows_per_s": round(RECORDS / base["export_json_s"]),
+                        }
+                    ]
+                    if base
+                    else []
+                ),
+                {
+                    "via": now["decoder"],
+                    "seconds": round(now["export_json_s"], 2),
+                    "rows_per_s": round(RECORDS / now["export_json_s"]),
+                },
+            ],
             "export_to_parquet_s": round(export_s, 2),
             "key_lookup": [
                 {
@@ -159,7 +273,11 @@ def main() -> None:
                 {
                     "title": f"Full-scan aggregate over {RECORDS:,} records",
                     "ylabel": "rows/s",
-                    "bars": {"data source": RECORDS / scan_s, "Parquet": RECORDS / parquet_s},
+                    "bars": {
+                        **({"data source (baseline)": RECORDS / base["scan_s"]} if base else {}),
+                        "data source": RECORDS / scan_s,
+                        "Parquet": RECORDS / parquet_s,
+                    },
                 }
             ],
         }
