@@ -22,7 +22,8 @@ in the same run: a child process with ``PYTHONPATH=DIR`` and its own Spark sessi
 before this one starts so that the two never share the cores.
 
 Each figure is the best of ``REPEAT`` runs after one warm-up query (Python workers
-started). Prints and saves ``bench/results/spark.json``.
+started); the JVM runs with the C2 JIT, as ``logtrove export`` has it
+(:func:`logtrove.spark.session.java_options`). Prints and saves ``bench/results/spark.json``.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import QUICK, pick, save
+from _common import pick, save
 from logtrove.records import NewRecord, build_batch
 from logtrove.spark.export import ExportSpec, export_topic
 from logtrove.spark.session import local_session
@@ -51,7 +52,7 @@ BASELINE_SRC = os.environ.get("BENCH_BASELINE_SRC")
 JSON_SCHEMA = "n BIGINT, user STRING, path STRING, status INT, ms BIGINT, pad STRING"
 PARTITIONS = 2
 PER_BATCH = 500
-REPEAT = 1 if not QUICK else 2
+REPEAT = 2
 BASE_TS = 1_700_000_000_000
 
 
@@ -165,6 +166,11 @@ def main() -> None:
     if sys.argv[1:2] == ["--measure"]:
         child(Path(sys.argv[2]), Path(sys.argv[3]))
         return
+    from logtrove.spark.session import java_options
+
+    # the JVM's options as `logtrove export` has them (C2 JIT), for this session and the
+    # baseline's alike (an earlier local_session leaves PYSPARK_SUBMIT_ARGS as it finds it)
+    os.environ["PYSPARK_SUBMIT_ARGS"] = f'--driver-java-options "{java_options(True)}" pyspark-shell'
     scratch = Path(tempfile.mkdtemp(prefix="logtrove-spark-bench-", dir=os.environ.get("BENCH_DIR")))
     data, parquet = scratch / "data", scratch / "parquet"
     spark = None
@@ -213,7 +219,7 @@ def main() -> None:
                 "partitions": PARTITIONS,
                 "value_bytes": 100,
                 "values": "JSON objects",
-                "spark": "local[2]",
+                "spark": "local[2], C2 JIT",
                 "build_s": round(build_s, 1),
                 "index_s": round(index_s, 1),
             },
