@@ -19,6 +19,7 @@ $(STAMP): pyproject.toml setup.py src/logtrove/storage/_indexcore.c src/logtrove
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
 	@$(BIN)/python -c "from logtrove.storage.pending import IMPLEMENTATION as I; print('indexer loop:', I)"
+	@$(BIN)/python -c "from logtrove.records.columnar import IMPLEMENTATION as I; print('columnar decoder:', I)"
 	@touch $(STAMP)
 
 run: install
