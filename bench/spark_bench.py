@@ -8,7 +8,8 @@ and tag) in 2 partitions of 64 MiB segments; local[2] Spark on this 2-core machi
 * ``scan_source``: ``groupBy(partition).agg(count, sum(length(value)))`` over the topic
   through the data source (batches decoded into Arrow by the columnar decoder,
   :mod:`logtrove.records.columnar`, on the executors).
-* ``export_json``: ``logtrove export --parse json`` of the topic (schema given), in rows/s.
+* ``export_json``: ``logtrove export --parse json`` of the topic (schema given) into a new
+  table, in rows/s.
 * ``export``: the same rows written once to Parquet (plain batch write).
 * ``scan_parquet``: the same aggregate over that Parquet copy; ``ratio`` is how many times
   faster Parquet is.
@@ -18,8 +19,9 @@ and tag) in 2 partitions of 64 MiB segments; local[2] Spark on this 2-core machi
 
 ``BENCH_BASELINE_SRC=DIR`` (the ``src/`` of an earlier checkout, compiled parts built in
 place) also measures ``scan_source`` and ``export_json`` with that code, on the same data
-in the same run: a child process with ``PYTHONPATH=DIR`` and its own Spark session, run
-before this one starts so that the two never share the cores.
+in the same run: child processes with ``PYTHONPATH=DIR`` or this checkout's ``src``, each
+with its own Spark session, run alternately before this process starts its own (the
+machine is shared: alternating gives both sides the same load).
 
 Each figure is the best of ``REPEAT`` runs after one warm-up query (Python workers
 started); the JVM runs with the C2 JIT, as ``logtrove export`` has it
@@ -88,9 +90,9 @@ def json_value(i: int) -> bytes:
     return head + b"x" * (98 - len(head)) + b'"}'
 
 
-def best(fn: Callable[[], Any]) -> tuple[float, Any]:
+def best(fn: Callable[[], Any], repeat: int = REPEAT) -> tuple[float, Any]:
     times, result = [], None
-    for _ in range(REPEAT):
+    for _ in range(repeat):
         started = time.perf_counter()
         result = fn()
         times.append(time.perf_counter() - started)
@@ -106,23 +108,29 @@ def aggregate(df: Any) -> list[tuple[int, int, int]]:
     return sorted((r.partition, r.n, r.b) for r in rows)
 
 
-def measure(spark: Any, data: Path, scratch: Path, label: str) -> dict[str, Any]:
-    """The source's full-scan aggregate and ``export --parse json`` with the code this
-    process imports."""
+def measure(
+    spark: Any, data: Path, scratch: Path, label: str, export: bool = True, repeat: int = REPEAT
+) -> dict[str, Any]:
+    """The source's full-scan aggregate and (with ``export``) ``export --parse json``,
+    with the code this process imports."""
     source = spark.read.format("logtrove").options(path=str(data), subscribe="bench").load()
     spark.read.format("logtrove").options(
         path=str(data), subscribe="bench", endingOffsets="earliest"
     ).load().count()
-    scan_s, agg = best(lambda: aggregate(source))
+    scan_s, agg = best(lambda: aggregate(source), repeat)
     assert sum(n for _, n, _ in agg) == RECORDS, agg
     print(f"[{label}] source scan {scan_s:.1f} s", flush=True)
-    spec = ExportSpec(
-        "bench", scratch / f"export-{label}", path=str(data), parse="json", json_schema=JSON_SCHEMA
-    )
-    started = time.perf_counter()
-    exported = export_topic(spark, spec)
-    export_s = time.perf_counter() - started
-    assert exported.rows_added == RECORDS, exported
+    if not export:
+        return {"scan_s": scan_s, "agg": agg, "decoder": decoder()}
+    runs = iter(range(repeat))
+
+    def export_once() -> int:
+        to = scratch / f"export-{label}-{next(runs)}"
+        spec = ExportSpec("bench", to, path=str(data), parse="json", json_schema=JSON_SCHEMA)
+        return export_topic(spark, spec).rows_added
+
+    export_s, rows = best(export_once, repeat)
+    assert rows == RECORDS, rows
     print(f"[{label}] export --parse json {export_s:.1f} s", flush=True)
     return {"scan_s": scan_s, "agg": agg, "export_json_s": export_s, "decoder": decoder()}
 
@@ -136,13 +144,11 @@ def decoder() -> str:
     return f"columnar, {IMPLEMENTATION}"
 
 
-def baseline(data: Path, scratch: Path) -> dict[str, Any]:
-    """:func:`measure` in a child process importing ``BENCH_BASELINE_SRC``."""
-    assert BASELINE_SRC is not None
-    env = {**os.environ, "PYTHONPATH": BASELINE_SRC}
+def in_child(src: str, data: Path, scratch: Path, label: str) -> dict[str, Any]:
+    """:func:`measure` in a child process importing logtrove from ``src``."""
     out = subprocess.run(
-        [sys.executable, __file__, "--measure", str(data), str(scratch)],
-        env=env,
+        [sys.executable, __file__, "--measure", str(data), str(scratch), label],
+        env={**os.environ, "PYTHONPATH": src},
         check=True,
         stdout=subprocess.PIPE,
         text=True,
@@ -153,18 +159,35 @@ def baseline(data: Path, scratch: Path) -> dict[str, Any]:
     return figures
 
 
-def child(data: Path, scratch: Path) -> None:
-    spark = local_session("logtrove-bench-baseline", master="local[2]")
+def child(data: Path, scratch: Path, label: str) -> None:
+    spark = local_session(f"logtrove-bench-{label}", master="local[2]")
     try:
-        figures = measure(spark, data, scratch, "baseline")
+        figures = measure(spark, data, scratch, label, repeat=1)  # the parent repeats children
     finally:
         spark.stop()
     print(json.dumps(figures))
 
 
+def compare(data: Path, scratch: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The baseline's and this checkout's figures, each the best of ``REPEAT`` children
+    run alternately (baseline, this, baseline, this…) so that both see the same load."""
+    assert BASELINE_SRC is not None
+    import logtrove
+
+    this_src = str(Path(logtrove.__file__).resolve().parents[1])
+    best_of: dict[str, dict[str, Any]] = {}
+    for i in range(REPEAT):
+        for side, src in (("baseline", BASELINE_SRC), ("this", this_src)):
+            got = in_child(src, data, scratch, f"{side}-{i}")
+            kept = best_of.setdefault(side, got)
+            for key in ("scan_s", "export_json_s"):
+                kept[key] = min(kept[key], got[key])
+    return best_of["baseline"], best_of["this"]
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--measure"]:
-        child(Path(sys.argv[2]), Path(sys.argv[3]))
+        child(Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4])
         return
     from logtrove.spark.session import java_options
 
@@ -175,6 +198,7 @@ def main() -> None:
     data, parquet = scratch / "data", scratch / "parquet"
     spark = None
     try:
+        load_start = os.getloadavg()[0]  # other jobs on the machine skew every figure
         build_s = build(data)
         print(f"built {RECORDS:,} records in {build_s:.1f} s", flush=True)
         started = time.perf_counter()
@@ -182,16 +206,15 @@ def main() -> None:
             Indexer(storage).catch_up()  # what a broker's indexer thread does as records arrive
         index_s = time.perf_counter() - started
         print(f"indexed in {index_s:.1f} s", flush=True)
-        base = baseline(data, scratch) if BASELINE_SRC else None
-        if base is not None:
-            print(
-                f"baseline ({BASELINE_SRC}): scan {base['scan_s']:.1f} s, export {base['export_json_s']:.1f} s"
-            )
+        base, ours = compare(data, scratch) if BASELINE_SRC else (None, None)
         spark = local_session("logtrove-bench", master="local[2]")
-        now = measure(spark, data, scratch, "this")
+        now = measure(spark, data, scratch, "this", export=ours is None)
+        if ours is not None:  # the scan next to Parquet is this session's; export the children's
+            now["export_json_s"] = ours["export_json_s"]
         scan_s, agg = now["scan_s"], now["agg"]
         if base is not None:
             assert [tuple(x) for x in base["agg"]] == agg, (base["agg"], agg)
+            print(f"baseline: scan {base['scan_s']:.1f} s, export {base['export_json_s']:.1f} s", flush=True)
         source = spark.read.format("logtrove").options(path=str(data), subscribe="bench").load()
         started = time.perf_counter()
         source.select("key", "value", "topic", "partition", "offset", "timestamp", "id", "tag").write.parquet(
@@ -222,6 +245,7 @@ def main() -> None:
                 "spark": "local[2], C2 JIT",
                 "build_s": round(build_s, 1),
                 "index_s": round(index_s, 1),
+                "load_average_1min": f"{load_start:.1f} at start, {os.getloadavg()[0]:.1f} at end",
             },
             "full_scan_aggregate": [
                 *(
@@ -235,8 +259,19 @@ def main() -> None:
                     if base
                     else []
                 ),
+                *(
+                    [
+                        {
+                            "via": f"logtrove data source: {ours['decoder']}, alternating with the baseline",
+                            "seconds": round(ours["scan_s"], 2),
+                            "rows_per_s": round(RECORDS / ours["scan_s"]),
+                        }
+                    ]
+                    if ours
+                    else []
+                ),
                 {
-                    "via": f"logtrove data source: {now['decoder']}",
+                    "via": f"logtrove data source: {now['decoder']}, next to Parquet",
                     "seconds": round(scan_s, 2),
                     "rows_per_s": round(RECORDS / scan_s),
                 },
@@ -275,6 +310,12 @@ def main() -> None:
                 {"via": "WHERE key = … (full scan)", "seconds": round(full_s, 2), "rows": n_full},
             ],
             "key_lookup_speedup": round(full_s / option_s, 1),
+            "notes": (
+                "The compiled decoder alone runs 5-10 M records/s on one core (executor side of the"
+                " scan: about 0.2 s for 1 M records); the rest of the source's time is Spark's (Arrow"
+                " to rows in the JVM, Python workers). Export is bound by Spark too: from_json, the"
+                " Parquet write partitioned by date and hour, the streaming file sink."
+            ),
             "plots": [
                 {
                     "title": f"Full-scan aggregate over {RECORDS:,} records",
