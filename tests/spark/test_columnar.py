@@ -293,3 +293,11 @@ def test_read_range_equals_the_row_wise_path_and_skips_control_batches(tmp_path:
 def test_the_compiled_decoder_is_what_runs_when_built() -> None:
     assert IMPLEMENTATION == "compiled"
     assert not isinstance(new_decoder(b"id", b"tag", False), PyDecoder)
+
+
+@requires_native
+def test_a_compiled_decoder_without_init_refuses_to_decode() -> None:
+    assert NATIVE is not None
+    decoder = NATIVE.__new__(NATIVE)
+    with pytest.raises(RuntimeError, match="__init__"):
+        decoder.add(GOOD, 0, 0, None, 0, 10)

@@ -459,6 +459,10 @@ Decoder_add(Decoder *self, PyObject *args)
     Py_buffer payload;
     long long base_offset, base_ts, start, end, append_ts = 0;
     PyObject *append_obj;
+    if (self->id_name == NULL || self->tag_name == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Decoder.__init__ was not called");
+        return NULL;
+    }
     if (!PyArg_ParseTuple(args, "y*LLOLL", &payload, &base_offset, &base_ts, &append_obj, &start, &end)) {
         return NULL;
     }
