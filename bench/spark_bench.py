@@ -1,12 +1,15 @@
 """Spark benchmark: the ``logtrove`` data source next to the same data in Parquet, and a
 key lookup through the source's ``key`` option next to a full scan with a filter.
 
-Workload: N records (100-byte values, keys over K distinct values, headers id and tag)
-in 2 partitions of 64 MiB segments; local[2] Spark on this 2-core machine. Full:
-10 M records over 100 k keys; ``BENCH_QUICK=1``: 200 k over 2 k.
+Workload: N records (100-byte JSON values, keys over N / 100 distinct values, headers id
+and tag) in 2 partitions of 64 MiB segments; local[2] Spark on this 2-core machine. Full:
+10 M records; ``BENCH_QUICK=1``: 200 k; ``SPARK_BENCH_RECORDS=N`` sets N.
 
 * ``scan_source``: ``groupBy(partition).agg(count, sum(length(value)))`` over the topic
-  through the data source (every record decoded in Python on the executors).
+  through the data source (batches decoded into Arrow by the columnar decoder,
+  :mod:`logtrove.records.columnar`, on the executors).
+* ``export_json``: ``logtrove export --parse json`` of the topic (schema given) into a new
+  table, in rows/s.
 * ``export``: the same rows written once to Parquet (plain batch write).
 * ``scan_parquet``: the same aggregate over that Parquet copy; ``ratio`` is how many times
   faster Parquet is.
@@ -14,14 +17,23 @@ in 2 partitions of 64 MiB segments; local[2] Spark on this 2-core machine. Full:
   engine's ``.keyidx`` lookup; the topic is indexed first, as a broker's indexer does
   while records arrive) and through ``WHERE key = …`` over a full scan.
 
+``BENCH_BASELINE_SRC=DIR`` (the ``src/`` of an earlier checkout, compiled parts built in
+place) also measures ``scan_source`` and ``export_json`` with that code, on the same data
+in the same run: child processes with ``PYTHONPATH=DIR`` or this checkout's ``src``, each
+with its own Spark session, run alternately before this process starts its own (the
+machine is shared: alternating gives both sides the same load).
+
 Each figure is the best of ``REPEAT`` runs after one warm-up query (Python workers
-started). Prints and saves ``bench/results/spark.json``.
+started); the JVM runs with the C2 JIT, as ``logtrove export`` has it
+(:func:`logtrove.spark.session.java_options`). Prints and saves ``bench/results/spark.json``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,31 +41,33 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import QUICK, pick, save
+from _common import pick, save
 from logtrove.records import NewRecord, build_batch
+from logtrove.spark.export import ExportSpec, export_topic
 from logtrove.spark.session import local_session
 from logtrove.storage import Storage
 from logtrove.storage.indexer import Indexer
 
-RECORDS = pick(10_000_000, 200_000)
-KEYS = pick(100_000, 2_000)
+RECORDS = int(os.environ.get("SPARK_BENCH_RECORDS") or pick(10_000_000, 200_000))
+KEYS = max(RECORDS // 100, 1)
+BASELINE_SRC = os.environ.get("BENCH_BASELINE_SRC")
+JSON_SCHEMA = "n BIGINT, user STRING, path STRING, status INT, ms BIGINT, pad STRING"
 PARTITIONS = 2
 PER_BATCH = 500
-REPEAT = 1 if not QUICK else 2
+REPEAT = 2
 BASE_TS = 1_700_000_000_000
 
 
 def build(data: Path) -> float:
     """Write the topic; returns the seconds it took."""
     started = time.perf_counter()
-    value = b"x" * 100
     with Storage.open(data) as storage:
         storage.create_topic("bench", PARTITIONS, {"segment.bytes": str(64 * 1024 * 1024)})
         logs = [storage.log("bench", p) for p in range(PARTITIONS)]
         for start in range(0, RECORDS, PER_BATCH):
             batch = [
                 NewRecord(
-                    value,
+                    json_value(i),
                     b"key-%06d" % ((i * 7919) % KEYS),
                     (("id", b"m-%d" % i), ("tag", b"TagA" if i % 3 == 0 else b"TagB")),
                     BASE_TS + i,
@@ -64,9 +78,21 @@ def build(data: Path) -> float:
     return time.perf_counter() - started
 
 
-def best(fn: Callable[[], Any]) -> tuple[float, Any]:
+def json_value(i: int) -> bytes:
+    """A 100-byte JSON object of the shape ``JSON_SCHEMA`` describes."""
+    head = b'{"n":%d,"user":"u%04d","path":"/api/items/%d","status":%d,"ms":%d,"pad":"' % (
+        i,
+        i % 9973,
+        i % 1000,
+        200 if i % 10 else 404,
+        i % 517,
+    )
+    return head + b"x" * (98 - len(head)) + b'"}'
+
+
+def best(fn: Callable[[], Any], repeat: int = REPEAT) -> tuple[float, Any]:
     times, result = [], None
-    for _ in range(REPEAT):
+    for _ in range(repeat):
         started = time.perf_counter()
         result = fn()
         times.append(time.perf_counter() - started)
@@ -82,11 +108,97 @@ def aggregate(df: Any) -> list[tuple[int, int, int]]:
     return sorted((r.partition, r.n, r.b) for r in rows)
 
 
+def measure(
+    spark: Any, data: Path, scratch: Path, label: str, export: bool = True, repeat: int = REPEAT
+) -> dict[str, Any]:
+    """The source's full-scan aggregate and (with ``export``) ``export --parse json``,
+    with the code this process imports."""
+    source = spark.read.format("logtrove").options(path=str(data), subscribe="bench").load()
+    spark.read.format("logtrove").options(
+        path=str(data), subscribe="bench", endingOffsets="earliest"
+    ).load().count()
+    scan_s, agg = best(lambda: aggregate(source), repeat)
+    assert sum(n for _, n, _ in agg) == RECORDS, agg
+    print(f"[{label}] source scan {scan_s:.1f} s", flush=True)
+    if not export:
+        return {"scan_s": scan_s, "agg": agg, "decoder": decoder()}
+    runs = iter(range(repeat))
+
+    def export_once() -> int:
+        to = scratch / f"export-{label}-{next(runs)}"
+        spec = ExportSpec("bench", to, path=str(data), parse="json", json_schema=JSON_SCHEMA)
+        return export_topic(spark, spec).rows_added
+
+    export_s, rows = best(export_once, repeat)
+    assert rows == RECORDS, rows
+    print(f"[{label}] export --parse json {export_s:.1f} s", flush=True)
+    return {"scan_s": scan_s, "agg": agg, "export_json_s": export_s, "decoder": decoder()}
+
+
+def decoder() -> str:
+    """Which decoder full scans use with the code this process imports."""
+    try:
+        from logtrove.records.columnar import IMPLEMENTATION
+    except ImportError:
+        return "row-wise Python (decode_batch_into)"
+    return f"columnar, {IMPLEMENTATION}"
+
+
+def in_child(src: str, data: Path, scratch: Path, label: str) -> dict[str, Any]:
+    """:func:`measure` in a child process importing logtrove from ``src``."""
+    out = subprocess.run(
+        [sys.executable, __file__, "--measure", str(data), str(scratch), label],
+        env={**os.environ, "PYTHONPATH": src},
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    *progress, last = out.stdout.strip().splitlines()
+    print("\n".join(progress), flush=True)
+    figures: dict[str, Any] = json.loads(last)
+    return figures
+
+
+def child(data: Path, scratch: Path, label: str) -> None:
+    spark = local_session(f"logtrove-bench-{label}", master="local[2]")
+    try:
+        figures = measure(spark, data, scratch, label, repeat=1)  # the parent repeats children
+    finally:
+        spark.stop()
+    print(json.dumps(figures))
+
+
+def compare(data: Path, scratch: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The baseline's and this checkout's figures, each the best of ``REPEAT`` children
+    run alternately (baseline, this, baseline, this…) so that both see the same load."""
+    assert BASELINE_SRC is not None
+    import logtrove
+
+    this_src = str(Path(logtrove.__file__).resolve().parents[1])
+    best_of: dict[str, dict[str, Any]] = {}
+    for i in range(REPEAT):
+        for side, src in (("baseline", BASELINE_SRC), ("this", this_src)):
+            got = in_child(src, data, scratch, f"{side}-{i}")
+            kept = best_of.setdefault(side, got)
+            for key in ("scan_s", "export_json_s"):
+                kept[key] = min(kept[key], got[key])
+    return best_of["baseline"], best_of["this"]
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--measure"]:
+        child(Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4])
+        return
+    from logtrove.spark.session import java_options
+
+    # the JVM's options as `logtrove export` has them (C2 JIT), for this session and the
+    # baseline's alike (an earlier local_session leaves PYSPARK_SUBMIT_ARGS as it finds it)
+    os.environ["PYSPARK_SUBMIT_ARGS"] = f'--driver-java-options "{java_options(True)}" pyspark-shell'
     scratch = Path(tempfile.mkdtemp(prefix="logtrove-spark-bench-", dir=os.environ.get("BENCH_DIR")))
     data, parquet = scratch / "data", scratch / "parquet"
     spark = None
     try:
+        load_start = os.getloadavg()[0]  # other jobs on the machine skew every figure
         build_s = build(data)
         print(f"built {RECORDS:,} records in {build_s:.1f} s", flush=True)
         started = time.perf_counter()
@@ -94,15 +206,16 @@ def main() -> None:
             Indexer(storage).catch_up()  # what a broker's indexer thread does as records arrive
         index_s = time.perf_counter() - started
         print(f"indexed in {index_s:.1f} s", flush=True)
+        base, ours = compare(data, scratch) if BASELINE_SRC else (None, None)
         spark = local_session("logtrove-bench", master="local[2]")
+        now = measure(spark, data, scratch, "this", export=ours is None)
+        if ours is not None:  # the scan next to Parquet is this session's; export the children's
+            now["export_json_s"] = ours["export_json_s"]
+        scan_s, agg = now["scan_s"], now["agg"]
+        if base is not None:
+            assert [tuple(x) for x in base["agg"]] == agg, (base["agg"], agg)
+            print(f"baseline: scan {base['scan_s']:.1f} s, export {base['export_json_s']:.1f} s", flush=True)
         source = spark.read.format("logtrove").options(path=str(data), subscribe="bench").load()
-        spark.read.format("logtrove").options(
-            path=str(data), subscribe="bench", endingOffsets="earliest"
-        ).load().count()
-
-        scan_s, agg = best(lambda: aggregate(source))
-        assert sum(n for _, n, _ in agg) == RECORDS, agg
-        print(f"source scan {scan_s:.1f} s", flush=True)
         started = time.perf_counter()
         source.select("key", "value", "topic", "partition", "offset", "timestamp", "id", "tag").write.parquet(
             str(parquet)
@@ -128,13 +241,37 @@ def main() -> None:
                 "keys": KEYS,
                 "partitions": PARTITIONS,
                 "value_bytes": 100,
-                "spark": "local[2]",
+                "values": "JSON objects",
+                "spark": "local[2], C2 JIT",
                 "build_s": round(build_s, 1),
                 "index_s": round(index_s, 1),
+                "load_average_1min": f"{load_start:.1f} at start, {os.getloadavg()[0]:.1f} at end",
             },
             "full_scan_aggregate": [
+                *(
+                    [
+                        {
+                            "via": f"logtrove data source, baseline: {base['decoder']}",
+                            "seconds": round(base["scan_s"], 2),
+                            "rows_per_s": round(RECORDS / base["scan_s"]),
+                        }
+                    ]
+                    if base
+                    else []
+                ),
+                *(
+                    [
+                        {
+                            "via": f"logtrove data source: {ours['decoder']}, alternating with the baseline",
+                            "seconds": round(ours["scan_s"], 2),
+                            "rows_per_s": round(RECORDS / ours["scan_s"]),
+                        }
+                    ]
+                    if ours
+                    else []
+                ),
                 {
-                    "via": "logtrove data source",
+                    "via": f"logtrove data source: {now['decoder']}, next to Parquet",
                     "seconds": round(scan_s, 2),
                     "rows_per_s": round(RECORDS / scan_s),
                 },
@@ -145,6 +282,24 @@ def main() -> None:
                 },
             ],
             "parquet_over_source_ratio": round(scan_s / parquet_s, 1),
+            "export_parse_json": [
+                *(
+                    [
+                        {
+                            "via": f"baseline: {base['decoder']}",
+                            "seconds": round(base["export_json_s"], 2),
+                            "rows_per_s": round(RECORDS / base["export_json_s"]),
+                        }
+                    ]
+                    if base
+                    else []
+                ),
+                {
+                    "via": now["decoder"],
+                    "seconds": round(now["export_json_s"], 2),
+                    "rows_per_s": round(RECORDS / now["export_json_s"]),
+                },
+            ],
             "export_to_parquet_s": round(export_s, 2),
             "key_lookup": [
                 {
@@ -155,11 +310,21 @@ def main() -> None:
                 {"via": "WHERE key = … (full scan)", "seconds": round(full_s, 2), "rows": n_full},
             ],
             "key_lookup_speedup": round(full_s / option_s, 1),
+            "notes": (
+                "The compiled decoder alone runs 5-10 M records/s on one core (executor side of the"
+                " scan: about 0.2 s for 1 M records); the rest of the source's time is Spark's (Arrow"
+                " to rows in the JVM, Python workers). Export is bound by Spark too: from_json, the"
+                " Parquet write partitioned by date and hour, the streaming file sink."
+            ),
             "plots": [
                 {
                     "title": f"Full-scan aggregate over {RECORDS:,} records",
                     "ylabel": "rows/s",
-                    "bars": {"data source": RECORDS / scan_s, "Parquet": RECORDS / parquet_s},
+                    "bars": {
+                        **({"data source (baseline)": RECORDS / base["scan_s"]} if base else {}),
+                        "data source": RECORDS / scan_s,
+                        "Parquet": RECORDS / parquet_s,
+                    },
                 }
             ],
         }

@@ -28,7 +28,7 @@ BootstrapOption = Annotated[
 
 
 @contextmanager
-def _spark_session(name: str) -> Iterator[Any]:
+def _spark_session(name: str, *, full_jit: bool = False) -> Iterator[Any]:
     from logtrove.spark import INSTALL_HINT, SparkNotInstalledError, require_pyspark
 
     try:
@@ -45,7 +45,7 @@ def _spark_session(name: str) -> Iterator[Any]:
         register(active)
         yield active
         return
-    spark = local_session(name)
+    spark = local_session(name, full_jit=full_jit)
     try:
         yield spark
     finally:
@@ -109,7 +109,7 @@ def export(
     with cli_errors():
         since_ms = parse_time(since) if since else None
         until_ms = parse_time(until) if until else None
-    with _spark_session("logtrove-export") as spark, cli_errors(), _spark_errors():
+    with _spark_session("logtrove-export", full_jit=True) as spark, cli_errors(), _spark_errors():
         from logtrove.spark.export import ExportSpec, export_topic
 
         spec = ExportSpec(

@@ -2,9 +2,10 @@
 
 Batches travel opaquely through produce and fetch; this package frames, validates and
 patches them (:mod:`.batch`), walks a produced batch's records in compiled code
-(:mod:`.walk`) and, off the hot path, decodes, builds and recompresses their records
-(:mod:`.record`, :mod:`.builder`) in all four compressions (:mod:`.compression`, which
-bounds how much a batch may decompress to).
+(:mod:`.walk`), decodes runs of batches into Arrow buffers for the bulk readers
+(:mod:`.columnar`, compiled too) and, off the hot path, decodes, builds and recompresses
+their records (:mod:`.record`, :mod:`.builder`) in all four compressions
+(:mod:`.compression`, which bounds how much a batch may decompress to).
 """
 
 from logtrove.records.batch import (

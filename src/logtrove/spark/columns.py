@@ -1,5 +1,10 @@
 """Rows of the ``logtrove`` source: the columns of Spark's Kafka source plus ``id`` and
-``tag``, collected column by column and emitted as Arrow record batches.
+``tag``, emitted as Arrow record batches.
+
+Full scans decode whole batches into Arrow buffers with the columnar decoder
+(:func:`add_batch`, :func:`arrow_batch`, :mod:`logtrove.records.columnar`); records found
+one by one (filter options, remote mode) go through :class:`ColumnBuffer`. Both give the
+same rows for the same records.
 
 =================  ==========================  ======================================
 column             Spark type                  Arrow type (must match exactly)
@@ -26,12 +31,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from logtrove.records import BatchHeader, CorruptRecordError, Record
+from logtrove.records import BatchHeader, Record
 from logtrove.records.batch import ATTR_TIMESTAMP_TYPE
+from logtrove.records.columnar import Column, Decoder, Taken
 from logtrove.records.record import batch_payload
-from logtrove.records.varint import decode_varint
 
 BATCH_ROWS = 8192
+BATCH_BYTES = 256 << 20  # flush before a column nears the 2 GiB of 32-bit Arrow offsets
 
 KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
 EXTRA_COLUMNS = ("id", "tag")
@@ -153,69 +159,66 @@ class ColumnBuffer:
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _varint(buf: bytes, p: int) -> tuple[int, int]:
-    """A zig-zag varint; the one-byte case inline, the rest by the codec's decoder."""
-    b = buf[p]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), p + 1
-    return decode_varint(buf, p)
+def add_batch(decoder: Decoder, data: bytes, header: BatchHeader, start: int, end: int) -> int:
+    """Decode the records of one batch with offsets in ``[start, end)`` into ``decoder``
+    (compiled when available, :mod:`logtrove.records.columnar`); returns the rows added.
 
-
-def decode_batch_into(buf: ColumnBuffer, data: bytes, header: BatchHeader, start: int, end: int) -> None:
-    """Append the records of one batch with offsets in ``[start, end)`` to ``buf``.
-
-    The column-wise twin of :func:`logtrove.records.iter_records` (same layout, same
-    LogAppendTime rule, last header of a name wins): it builds no Record objects and
-    looks only for the id and tag headers, which makes full scans about twice as fast.
-    The batch tests compare its output with storage's decoded records.
+    The records are decompressed within the default bound
+    (:data:`~logtrove.records.compression.DEFAULT_MAX_DECOMPRESSED_BYTES`); in a
+    LogAppendTime batch every record's timestamp is the batch's max timestamp, as
+    :func:`logtrove.records.iter_records` reports it. Control batches are the caller's to
+    skip.
     """
-    payload = bytes(batch_payload(data, header))
-    base_offset, base_ts = header.base_offset, header.base_timestamp
     append_time = header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None
-    ts_type = 0 if append_time is None else 1
-    id_name, tag_name = buf.id_header.encode(), buf.tag_header.encode()
-    with_headers = buf.include_headers
-    size = len(payload)
-    p = 0
-    while p < size:
-        length, p = _varint(payload, p)
-        record_end = p + length
-        ts_delta, p = _varint(payload, p + 1)  # + 1: the attributes byte
-        offset_delta, p = _varint(payload, p)
-        offset = base_offset + offset_delta
-        if not start <= offset < end:
-            p = record_end
-            continue
-        key_len, p = _varint(payload, p)
-        key = payload[p : p + key_len] if key_len >= 0 else None
-        p += max(key_len, 0)
-        value_len, p = _varint(payload, p)
-        value = payload[p : p + value_len] if value_len >= 0 else None
-        p += max(value_len, 0)
-        count, p = _varint(payload, p)
-        msg_id = tag = None
-        headers: list[dict[str, Any]] = []
-        for _ in range(count):
-            name_len, p = _varint(payload, p)
-            name = payload[p : p + name_len]
-            p += name_len
-            hv_len, p = _varint(payload, p)
-            hv = payload[p : p + hv_len] if hv_len >= 0 else None
-            p += max(hv_len, 0)
-            if name == id_name:
-                msg_id = hv
-            if name == tag_name:
-                tag = hv
-            if with_headers:
-                headers.append({"key": name.decode("utf-8", "replace"), "value": hv})
-        if p != record_end:
-            raise CorruptRecordError(f"record at offset {offset} disagrees with its length prefix")
-        buf.keys.append(key)
-        buf.values.append(value)
-        buf.offsets.append(offset)
-        buf.micros.append((base_ts + ts_delta if append_time is None else append_time) * 1000)
-        buf.types.append(ts_type)
-        buf.ids.append(_text(msg_id))
-        buf.tags.append(_text(tag))
-        if with_headers:
-            buf.headers.append(headers)
+    payload = batch_payload(data, header)
+    return decoder.add(payload, header.base_offset, header.base_timestamp, append_time, start, end)
+
+
+def _binary(rows: int, column: Column, text: bool) -> Any:
+    import pyarrow as pa
+
+    nulls, validity, ends, data, large = column
+    if text:
+        kind = pa.large_string() if large else pa.string()
+    else:
+        kind = pa.large_binary() if large else pa.binary()
+    buffers = [None if validity is None else pa.py_buffer(validity), pa.py_buffer(ends), pa.py_buffer(data)]
+    return pa.Array.from_buffers(kind, rows, buffers, null_count=nulls)
+
+
+def arrow_batch(taken: Taken, topic: str, partition: int) -> Any:
+    """The ``pyarrow.RecordBatch`` of a :meth:`~logtrove.records.columnar.Decoder.take`:
+    its buffers wrapped without copying, ``topic`` and ``partition`` repeated.
+
+    The schema is :func:`arrow_schema`, except that a column holding more than 2 GiB
+    comes as ``large_binary`` / ``large_string`` (and ``headers`` as a ``large_list``
+    past 2**31 - 1 entries); the readers flush by size (:data:`BATCH_BYTES`) so that
+    this does not happen to what they hand Spark.
+    """
+    import pyarrow as pa
+
+    rows, offsets, micros, types, key, value, msg_id, tag, headers = taken
+    arrays = [
+        _binary(rows, key, False),
+        _binary(rows, value, False),
+        pa.repeat(pa.scalar(topic, pa.string()), rows),
+        pa.repeat(pa.scalar(partition, pa.int32()), rows),
+        pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(offsets)], null_count=0),
+        pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), rows, [None, pa.py_buffer(micros)], null_count=0),
+        pa.Array.from_buffers(pa.int32(), rows, [None, pa.py_buffer(types)], null_count=0),
+    ]
+    if headers is not None:
+        list_ends, large_list, names, values = headers
+        entries = len(names[2]) // (8 if names[4] else 4) - 1
+        entry = pa.StructArray.from_arrays(
+            [_binary(entries, names, True), _binary(entries, values, False)], names=["key", "value"]
+        )
+        kind = pa.large_list(entry.type) if large_list else pa.list_(entry.type)
+        arrays.append(
+            pa.Array.from_buffers(kind, rows, [None, pa.py_buffer(list_ends)], null_count=0, children=[entry])
+        )
+    arrays += [_binary(rows, msg_id, True), _binary(rows, tag, True)]
+    schema = arrow_schema(headers is not None)
+    if all(a.type == f.type for a, f in zip(arrays, schema, strict=True)):
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    return pa.RecordBatch.from_arrays(arrays, names=schema.names)

@@ -3,7 +3,8 @@
 The data directory is opened read-only, so this is safe while a broker appends and the
 cleaner swaps segments (storage tolerates both). Records come back in offset order.
 
-Full scans decode batches column-wise (:func:`~logtrove.spark.columns.decode_batch_into`).
+Full scans decode batches straight into Arrow buffers (:func:`~logtrove.spark.columns.add_batch`,
+compiled when available: :mod:`logtrove.records.columnar`).
 The filter options are answered by the query engine (:mod:`logtrove.query`): ``key``,
 ``id`` and ``tag`` through the ``.keyidx`` hash chains (candidates verified against the
 record, the unindexed tail scanned), ``contains`` by its content scan with the ``.skip``
@@ -19,7 +20,8 @@ from typing import Any
 
 from logtrove.query import Contains, ContentQuery, HeaderQuery, IdQuery, KeyQuery, Query, QueryEngine
 from logtrove.records import Record
-from logtrove.spark.columns import BATCH_ROWS, ColumnBuffer, decode_batch_into
+from logtrove.records.columnar import new_decoder
+from logtrove.spark.columns import BATCH_BYTES, BATCH_ROWS, ColumnBuffer, add_batch, arrow_batch
 from logtrove.spark.options import RecordFilter
 from logtrove.spark.ranges import OffsetRange
 from logtrove.storage import Storage, TopicConfig
@@ -74,21 +76,26 @@ def read_range(path: str, rng: OffsetRange, flt: RecordFilter, include_headers: 
     storage = Storage.open(path, read_only=True)
     try:
         config = storage.topic(rng.topic).config
+        if flt.empty:
+            decoder = new_decoder(
+                config.message_id_header.encode(), config.message_tag_header.encode(), include_headers
+            )
+            for header, data in storage.log(rng.topic, rng.partition).batches(rng.start, rng.end):
+                if not header.is_control:
+                    add_batch(decoder, data, header, rng.start, rng.end)
+                if decoder.rows >= BATCH_ROWS or decoder.nbytes >= BATCH_BYTES:
+                    yield arrow_batch(decoder.take(), rng.topic, rng.partition)
+            if decoder.rows:
+                yield arrow_batch(decoder.take(), rng.topic, rng.partition)
+            return
         buf = ColumnBuffer(
             rng.topic, rng.partition, config.message_id_header, config.message_tag_header, include_headers
         )
-        if flt.empty:
-            for header, data in storage.log(rng.topic, rng.partition).batches(rng.start, rng.end):
-                if not header.is_control:
-                    decode_batch_into(buf, data, header, rng.start, rng.end)
-                if len(buf) >= BATCH_ROWS:
-                    yield buf.take_batch()
-        else:
-            append_time = config.message_timestamp_type == "LogAppendTime"
-            for record in query_range(storage, rng, flt):
-                buf.add(record, append_time)
-                if len(buf) >= BATCH_ROWS:
-                    yield buf.take_batch()
+        append_time = config.message_timestamp_type == "LogAppendTime"
+        for record in query_range(storage, rng, flt):
+            buf.add(record, append_time)
+            if len(buf) >= BATCH_ROWS:
+                yield buf.take_batch()
         if len(buf):
             yield buf.take_batch()
     finally:
