@@ -1,9 +1,10 @@
 """Build of the compiled parts (everything else is in pyproject.toml): the indexer's
 per-record loop, which needs a C compiler and xxHash's header (Debian: libxxhash-dev,
 installed by scripts/install-system-deps.sh), and the produce-time record walk, which
-needs only the compiler. ``optional=True``: without them the package still installs and
-runs the pure-Python twins, several times slower (``logtrove.storage.pending``,
-``logtrove.records.walk``)."""
+needs only the compiler, and the cleaner's map and copy passes, which need xxHash's header
+too. ``optional=True``: without them the package still installs and runs the pure-Python
+twins, several times slower (``logtrove.storage.pending``, ``logtrove.records.walk``,
+``logtrove.storage.cleaner.passes``)."""
 
 from setuptools import Extension, setup
 
@@ -19,6 +20,13 @@ setup(
         Extension(
             "logtrove.records._walk",
             ["src/logtrove/records/_walk.c"],
+            depends=["src/logtrove/records/varint.h"],
+            extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra"],
+            optional=True,
+        ),
+        Extension(
+            "logtrove.storage.cleaner._passes",
+            ["src/logtrove/storage/cleaner/_passes.c"],
             depends=["src/logtrove/records/varint.h"],
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra"],
             optional=True,

@@ -1,12 +1,14 @@
 """Compaction benchmark: MB/s cleaned and peak memory against the offset-map budget.
 
-Workload: N records over K keys (100-byte values, uniformly random keys) in 1 MiB
-segments of a compacted topic; then ``Cleaner.clean_until_caught_up`` with several map
+Workload: N records over K keys (100-byte values, uniformly random keys, 500 records a
+batch, uncompressed) in 64 MiB segments of a compacted topic; then ``Cleaner.clean_until_caught_up`` with several map
 budgets, each in a fresh process (so peak RSS is that run's). Full: 10 M records over
 1 M keys; ``BENCH_QUICK=1``: 200 k over 20 k.
 
 MB/s is the log size before cleaning divided by the wall time of all rounds (a budget
 smaller than the key count needs several rounds, each rereading the clean section).
+Each run notes the 1-minute load average before and after it and which implementation
+of the cleaner's passes ran (``compiled`` or ``python``): the machine may be shared.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pathlib import Path
 from _common import QUICK, pick, save
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
-from logtrove.storage.cleaner import Cleaner
+from logtrove.storage.cleaner import Cleaner, passes
 
 
 def build(data: Path, records: int, keys: int) -> int:
@@ -47,7 +49,8 @@ def build(data: Path, records: int, keys: int) -> int:
     return size
 
 
-def run_one(data: Path, budget: int) -> dict[str, float]:
+def run_one(data: Path, budget: int) -> dict[str, float | str]:
+    load_before = os.getloadavg()[0]
     storage = Storage.open(data)
     log = storage.log("c", 0)
     before = log.size_bytes
@@ -65,6 +68,9 @@ def run_one(data: Path, budget: int) -> dict[str, float]:
         "MB_per_s": round(before / elapsed / 1e6, 2),
         "records_per_s": round(sum(r.records_read for r in rounds) / elapsed),
         "peak_rss_MiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "load_1m_before": round(load_before, 2),
+        "load_1m_after": round(os.getloadavg()[0], 2),
+        "passes": passes.IMPLEMENTATION,
     }
 
 

@@ -18,9 +18,12 @@ import pytest
 SERVE = "from logtrove.cli.main import main; main()"
 
 
-def cli_in(cwd: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def cli_in(
+    cwd: Path, *args: str, timeout: float = 180, input_: str | None = None
+) -> subprocess.CompletedProcess[str]:
     """``logtrove ARGS`` run from ``cwd`` without LOGTROVE_* settings: from a directory
-    with no data directory in it, that is another machine as far as the CLI can tell."""
+    with no data directory in it, that is another machine as far as the CLI can tell.
+    ``input_`` is its standard input."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOGTROVE_")}
     return subprocess.run(
         [sys.executable, "-c", SERVE, *args],
@@ -28,6 +31,7 @@ def cli_in(cwd: Path, *args: str, timeout: float = 180) -> subprocess.CompletedP
         text=True,
         timeout=timeout,
         check=False,
+        input=input_,
         cwd=cwd,
         env=env,
     )

@@ -17,7 +17,8 @@ from tests.broker.conftest import BrokerProcess
 from tests.broker.test_produce_validation import log_end
 from tests.broker.wire import WireClient
 
-from logtrove.records import NewRecord, build_batch
+from logtrove.records import Compression, NewRecord, build_batch
+from logtrove.records.walk import MAX_KEYLESS_REPORTED
 
 
 def _compacted(broker: BrokerProcess, topic: str) -> None:
@@ -48,6 +49,34 @@ def test_a_raw_produce_names_every_keyless_record_of_the_batch(shared_broker: Br
             assert set(named) == keyless
             assert all(m and "without key" in m and f"{topic}-0" in m for m in named.values())
         assert log_end(client, topic) == 0  # nothing of the batch was written
+
+
+def test_a_raw_v9_produce_names_the_first_keyless_records_up_to_the_cap(shared_broker: BrokerProcess) -> None:
+    """A hostile batch of thousands of keyless records costs a bounded answer: the first
+    MAX_KEYLESS_REPORTED are named, the message gives the whole count."""
+    topic = "record-errors-cap"
+    _compacted(shared_broker, topic)
+    n = 3 * MAX_KEYLESS_REPORTED
+    keyless = [i for i in range(n) if i % 3 != 1]  # two of every three
+    recs = [NewRecord(b"", key=None if i % 3 != 1 else b"k") for i in range(n)]
+    batch = build_batch(recs, compression=Compression.ZSTD)
+    with WireClient(shared_broker.port) as client:
+        resp = client.request(
+            0,
+            9,
+            {
+                "acks": -1,
+                "timeout": 5000,
+                "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+            },
+        )
+        part = resp.responses[0].partition_responses[0]
+        assert part.error_code == ErrorCode.invalid_record
+        assert [int(e.batch_index) for e in part.record_errors] == keyless[:MAX_KEYLESS_REPORTED]
+        assert part.error_message is not None
+        assert f"{len(keyless)} of the batch's {n} have none" in part.error_message
+        assert f"the first {MAX_KEYLESS_REPORTED} named" in part.error_message
+        assert log_end(client, topic) == 0
 
 
 def test_librdkafka_fails_keyless_records_and_blames_the_others_on_them(shared_broker: BrokerProcess) -> None:

@@ -88,7 +88,9 @@ def _producer(bootstrap: str, ledger: Ledger, name: str, stop: threading.Event) 
         while not stop.is_set():
             topic = list(TOPICS)[i % len(TOPICS)]
             with contextlib.suppress(BufferError):
-                producer.produce(topic, key=f"k{i % 50}".encode(), value=f"{name}-{i}".encode(), on_delivery=delivered)
+                producer.produce(
+                    topic, key=f"k{i % 50}".encode(), value=f"{name}-{i}".encode(), on_delivery=delivered
+                )
                 i += 1
             producer.poll(0.002)
         producer.flush(90)
@@ -173,7 +175,9 @@ def _kafka_answers(bootstrap: str) -> bool:
 
 
 def _read_all(bootstrap: str, topic: str, partition: int, end: int) -> dict[int, bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "soak-check", "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "soak-check", "enable.auto.commit": False}
+    )
     consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
     got: dict[int, bytes] = {}
     deadline = time.monotonic() + 120
@@ -201,9 +205,12 @@ def test_soak_no_acknowledged_record_lost_across_kills(soak_broker: HttpBrokerPr
 
     ledger, stop = Ledger(), threading.Event()
     workers = [
-        threading.Thread(target=_producer(broker.bootstrap, ledger, f"p{n}", stop), daemon=True) for n in range(3)
+        threading.Thread(target=_producer(broker.bootstrap, ledger, f"p{n}", stop), daemon=True)
+        for n in range(3)
     ]
-    workers += [threading.Thread(target=_consumers(broker.bootstrap, ledger, stop), daemon=True) for _ in range(2)]
+    workers += [
+        threading.Thread(target=_consumers(broker.bootstrap, ledger, stop), daemon=True) for _ in range(2)
+    ]
     workers.append(threading.Thread(target=_admin(broker.bootstrap, ledger, stop), daemon=True))
     workers.append(threading.Thread(target=_searcher(broker.http, ledger, stop), daemon=True))
     for worker in workers:
@@ -243,5 +250,7 @@ def test_soak_no_acknowledged_record_lost_across_kills(soak_broker: HttpBrokerPr
         got = _read_all(broker.bootstrap, topic, partition, max(expected))
         lost = [o for o in expected if o >= floor and o not in got]
         changed = [o for o in expected if o in got and got[o] != expected[o]]
-        assert not lost, f"{topic}-{partition}: {len(lost)} acknowledged records lost, e.g. offsets {lost[:5]}"
+        assert not lost, (
+            f"{topic}-{partition}: {len(lost)} acknowledged records lost, e.g. offsets {lost[:5]}"
+        )
         assert not changed, f"{topic}-{partition}: records changed at offsets {changed[:5]}"

@@ -4,4 +4,4 @@ This directory has no ``__init__.py`` on purpose: as a package it would be calle
 ``http`` and shadow the standard library's.
 """
 
-from tests.http.support import client, dataset, live  # noqa: F401
+from tests.http.support import client, dataset, live, timeline  # noqa: F401

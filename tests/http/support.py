@@ -182,3 +182,47 @@ class ServeProcess:
             code = self.proc.wait(10)
         self.proc = None
         return code
+
+
+TIMELINE_TOPIC = "clicks"
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """A topic written through the REST API with increasing timestamps over about two
+    hours, in batches that straddle minute edges, over many segments."""
+
+    topic: str
+    timestamps: dict[int, list[int]]  # partition -> timestamp of each offset
+
+    def brute_counts(self, edges: list[int]) -> list[int]:
+        """Records per bucket ``[edges[i], edges[i+1])``, by each record's timestamp."""
+        counts = [0] * (len(edges) - 1)
+        for stamps in self.timestamps.values():
+            for ts in stamps:
+                for i in range(len(counts)):
+                    if edges[i] <= ts < edges[i + 1]:
+                        counts[i] += 1
+        return counts
+
+
+@pytest.fixture(scope="session")
+def timeline(live: HttpServer) -> Timeline:
+    rng = random.Random(21)
+    stamps: dict[int, list[int]] = {0: [], 1: []}
+    with httpx.Client(base_url=live.url, timeout=30) as c:
+        created = c.post(
+            "/api/v1/topics",
+            json={"name": TIMELINE_TOPIC, "partitions": 2, "configs": {"segment.bytes": "2500"}},
+        )
+        assert created.status_code == 201, created.text
+        ts = BASE_TS + 5 * 3_600_000 + 17_000
+        for _request in range(40):
+            records = []
+            for _ in range(rng.randint(5, 30)):
+                ts += rng.randint(0, 20_000)
+                p = rng.randrange(2)
+                records.append({"partition": p, "timestamp": ts, "value": f"click at {ts}", "key": f"k{p}"})
+                stamps[p].append(ts)
+            c.post(f"/api/v1/topics/{TIMELINE_TOPIC}/messages", json={"records": records}).raise_for_status()
+    return Timeline(TIMELINE_TOPIC, stamps)

@@ -78,7 +78,9 @@ def test_http_max_body_mb_sets_the_limit_of_serve(small_bodies: tuple[ServeProce
     assert client.post("/api/v1/topics", json={"name": "big", "partitions": 1}).status_code == 201
     value = "x" * (600 << 10)
     assert produce(client, "big", [value]) == [0]  # 600 KiB: under 1 MiB
-    answer = client.post("/api/v1/topics/big/messages", json={"records": [{"value": value}, {"value": value}]})
+    answer = client.post(
+        "/api/v1/topics/big/messages", json={"records": [{"value": value}, {"value": value}]}
+    )
     assert answer.status_code == 413
     assert answer.headers["content-type"].startswith("application/problem+json")
     assert proc.alive()

@@ -61,7 +61,9 @@ def bounded(document: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
-schema = schemathesis.openapi.from_dict(bounded(openapi_document()))
+# The live tail is an endless event stream: a generated call would only end at its read
+# timeout. tests/http/test_http_tail.py covers it, its errors included.
+schema = schemathesis.openapi.from_dict(bounded(openapi_document())).exclude(path_regex=r"/tail$")
 
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]

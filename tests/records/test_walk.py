@@ -26,7 +26,7 @@ from logtrove.records import (
 from logtrove.records.compression import compress, decompress
 from logtrove.records.record import batch_payload, encode_record
 from logtrove.records.varint import encode_varint
-from logtrove.records.walk import NATIVE, py_walk, validate_produced
+from logtrove.records.walk import MAX_KEYLESS_REPORTED, NATIVE, py_walk, validate_produced
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -64,8 +64,37 @@ records = st.builds(
 def test_twins_agree_on_valid_payloads(recs: list[NewRecord]) -> None:
     batch = build_batch(recs)
     payload = bytes(batch_payload(batch, read_header(batch)))
-    first_keyless = next((i for i, r in enumerate(recs) if r.key is None), None)
-    assert both(payload) == (len(recs), first_keyless)
+    keyless = [i for i, r in enumerate(recs) if r.key is None]
+    assert both(payload) == (len(recs), len(keyless), tuple(keyless))
+
+
+def test_the_twins_cap_the_same_number_of_keyless_records() -> None:
+    from logtrove.records import _walk
+
+    assert _walk.MAX_KEYLESS_REPORTED == MAX_KEYLESS_REPORTED
+
+
+def payload_of(recs: list[NewRecord]) -> bytes:
+    batch = build_batch(recs)
+    return bytes(batch_payload(batch, read_header(batch)))
+
+
+@pytest.mark.parametrize("n", [MAX_KEYLESS_REPORTED - 1, MAX_KEYLESS_REPORTED, 3 * MAX_KEYLESS_REPORTED + 7])
+def test_twins_name_every_keyless_record_up_to_the_cap(n: int) -> None:
+    recs = [NewRecord(b"v", key=None if i % 3 else b"k") for i in range(n)]
+    keyless = [i for i in range(n) if i % 3]
+    assert both(payload_of(recs)) == (n, len(keyless), tuple(keyless[:MAX_KEYLESS_REPORTED]))
+
+
+def test_a_batch_of_only_keyless_records_names_the_first_ones() -> None:
+    n = 2 * MAX_KEYLESS_REPORTED + 1
+    assert both(payload_of([NewRecord(b"") for _ in range(n)])) == (n, n, tuple(range(MAX_KEYLESS_REPORTED)))
+
+
+def test_a_malformed_record_after_keyless_ones_is_still_refused() -> None:
+    payload = payload_of([NewRecord(b"v") for _ in range(MAX_KEYLESS_REPORTED + 5)])
+    result = both(payload + encode_varint(10_000))
+    assert isinstance(result, str) and f"record {MAX_KEYLESS_REPORTED + 5} " in result
 
 
 @SETTINGS
@@ -185,7 +214,14 @@ def test_last_offset_delta_that_lies_is_refused() -> None:
 @pytest.mark.parametrize("codec", list(Compression), ids=lambda c: c.name.lower())
 def test_valid_batches_of_every_codec_pass(codec: Compression) -> None:
     checked = validate_produced(good_batch(codec, n=50))
-    assert (checked.header.record_count, checked.first_keyless) == (50, None)
+    assert (checked.header.record_count, checked.keyless) == (50, (0, ()))
+
+
+@pytest.mark.parametrize("codec", list(Compression), ids=lambda c: c.name.lower())
+def test_keyless_records_of_every_codec_are_counted_and_named(codec: Compression) -> None:
+    recs = [NewRecord(b"v%d" % i, key=None if i in {2, 3, 40} else b"k") for i in range(50)]
+    checked = validate_produced(build_batch(recs, compression=codec))
+    assert checked.keyless == (3, (2, 3, 40))
 
 
 # ── bounded decompression ────────────────────────────────────────────────────────
@@ -230,3 +266,38 @@ def test_a_zstd_bomb_batch_is_refused_at_produce() -> None:
     with pytest.raises(DecompressionLimitError):
         validate_produced(bytes(batch))
     assert struct.unpack_from(">i", batch, 8)[0] + 12 == len(batch)
+
+
+# -- first_at_or_after: the histogram's cut inside a straddling batch ------------------------
+def both_cuts(payload: bytes, base_ts: int, base_offset: int, timestamp: int, min_offset: int) -> object:
+    """What each twin of ``first_at_or_after`` gives: the same offset or the same error."""
+    from logtrove.records._walk import first_at_or_after as compiled
+    from logtrove.records.walk import py_first_at_or_after
+
+    results: list[object] = []
+    for cut in (py_first_at_or_after, compiled):
+        try:
+            results.append(cut(payload, base_ts, base_offset, timestamp, min_offset))
+        except ValueError as exc:
+            results.append(f"ValueError: {exc}")
+    assert results[0] == results[1], results
+    return results[0]
+
+
+@SETTINGS
+@given(st.lists(records, min_size=1, max_size=20), st.integers(0, 2**41), st.integers(0, 25))
+def test_cut_twins_find_the_first_record_at_or_after(recs: list[NewRecord], ts: int, min_delta: int) -> None:
+    batch = build_batch(recs, base_offset=1000)
+    header = read_header(batch)
+    payload = bytes(batch_payload(batch, header))
+    found = both_cuts(payload, header.base_timestamp, 1000, ts, 1000 + min_delta)
+    expected = next(
+        (1000 + i for i, r in enumerate(recs) if (r.timestamp or 0) >= ts and i >= min_delta), None
+    )
+    assert found == expected
+
+
+@SETTINGS
+@given(st.binary(max_size=300), st.integers(-(2**40), 2**40))
+def test_cut_twins_agree_on_random_bytes(payload: bytes, ts: int) -> None:
+    both_cuts(payload, 0, 0, ts, 0)

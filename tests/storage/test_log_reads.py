@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from logtrove.records import NewRecord, build_batch, validate_batch
+from logtrove.records import Compression, NewRecord, build_batch, validate_batch
+from logtrove.records.walk import MAX_KEYLESS_REPORTED
 from logtrove.storage import InvalidRecordError, OffsetOutOfRangeError, Storage
 from logtrove.storage.index import OffsetIndex, TimeIndex
 from logtrove.testing import FakeClock
@@ -120,6 +121,22 @@ def test_compacted_topic_refuses_keyless_records_and_appends_nothing(tmp_path: P
     assert log.log_end_offset == 1
     log.flush()
     assert files_of(log.directory) == before
+    storage.close()
+
+
+def test_compacted_topic_names_each_keyless_record_up_to_the_cap(tmp_path: Path) -> None:
+    storage, log = open_topic(tmp_path, cleanup_policy="compact")
+    for n in (9, MAX_KEYLESS_REPORTED * 2 + 2):
+        keyless = [i for i in range(n) if i % 2]
+        recs = [NewRecord(b"v", None if i % 2 else b"k", (), 1) for i in range(n)]
+        with pytest.raises(InvalidRecordError) as refused:
+            log.append(build_batch(recs, compression=Compression.LZ4))
+        assert [i for i, _ in refused.value.record_errors] == keyless[:MAX_KEYLESS_REPORTED]
+        assert f"{len(keyless)} of the batch's {n} have none (the first at batch offset +1" in str(
+            refused.value
+        )
+    assert "the first 1000 named" in str(refused.value)
+    assert log.log_end_offset == 0
     storage.close()
 
 

@@ -11,6 +11,10 @@ One module per API family:
 * :mod:`.groups_api`: FindCoordinator and the group APIs, over :mod:`logtrove.groups`
 * :mod:`.configs`: DescribeConfigs, IncrementalAlterConfigs
 * :mod:`.apis`: ApiVersions and the table of what is served
+* :mod:`.listeners`: listeners (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) and TLS
+* :mod:`.sasl`: SaslHandshake, SaslAuthenticate (PLAIN, SCRAM-SHA-256/512)
+* :mod:`.credentials`, :mod:`.users_api`: SCRAM users in the data directory, and
+  Describe/AlterUserScramCredentials
 
 :mod:`.protocol` holds the framing and the dict-to-kio glue; :mod:`.client` is a small
 blocking client for the CLI's ``--bootstrap`` mode.

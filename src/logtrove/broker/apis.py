@@ -13,7 +13,20 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map, schema_name_map
 
-from logtrove.broker import cluster, configs, fetch, groups_api, offsets, produce, topics, txn_api
+from logtrove.broker import (
+    acls_api,
+    cluster,
+    configs,
+    consumer_groups_api,
+    fetch,
+    groups_api,
+    offsets,
+    produce,
+    sasl,
+    topics,
+    txn_api,
+    users_api,
+)
 
 if TYPE_CHECKING:
     from logtrove.broker.server import Api, Broker, Handler, Reply, Request
@@ -58,6 +71,7 @@ _TABLE: dict[int, tuple[Handler, int, int]] = {
     14: (groups_api.handle_sync_group, 0, 5),
     15: (groups_api.handle_describe_groups, 0, 5),
     16: (groups_api.handle_list_groups, 0, 4),
+    17: (sasl.handle_sasl_handshake, 0, 1),
     18: (handle_api_versions, 0, 4),
     19: (topics.handle_create_topics, 2, 7),
     20: (topics.handle_delete_topics, 1, 6),
@@ -67,9 +81,13 @@ _TABLE: dict[int, tuple[Handler, int, int]] = {
     25: (txn_api.handle_add_offsets_to_txn, 0, 4),
     26: (txn_api.handle_end_txn, 0, 4),
     28: (txn_api.handle_txn_offset_commit, 0, 4),
+    29: (acls_api.handle_describe_acls, 1, 3),
+    30: (acls_api.handle_create_acls, 1, 3),
+    31: (acls_api.handle_delete_acls, 1, 3),
     32: (configs.handle_describe_configs, 1, 4),
     33: (configs.handle_alter_configs, 0, 2),
     35: (cluster.handle_describe_log_dirs, 1, 4),
+    36: (sasl.handle_sasl_authenticate, 0, 2),
     37: (topics.handle_create_partitions, 0, 3),
     42: (groups_api.handle_delete_groups, 0, 2),
     43: (cluster.handle_elect_leaders, 0, 2),
@@ -77,10 +95,14 @@ _TABLE: dict[int, tuple[Handler, int, int]] = {
     45: (cluster.handle_alter_partition_reassignments, 0, 0),
     46: (cluster.handle_list_partition_reassignments, 0, 0),
     47: (groups_api.handle_offset_delete, 0, 0),
+    50: (users_api.handle_describe_user_scram_credentials, 0, 0),
+    51: (users_api.handle_alter_user_scram_credentials, 0, 0),
     60: (cluster.handle_describe_cluster, 0, 2),
     61: (cluster.handle_describe_producers, 0, 0),
     65: (txn_api.handle_describe_transactions, 0, 0),
     66: (txn_api.handle_list_transactions, 0, 1),
+    68: (consumer_groups_api.handle_consumer_group_heartbeat, 0, 1),
+    69: (consumer_groups_api.handle_consumer_group_describe, 0, 1),
 }
 
 

@@ -2,45 +2,30 @@
 DescribeCluster when a client asks (``include_*_authorized_operations``).
 
 Each operation is Kafka's ``AclOperation`` code and the field is ``sum(1 << code)`` over
-the operations the principal may perform on the resource. With no authorizer configured
-Kafka answers every operation the resource type supports (``AclEntry.supportedOperations``),
-and so does logtrove until ACLs come (issue 16), when :func:`authorized_operations`
-becomes principal-aware. A field the client did not ask for is
-:data:`OMITTED` (``INT32_MIN``), as Kafka leaves it.
+the operations the principal may perform on the resource, among those the resource type
+supports (``AclEntry.supportedOperations``). With no authorizer every supported
+operation is answered, as Kafka does; with one, those the ACLs allow the request's
+principal (no audit line: asking is not being denied). A field the client did not ask
+for is :data:`OMITTED` (``INT32_MIN``), as Kafka leaves it.
 """
 
 from __future__ import annotations
 
-from enum import IntEnum
+from typing import TYPE_CHECKING
+
+from logtrove.acl import CLUSTER_NAME, Operation, ResourceType
+
+if TYPE_CHECKING:
+    from logtrove.broker.server import Broker, Request
 
 OMITTED = -(2**31)
 
 
-class Operation(IntEnum):
-    """Kafka's ``AclOperation`` codes."""
-
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-
-
-class Resource(IntEnum):
-    """Kafka's ``ResourceType`` codes of the resources that carry authorized operations."""
-
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
+Resource = ResourceType  # the resource types that carry authorized operations: TOPIC, GROUP, CLUSTER
 
 
 _O = Operation
-SUPPORTED: dict[Resource, frozenset[Operation]] = {
+SUPPORTED: dict[ResourceType, frozenset[Operation]] = {
     Resource.TOPIC: frozenset(
         {
             _O.READ,
@@ -68,9 +53,16 @@ SUPPORTED: dict[Resource, frozenset[Operation]] = {
 }
 
 
-def authorized_operations(resource: Resource, asked: bool = True) -> int:
-    """The authorized-operations field for ``resource`` (every supported operation: no
-    authorizer), or :data:`OMITTED` when the client did not ask."""
+def authorized_operations(
+    broker: Broker, request: Request, resource: ResourceType, name: str = CLUSTER_NAME, asked: bool = True
+) -> int:
+    """The authorized-operations field of resource ``name`` for the request's principal,
+    or :data:`OMITTED` when the client did not ask."""
     if not asked:
         return OMITTED
-    return sum(1 << op for op in SUPPORTED[resource])
+    auth = broker.authorizer
+    return sum(
+        1 << op
+        for op in SUPPORTED[resource]
+        if auth is None or auth.authorize(request.principal, request.host, op, resource, name)
+    )

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from logtrove.acl import Operation
 from logtrove.broker.authorize import Resource, authorized_operations
 from logtrove.storage import StorageError
 
@@ -41,15 +42,25 @@ async def handle_describe_cluster(broker: Broker, request: Request) -> Reply:
             "cluster_id": broker.cluster_id,
             "controller_id": -1,
             "brokers": [],
-            "cluster_authorized_operations": authorized_operations(Resource.CLUSTER, False),
+            "cluster_authorized_operations": authorized_operations(
+                broker, request, Resource.CLUSTER, asked=False
+            ),
         }
+    if not broker.allowed_cluster(request, Operation.DESCRIBE):
+        return {
+            "error_code": _DENIED,
+            "error_message": _needs(Operation.DESCRIBE),
+            "controller_id": -1,
+            "brokers": [],
+        }
+    host, port = broker.endpoint(request.session.listener)
     return {
         "error_code": ErrorCode.none,
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
-        "brokers": [{"broker_id": broker.node_id, "host": broker.host, "port": broker.port, "rack": None}],
+        "brokers": [{"broker_id": broker.node_id, "host": host, "port": port, "rack": None}],
         "cluster_authorized_operations": authorized_operations(
-            Resource.CLUSTER, body.include_cluster_authorized_operations
+            broker, request, Resource.CLUSTER, asked=body.include_cluster_authorized_operations
         ),
     }
 
@@ -59,6 +70,8 @@ async def handle_describe_log_dirs(broker: Broker, request: Request) -> Reply:
     lag 0 (no future replicas), and the file system's total and usable bytes. Sizes are
     summed in a thread (a directory of many partitions stats many segments)."""
     body = request.body
+    if not broker.allowed_cluster(request, Operation.DESCRIBE):
+        return {"error_code": _DENIED, "results": []}
     partitions = _partitions_of(broker)
     if body.topics is None:
         wanted = [(t, p) for t, n in sorted(partitions.items()) for p in range(n)]
@@ -104,7 +117,11 @@ async def handle_describe_producers(broker: Broker, request: Request) -> Reply:
     topics = []
     for topic in request.body.topics:
         results = []
+        readable = broker.allowed(request, Operation.READ, Resource.TOPIC, topic.name)
         for p in topic.partition_indexes:
+            if not readable:
+                results.append({"partition_index": p, "error_code": ErrorCode.topic_authorization_failed})
+                continue
             if not _known(partitions, topic.name, p):
                 results.append({"partition_index": p, "error_code": ErrorCode.unknown_topic_or_partition})
                 continue
@@ -129,6 +146,8 @@ async def handle_elect_leaders(broker: Broker, request: Request) -> Reply:
     """Every partition's leader is this broker, its only (preferred) replica: a named
     partition is ELECTION_NOT_NEEDED; asked for all partitions (null), Kafka lists none."""
     body = request.body
+    if not broker.allowed_cluster(request, Operation.ALTER):
+        return {"error_code": _DENIED, "replica_election_results": []}
     partitions = _partitions_of(broker)
     results = []
     for tps in body.topic_partitions or ():
@@ -150,6 +169,8 @@ async def handle_alter_partition_reassignments(broker: Broker, request: Request)
     """A target of exactly this broker is where the partition already is (done at
     once); cancelling (null replicas) finds nothing in progress; any other target names
     brokers that do not exist."""
+    if not broker.allowed_cluster(request, Operation.ALTER):
+        return {"error_code": _DENIED, "error_message": _needs(Operation.ALTER), "responses": []}
     partitions = _partitions_of(broker)
     responses = []
     for topic in request.body.topics:
@@ -175,4 +196,13 @@ async def handle_alter_partition_reassignments(broker: Broker, request: Request)
 
 async def handle_list_partition_reassignments(broker: Broker, request: Request) -> Reply:
     """No reassignment is ever in progress on one broker."""
+    if not broker.allowed_cluster(request, Operation.DESCRIBE):
+        return {"error_code": _DENIED, "error_message": _needs(Operation.DESCRIBE), "topics": []}
     return {"error_code": ErrorCode.none, "topics": []}
+
+
+_DENIED = ErrorCode.cluster_authorization_failed
+
+
+def _needs(op: Operation) -> str:
+    return f"{op.name} on the cluster is needed"

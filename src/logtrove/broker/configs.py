@@ -33,7 +33,9 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from logtrove.acl import Operation, ResourceType
 from logtrove.broker.protocol import error_code
+from logtrove.groups.group_configs import GROUP_CONFIG_DEFS
 from logtrove.storage import CONFIG_BY_NAME, StorageError, TopicConfig
 from logtrove.storage.broker_configs import (
     BROKER as BROKER_LEVEL,
@@ -50,11 +52,13 @@ if TYPE_CHECKING:
 
 TOPIC = 2
 BROKER = 4
+GROUP = 32  # KIP-848 group configs (Kafka 4.0)
 SOURCE_TOPIC = 1
 SOURCE_BROKER = 2
 SOURCE_CLUSTER_DEFAULT = 3
 SOURCE_STATIC = 4
 SOURCE_DEFAULT = 5
+SOURCE_GROUP = 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _LEVEL_SOURCE = {BROKER_LEVEL: SOURCE_BROKER, CLUSTER: SOURCE_CLUSTER_DEFAULT}
 
@@ -101,6 +105,46 @@ def _topic_synonyms(name: str, overrides: Mapping[str, str], dynamic: BrokerConf
                 out.append({"name": broker_name, "value": value, "source": _LEVEL_SOURCE[level]})
     out.append({"name": broker_name or name, "value": CONFIG_BY_NAME[name].default, "source": SOURCE_DEFAULT})
     return out
+
+
+def _check_access(broker: Broker, request: Request, resource_type: int, name: str, op: Operation) -> None:
+    """DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, or on the cluster for the broker."""
+    if resource_type == TOPIC and not broker.allowed(request, op, ResourceType.TOPIC, name):
+        raise ResourceError(ErrorCode.topic_authorization_failed, f"{op.name} on topic {name!r} is needed")
+    if resource_type == BROKER and not broker.allowed_cluster(request, op):
+        raise ResourceError(ErrorCode.cluster_authorization_failed, f"{op.name} on the cluster is needed")
+    if resource_type == GROUP and not broker.allowed(request, op, ResourceType.GROUP, name):
+        raise ResourceError(ErrorCode.group_authorization_failed, f"{op.name} on group {name!r} is needed")
+
+
+def _describe_group(broker: Broker, group_id: str, keys: Any, documentation: bool) -> list[dict[str, Any]]:
+    """A group's consumer-protocol configs: its own (source GROUP_CONFIG) or the broker's
+    (source STATIC_BROKER_CONFIG, from the serve flags)."""
+    own = broker.group_configs.own(group_id)
+    entries = [
+        _entry(
+            name,
+            str(value),
+            SOURCE_GROUP if name in own else SOURCE_STATIC,
+            doc=GROUP_CONFIG_DEFS[name].doc if documentation else None,
+        )
+        for name, value in broker.group_configs.effective(group_id).items()
+    ]
+    return [e for e in entries if keys is None or e["name"] in keys]
+
+
+def _alter_group(
+    broker: Broker,
+    group_id: str,
+    set_configs: dict[str, str],
+    deletes: list[str],
+    *,
+    replace: bool,
+    validate_only: bool,
+) -> None:
+    if replace:
+        deletes = [k for k in broker.group_configs.own(group_id) if k not in set_configs]
+    broker.group_configs.alter(group_id, set_configs, deletes, validate_only=validate_only)
 
 
 def _describe_topic(
@@ -197,9 +241,14 @@ async def handle_describe_configs(broker: Broker, request: Request) -> Reply:
             "configs": [],
         }
         try:
+            _check_access(broker, request, res.resource_type, res.resource_name, Operation.DESCRIBE_CONFIGS)
             if res.resource_type == TOPIC:
                 result["configs"] = _describe_topic(
                     broker, res.resource_name, res.configuration_keys, documentation, synonyms
+                )
+            elif res.resource_type == GROUP:
+                result["configs"] = _describe_group(
+                    broker, res.resource_name, res.configuration_keys, documentation
                 )
             elif res.resource_type == BROKER:
                 result["configs"] = _describe_broker(
@@ -286,6 +335,8 @@ def _current(broker: Broker, resource_type: int, name: str) -> Mapping[str, str]
     """Values APPEND / SUBTRACT start from: the effective ones."""
     if resource_type == TOPIC:
         return broker.storage.topic(name).config.as_strings()
+    if resource_type == GROUP:
+        return {k: str(v) for k, v in broker.group_configs.effective(name).items()}
     dynamic = broker.storage.broker_configs()
     level = _broker_level(broker, name)
     out = {b: CONFIG_BY_NAME[t].default for b, t in SYNONYMS.items()}
@@ -297,6 +348,7 @@ def _current(broker: Broker, resource_type: int, name: str) -> Mapping[str, str]
 
 def _alter(
     broker: Broker,
+    request: Request,
     res: Any,
     set_configs: dict[str, str],
     deletes: list[str],
@@ -305,12 +357,14 @@ def _alter(
     validate_only: bool,
 ) -> dict[str, Any]:
     result: dict[str, Any] = {"resource_type": res.resource_type, "resource_name": res.resource_name}
-    alter = {TOPIC: _alter_topic, BROKER: _alter_broker}.get(res.resource_type)
+    alter = {TOPIC: _alter_topic, BROKER: _alter_broker, GROUP: _alter_group}.get(res.resource_type)
     try:
+        _check_access(broker, request, res.resource_type, res.resource_name, Operation.ALTER_CONFIGS)
         if alter is None:
             raise ResourceError(
                 ErrorCode.invalid_request,
-                f"resource type {res.resource_type} cannot be altered here (only topics (2) and the broker (4))",
+                f"resource type {res.resource_type} cannot be altered here (only topics (2), the broker (4) "
+                "and groups (32))",
             )
         alter(broker, res.resource_name, set_configs, deletes, replace=replace, validate_only=validate_only)
     except ResourceError as exc:
@@ -326,9 +380,10 @@ async def handle_incremental_alter_configs(broker: Broker, request: Request) -> 
     responses = []
     for res in body.resources:
         try:
+            _check_access(broker, request, res.resource_type, res.resource_name, Operation.ALTER_CONFIGS)
             current = (
                 _current(broker, res.resource_type, res.resource_name)
-                if res.resource_type in (TOPIC, BROKER)
+                if res.resource_type in (TOPIC, BROKER, GROUP)
                 else {}
             )
             set_configs, deletes = _changes(current, res.configs)
@@ -353,7 +408,9 @@ async def handle_incremental_alter_configs(broker: Broker, request: Request) -> 
             )
             continue
         responses.append(
-            _alter(broker, res, set_configs, deletes, replace=False, validate_only=body.validate_only)
+            _alter(
+                broker, request, res, set_configs, deletes, replace=False, validate_only=body.validate_only
+            )
         )
     return {"responses": responses}
 
@@ -364,5 +421,7 @@ async def handle_alter_configs(broker: Broker, request: Request) -> Reply:
     responses = []
     for res in body.resources:
         set_configs = {c.name: c.value or "" for c in res.configs}
-        responses.append(_alter(broker, res, set_configs, [], replace=True, validate_only=body.validate_only))
+        responses.append(
+            _alter(broker, request, res, set_configs, [], replace=True, validate_only=body.validate_only)
+        )
     return {"responses": responses}

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
+from logtrove.acl import Operation, ResourceType
 from logtrove.broker.protocol import ms
 from logtrove.storage import (
     OffsetOutOfRangeError,
@@ -215,11 +216,15 @@ def _read_all(
             name = key
             topic_id = storage.topic(name).topic_id if storage.has_topic(name) else uuid.UUID(int=0)
         parts = []
+        readable = not name or broker.allowed(request, Operation.READ, ResourceType.TOPIC, name)
         for p in wanted:
             result = FetchedPartition(p.index, 0, -1, -1, None)
             try:
                 if not name:
                     result.error = ErrorCode.unknown_topic_id
+                    raise LookupError
+                if not readable:
+                    result.error = ErrorCode.topic_authorization_failed
                     raise LookupError
                 log = storage.log(name, p.index)
                 limit = min(p.partition_max_bytes, budget - total)

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from logtrove.broker.authorize import Resource, authorized_operations
+from logtrove.acl import CLUSTER_NAME, Operation
+from logtrove.broker.authorize import OMITTED, Resource, authorized_operations
 from logtrove.broker.protocol import ms
 from logtrove.groups import CommittedOffset
 
@@ -23,11 +24,12 @@ GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 
 
-def _coordinator(broker: Broker, key: str, key_type: int) -> dict[str, Any]:
-    """The coordinator of one key: this broker for groups and transactional IDs; an
-    unknown key type is INVALID_REQUEST."""
+def _coordinator(broker: Broker, request: Request, key: str, key_type: int) -> dict[str, Any]:
+    """The coordinator of one key: this broker (at the endpoint of the listener the client
+    came through) for groups and transactional IDs; an unknown key type is INVALID_REQUEST."""
     if key_type in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
-        return {"key": key, "node_id": broker.node_id, "host": broker.host, "port": broker.port}
+        host, port = broker.endpoint(request.session.listener)
+        return {"key": key, "node_id": broker.node_id, "host": host, "port": port}
     message = f"unknown coordinator key type {key_type}"
     return {
         "key": key,
@@ -42,13 +44,41 @@ def _coordinator(broker: Broker, key: str, key_type: int) -> dict[str, Any]:
 async def handle_find_coordinator(broker: Broker, request: Request) -> Reply:
     body = request.body
     key_type = getattr(body, "key_type", GROUP_KEY_TYPE)
+
+    def answer(key: str) -> dict[str, Any]:
+        if key_type == GROUP_KEY_TYPE and _denied(broker, request, key, Operation.DESCRIBE):
+            return {"key": key, "error_code": _GROUP_DENIED, "node_id": -1, "host": "", "port": -1}
+        if key_type == TRANSACTION_KEY_TYPE and not broker.allowed(
+            request, Operation.DESCRIBE, Resource.TRANSACTIONAL_ID, key
+        ):
+            code = ErrorCode.transactional_id_authorization_failed
+            return {"key": key, "error_code": code, "node_id": -1, "host": "", "port": -1}
+        return _coordinator(broker, request, key, key_type)
+
     if request.version >= 4:
-        return {"coordinators": [_coordinator(broker, k, key_type) for k in body.coordinator_keys]}
-    return _coordinator(broker, body.key, key_type)
+        return {"coordinators": [answer(k) for k in body.coordinator_keys]}
+    return answer(body.key)
+
+
+_GROUP_DENIED = ErrorCode.group_authorization_failed
+
+
+def _denied(broker: Broker, request: Request, group_id: str, op: Operation = Operation.READ) -> bool:
+    """Whether the principal lacks ``op`` on the group (READ: join, sync, heartbeat,
+    leave, commit; DESCRIBE: find, describe, fetch offsets; DELETE: delete)."""
+    return not broker.allowed(request, op, Resource.GROUP, group_id)
+
+
+def _unreadable_topics(
+    broker: Broker, request: Request, names: Any, op: Operation = Operation.READ
+) -> set[str]:
+    return {n for n in names if not broker.allowed(request, op, Resource.TOPIC, n)}
 
 
 async def handle_join_group(broker: Broker, request: Request) -> Reply:
     body = request.body
+    if _denied(broker, request, body.group_id):
+        return {"error_code": _GROUP_DENIED, "generation_id": -1, "member_id": body.member_id}
     session = ms(body.session_timeout)
     result = await broker.groups.join(
         body.group_id,
@@ -69,6 +99,8 @@ async def handle_join_group(broker: Broker, request: Request) -> Reply:
 
 async def handle_sync_group(broker: Broker, request: Request) -> Reply:
     body = request.body
+    if _denied(broker, request, body.group_id):
+        return {"error_code": _GROUP_DENIED}
     assignments = {a.member_id: a.assignment for a in body.assignments}
     return await broker.groups.sync(
         body.group_id,
@@ -83,6 +115,8 @@ async def handle_sync_group(broker: Broker, request: Request) -> Reply:
 
 async def handle_heartbeat(broker: Broker, request: Request) -> Reply:
     body = request.body
+    if _denied(broker, request, body.group_id):
+        return {"error_code": _GROUP_DENIED}
     instance = getattr(body, "group_instance_id", None)
     return {
         "error_code": broker.groups.heartbeat(body.group_id, body.member_id, body.generation_id, instance)
@@ -91,6 +125,8 @@ async def handle_heartbeat(broker: Broker, request: Request) -> Reply:
 
 async def handle_leave_group(broker: Broker, request: Request) -> Reply:
     body = request.body
+    if _denied(broker, request, body.group_id):
+        return {"error_code": _GROUP_DENIED, "members": []}
     if request.version < 3:
         return {"error_code": broker.groups.leave(body.group_id, body.member_id)}
     members = [
@@ -109,8 +145,12 @@ async def handle_offset_commit(broker: Broker, request: Request) -> Reply:
     now = broker.storage.clock.now_ms()
     commits: dict[tuple[str, int], CommittedOffset] = {}
     unknown: set[tuple[str, int]] = set()
+    group_denied = _denied(broker, request, body.group_id)
+    denied = set() if group_denied else _unreadable_topics(broker, request, {t.name for t in body.topics})
     for topic in body.topics:
         for p in topic.partitions:
+            if group_denied or topic.name in denied:
+                continue
             if (
                 not broker.storage.has_topic(topic.name)
                 or p.partition_index >= broker.storage.topic(topic.name).partitions
@@ -125,7 +165,11 @@ async def handle_offset_commit(broker: Broker, request: Request) -> Reply:
             )
     generation = getattr(body, "generation_id_or_member_epoch", getattr(body, "generation_id", -1))
     instance = getattr(body, "group_instance_id", None)
-    code = broker.groups.commit_offsets(body.group_id, body.member_id, generation, commits, instance)
+    code = (
+        _GROUP_DENIED
+        if group_denied
+        else broker.groups.commit_offsets(body.group_id, body.member_id, generation, commits, instance)
+    )
     return {
         "topics": [
             {
@@ -133,7 +177,11 @@ async def handle_offset_commit(broker: Broker, request: Request) -> Reply:
                 "partitions": [
                     {
                         "partition_index": p.partition_index,
-                        "error_code": ErrorCode.unknown_topic_or_partition
+                        "error_code": _GROUP_DENIED
+                        if group_denied
+                        else ErrorCode.topic_authorization_failed
+                        if topic.name in denied
+                        else ErrorCode.unknown_topic_or_partition
                         if (topic.name, p.partition_index) in unknown
                         else code,
                     }
@@ -146,19 +194,36 @@ async def handle_offset_commit(broker: Broker, request: Request) -> Reply:
 
 
 def _fetch_group(
-    broker: Broker, group_id: str, topics: Any, require_stable: bool = False
+    broker: Broker, request: Request, group_id: str, topics: Any, require_stable: bool = False
 ) -> list[dict[str, Any]]:
-    """Committed offsets; with ``require_stable`` (v7+, read_committed consumers) a
-    partition whose offset an open transaction holds is UNSTABLE_OFFSET_COMMIT (retriable)."""
+    """Committed offsets of a group; a topic the principal may not describe is left out of
+    an all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named (Kafka's rules).
+    With ``require_stable`` (v7+, read_committed consumers) a partition whose offset an open
+    transaction holds is UNSTABLE_OFFSET_COMMIT (retriable)."""
     if topics is None:
         wanted: dict[str, list[int]] = {}
         for t, p in sorted(broker.groups.offsets.for_group(group_id)):
             wanted.setdefault(t, []).append(p)
+        hidden = _unreadable_topics(broker, request, wanted, Operation.DESCRIBE)
+        wanted = {t: ps for t, ps in wanted.items() if t not in hidden}
+        denied: set[str] = set()
     else:
         wanted = {t.name: list(t.partition_indexes) for t in topics}
+        denied = _unreadable_topics(broker, request, wanted, Operation.DESCRIBE)
     out = []
     for name, partitions in wanted.items():
         rows: list[dict[str, Any]] = []
+        if name in denied:
+            rows = [
+                {
+                    "partition_index": p,
+                    "committed_offset": -1,
+                    "error_code": ErrorCode.topic_authorization_failed,
+                }
+                for p in partitions
+            ]
+            out.append({"name": name, "partitions": rows})
+            continue
         for p in partitions:
             c = broker.groups.committed(group_id, name, p)
             if require_stable and broker.txn.has_pending_offsets(group_id, name, p):
@@ -188,28 +253,55 @@ async def handle_offset_fetch(broker: Broker, request: Request) -> Reply:
     if request.version >= 8:
         return {
             "groups": [
-                {"group_id": g.group_id, "topics": _fetch_group(broker, g.group_id, g.topics, stable)}
+                {"group_id": g.group_id, "error_code": _GROUP_DENIED, "topics": []}
+                if _denied(broker, request, g.group_id, Operation.DESCRIBE)
+                else {
+                    "group_id": g.group_id,
+                    "topics": _fetch_group(broker, request, g.group_id, g.topics, stable),
+                }
                 for g in body.groups
             ]
         }
-    return {"topics": _fetch_group(broker, body.group_id, body.topics, stable)}
+    if _denied(broker, request, body.group_id, Operation.DESCRIBE):
+        return {"error_code": _GROUP_DENIED, "topics": []}
+    return {"topics": _fetch_group(broker, request, body.group_id, body.topics, stable)}
 
 
 async def handle_describe_groups(broker: Broker, request: Request) -> Reply:
-    ops = authorized_operations(Resource.GROUP, getattr(request.body, "include_authorized_operations", False))
-    groups = [{**broker.groups.describe(g), "authorized_operations": ops} for g in request.body.groups]
+    asked = bool(getattr(request.body, "include_authorized_operations", False))
+    groups = [
+        {
+            **broker.groups.describe(g),
+            "authorized_operations": authorized_operations(broker, request, Resource.GROUP, g, asked),
+        }
+        if not _denied(broker, request, g, Operation.DESCRIBE)
+        else {"error_code": _GROUP_DENIED, "group_id": g, "authorized_operations": OMITTED}
+        for g in request.body.groups
+    ]
     return {"groups": groups}
 
 
 async def handle_list_groups(broker: Broker, request: Request) -> Reply:
     states = set(getattr(request.body, "states_filter", ()) or ())
     groups = [g for g in broker.groups.list_groups() if not states or g["group_state"] in states]
+    if not broker.allowed(request, Operation.DESCRIBE, Resource.CLUSTER, CLUSTER_NAME, audited=False):
+        groups = [  # only the groups it may describe
+            g
+            for g in groups
+            if broker.allowed(request, Operation.DESCRIBE, Resource.GROUP, g["group_id"], audited=False)
+        ]
     return {"groups": groups}
 
 
 async def handle_delete_groups(broker: Broker, request: Request) -> Reply:
     results = [
-        {"group_id": g, "error_code": broker.groups.delete_group(g)} for g in request.body.groups_names
+        {
+            "group_id": g,
+            "error_code": _GROUP_DENIED
+            if _denied(broker, request, g, Operation.DELETE)
+            else broker.groups.delete_group(g),
+        }
+        for g in request.body.groups_names
     ]
     return {"results": results}
 
@@ -218,7 +310,10 @@ async def handle_offset_delete(broker: Broker, request: Request) -> Reply:
     """OffsetDelete: a partition of an unknown topic is UNKNOWN_TOPIC_OR_PARTITION (as
     Kafka answers from its metadata); the others go to the coordinator's rules."""
     body = request.body
-    known = {t.name: t.partitions for t in broker.storage.topics()}
+    if _denied(broker, request, body.group_id, Operation.DELETE):
+        return {"error_code": _GROUP_DENIED, "topics": []}
+    unreadable = _unreadable_topics(broker, request, {t.name for t in body.topics})
+    known = {t.name: t.partitions for t in broker.storage.topics() if t.name not in unreadable}
     asked = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
     group_error, errors = broker.groups.delete_offsets(
         body.group_id, [(t, p) for t, p in asked if 0 <= p < known.get(t, 0)]
@@ -227,7 +322,10 @@ async def handle_offset_delete(broker: Broker, request: Request) -> Reply:
         return {"error_code": group_error, "topics": []}
     topics: dict[str, list[dict[str, Any]]] = {}
     for t, p in asked:
-        code = errors.get((t, p), ErrorCode.unknown_topic_or_partition)
+        missing = (
+            ErrorCode.topic_authorization_failed if t in unreadable else ErrorCode.unknown_topic_or_partition
+        )
+        code = errors.get((t, p), missing)
         topics.setdefault(t, []).append({"partition_index": p, "error_code": code})
     return {
         "error_code": ErrorCode.none,

@@ -4,7 +4,8 @@
   over a limit is closed as soon as it is accepted, before any byte of it is read.
   Refusals are logged at most once per ``log_interval_s`` (with how many there were
   since the last line), so a flood of connections cannot also flood the log.
-* Timeouts, as Kafka's ``connections.max.idle.ms`` plus a read timeout for slow senders:
+* Timeouts, as Kafka's ``connections.max.idle.ms`` plus a read timeout for slow senders
+  and, on SASL listeners, a deadline to authenticate by:
   each connection records what it is waiting for and since when (:class:`Connection`, two
   attribute writes per step, no timer per request); one periodic scan
   (:func:`overdue`) finds those waiting too long, and the broker aborts them.
@@ -103,6 +104,7 @@ class Connection:
     abort: Callable[[], None]
     phase: Phase
     since: float  # loop time at which the phase began
+    auth_deadline: float | None = None  # SASL listeners: loop time by which it must be authenticated
 
     def enter(self, phase: Phase, now: float) -> None:
         self.phase, self.since = phase, now
@@ -114,6 +116,9 @@ def overdue(
     """The connections that have waited longer than their phase allows, with why."""
     out = []
     for conn in connections:
+        if conn.auth_deadline is not None and now > conn.auth_deadline:
+            out.append((conn, "not authenticated in time (--sasl-auth-timeout-ms)"))
+            continue
         if conn.phase is Phase.HANDLING:
             continue
         limit, option = (

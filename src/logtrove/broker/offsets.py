@@ -22,6 +22,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
+from logtrove.acl import Operation, ResourceType
 from logtrove.broker.protocol import error_code
 from logtrove.storage import PartitionLog, StorageError
 
@@ -52,8 +55,13 @@ async def handle_list_offsets(broker: Broker, request: Request) -> Reply:
     topics = []
     for topic in request.body.topics:
         partitions = []
+        denied = not broker.allowed(request, Operation.DESCRIBE, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
             result: dict[str, Any] = {"partition_index": p.partition_index, "timestamp": -1, "offset": -1}
+            if denied:
+                result["error_code"] = ErrorCode.topic_authorization_failed
+                partitions.append(result)
+                continue
             try:
                 log = broker.storage.log(topic.name, p.partition_index)
                 stable = None
@@ -72,8 +80,13 @@ async def handle_delete_records(broker: Broker, request: Request) -> Reply:
     topics = []
     for topic in request.body.topics:
         partitions = []
+        denied = not broker.allowed(request, Operation.DELETE, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
             result: dict[str, Any] = {"partition_index": p.partition_index, "low_watermark": -1}
+            if denied:
+                result["error_code"] = ErrorCode.topic_authorization_failed
+                partitions.append(result)
+                continue
             try:
                 log = broker.storage.log(topic.name, p.partition_index)
                 target = log.log_end_offset if p.offset == -1 else p.offset

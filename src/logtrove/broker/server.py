@@ -26,12 +26,21 @@ client can read it) and closes the connection for the other APIs, as Kafka does.
 after a whole request in its frame are ignored, as Kafka ignores them (its
 ``AbstractRequest.parseRequest`` never checks that the buffer was used up, and
 librdkafka's Metadata v12 carries three such bytes).
+
+Listeners (:mod:`.listeners`): one server per listener, PLAINTEXT, SSL, SASL_PLAINTEXT or
+SASL_SSL; each connection has a :class:`~logtrove.broker.sasl.Session` naming its
+listener and principal, which handlers read from :attr:`Request.session`. TLS is done by
+the transport (the handshake is over before the connection is served); on a SASL
+listener, frames go through :meth:`Broker._handle_unauthenticated` until the session is
+authenticated (see :mod:`.sasl`), and PLAINTEXT connections take the same path as before
+(one attribute test per request).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 import threading
@@ -45,8 +54,18 @@ from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_re
 from kio.serial import entity_reader
 from kio.serial.errors import SerialError
 
+from logtrove.acl import CLUSTER_NAME, AclStore, Authorizer, Operation, ResourceType
+from logtrove.broker.credentials import CredentialStore
 from logtrove.broker.group_commit import GroupCommit
 from logtrove.broker.limits import Connection, ConnectionLimits, Phase, default_max_connections, overdue
+from logtrove.broker.listeners import (
+    ANONYMOUS,
+    Listener,
+    SecurityProtocol,
+    TlsSettings,
+    principal_of_certificate,
+    server_context,
+)
 from logtrove.broker.produce import ProducerStates
 from logtrove.broker.produce_request import MalformedRequestError, decode_produce_request
 from logtrove.broker.protocol import (
@@ -57,7 +76,9 @@ from logtrove.broker.protocol import (
     encode,
     response_header,
 )
-from logtrove.groups import GroupCoordinator, OffsetStore
+from logtrove.broker.sasl import MAX_UNAUTHENTICATED_FRAME, PRE_AUTH_KEYS, SaslState, Session
+from logtrove.groups import ConsumerGroups, GroupCoordinator, OffsetStore
+from logtrove.groups.group_configs import HEARTBEAT_INTERVAL, SESSION_TIMEOUT, GroupConfigs
 from logtrove.storage import DEFAULT_MAX_TOTAL_PARTITIONS, Storage, pending
 from logtrove.storage.cleaner import Cleaner
 from logtrove.storage.cleaner.scheduler import DEFAULT_MAP_BUDGET
@@ -66,6 +87,7 @@ from logtrove.storage.indexproc import IndexerProcess
 from logtrove.txn import DEFAULT_MAX_TIMEOUT_MS, TransactionCoordinator, TxnIndexes
 
 log = logging.getLogger("logtrove.broker")
+audit = logging.getLogger("logtrove.audit")  # one line per denied request
 
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024
 DEFAULT_FETCH_MAX = 55 * 1024 * 1024  # Kafka's broker fetch.max.bytes
@@ -85,6 +107,8 @@ class BrokerConfig:
     default_partitions: int = 1
     max_frame_bytes: int = DEFAULT_MAX_FRAME
     initial_rebalance_delay_ms: int = 3000
+    consumer_session_timeout_ms: int = 45_000  # [group.consumer.session.timeout.ms]
+    consumer_heartbeat_interval_ms: int = 5000  # [group.consumer.heartbeat.interval.ms]
     maintenance_interval_ms: int = 1000
     offsets_partitions: int = 1
     indexer: bool = True  # a child process writes the key, tag and skip indexes
@@ -103,6 +127,13 @@ class BrokerConfig:
     )
     max_partitions: int = DEFAULT_MAX_TOTAL_PARTITIONS  # total over all topics (Storage.max_partitions)
     durable_acks: bool = False  # acks=1/all wait for the fsync on every topic (as flush.messages=1)
+    authorizer: bool = False  # enforce the ACLs of DATA_DIR/acls.json [authorizer.class.name]
+    super_users: tuple[str, ...] = ()  # principals every operation is allowed to [super.users]
+    allow_if_no_acl: bool = False  # a resource no ACL covers is open [allow.everyone.if.no.acl.found]
+    # listeners; empty: one PLAINTEXT listener on host:port (advertised_host/port)
+    listeners: tuple[Listener, ...] = ()
+    tls: TlsSettings | None = None  # what SSL and SASL_SSL listeners serve with
+    sasl_auth_timeout_ms: int = 10_000  # a SASL connection must be authenticated within this
     transaction_max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS  # [transaction.max.timeout.ms]
 
 
@@ -117,6 +148,17 @@ class Request:
     body: Any
     flexible: bool
     response_cls: type
+    session: Session  # the connection's listener and principal
+
+    @property
+    def principal(self) -> str:
+        """Who sent it (``User:NAME``; ``User:ANONYMOUS`` unauthenticated): the ACLs' subject."""
+        return self.session.principal
+
+    @property
+    def host(self) -> str:
+        """The client's address, as ACL hosts name it."""
+        return self.session.address
 
 
 @dataclass(frozen=True)
@@ -163,13 +205,39 @@ class Broker:
         self.apis: dict[int, Api] = build_api_table()
         self.node_id = storage.data_dir.broker_id
         self.cluster_id = storage.data_dir.cluster_id
-        self.bound_port = config.port
+        self.listeners: list[Listener] = list(config.listeners) or [
+            Listener(
+                SecurityProtocol.PLAINTEXT,
+                config.host,
+                config.port,
+                config.advertised_host,
+                config.advertised_port,
+            )
+        ]
+        self.bound_ports: dict[str, int] = {li.name: li.port for li in self.listeners}
+        self.bound_port = self.listeners[0].port  # the first listener's
+        self.credentials = CredentialStore(storage.path)
+        self._servers: list[asyncio.Server] = []
         self.offsets = OffsetStore(storage, partitions=config.offsets_partitions)
         self.groups = GroupCoordinator(
             self.offsets, initial_rebalance_delay_ms=config.initial_rebalance_delay_ms
         )
+        self.group_configs = GroupConfigs(
+            storage.path,
+            lambda: {
+                SESSION_TIMEOUT: config.consumer_session_timeout_ms,
+                HEARTBEAT_INTERVAL: config.consumer_heartbeat_interval_ms,
+            },
+        )
+        self.consumer_groups = ConsumerGroups(
+            self.offsets,
+            storage.path,
+            lambda: {t.name: t.partitions for t in storage.topics()},
+            session_timeout_ms=config.consumer_session_timeout_ms,
+            session_timeout_of=lambda group: self.group_configs.value(group, SESSION_TIMEOUT),
+        )
+        self._consumer_groups_task: asyncio.Task[None] | None = None
         self._appended: asyncio.Future[None] | None = None
-        self._server: asyncio.Server | None = None
         self._connections: dict[asyncio.Task[None], Connection] = {}
         self._watch: asyncio.Task[None] | None = None
         self.unsent_bytes = 0  # replies handed to transports and not yet taken down to low water
@@ -195,16 +263,57 @@ class Broker:
         )
         # called first in stop(), before storage closes (a mirror thread writing to it)
         self.before_stop: list[Callable[[], None]] = []
+        self.acls = AclStore.load(storage.path) if not storage.read_only else AclStore(storage.path)
+        self.authorizer = (
+            Authorizer(self.acls, frozenset(config.super_users), config.allow_if_no_acl)
+            if config.authorizer
+            else None
+        )
+
+    def allowed(
+        self, request: Request, op: Operation, rtype: ResourceType, name: str, *, audited: bool = True
+    ) -> bool:
+        """Whether the request's principal may perform ``op`` on the resource (always, with
+        no authorizer, as Kafka without ``authorizer.class.name``). A denial leaves an
+        audit line (who, from where, what, on which resource) unless ``audited`` is off:
+        filtering a listing to what the principal may see is not a denied request."""
+        if self.authorizer is None:
+            return True
+        if self.authorizer.authorize(request.principal, request.host, op, rtype, name):
+            return True
+        if audited:
+            audit.info(
+                "denied %s from %s: %s on %s %r (api key %d)",
+                request.principal,
+                request.host,
+                op.name,
+                rtype.name,
+                name,
+                request.api_key,
+            )
+        return False
+
+    def allowed_cluster(self, request: Request, op: Operation) -> bool:
+        return self.allowed(request, op, ResourceType.CLUSTER, CLUSTER_NAME)
 
     @property
     def host(self) -> str:
-        """The host clients are told to connect to."""
-        return self.config.advertised_host or self.config.host
+        """The host clients of the first listener are told to connect to."""
+        return self.endpoint(self.listeners[0])[0]
 
     @property
     def port(self) -> int:
-        """The port clients are told to connect to (the bound one unless advertised)."""
-        return self.config.advertised_port or self.bound_port
+        """The port clients of the first listener are told to connect to."""
+        return self.endpoint(self.listeners[0])[1]
+
+    def endpoint(self, listener: Listener) -> tuple[str, int]:
+        """The host and port clients of ``listener`` are told to connect to (the bound
+        ones unless advertised): Kafka answers with the endpoint of the listener the
+        request came through."""
+        return (
+            listener.advertised_host or listener.host,
+            listener.advertised_port or self.bound_ports[listener.name],
+        )
 
     # -- appends and long polls ---------------------------------------------------------
     def notify_append(self) -> None:
@@ -226,11 +335,24 @@ class Broker:
     async def start(self) -> None:
         self.offsets.load()
         self.txn.load()
-        self._server = await asyncio.start_server(
-            self._serve_connection, self.config.host, self.config.port, limit=1 << 20
-        )
-        sock = self._server.sockets[0]
-        self.bound_port = int(sock.getsockname()[1])
+        for listener in self.listeners:
+            context = None
+            if listener.protocol.tls:
+                assert self.config.tls is not None, "a TLS listener needs BrokerConfig.tls"
+                context = server_context(self.config.tls, listener.protocol)
+            server = await asyncio.start_server(
+                functools.partial(self._serve_connection, listener),
+                listener.host,
+                listener.port,
+                limit=1 << 20,
+                ssl=context,
+                ssl_handshake_timeout=self.config.request_read_timeout_ms / 1000
+                if listener.protocol.tls
+                else None,
+            )
+            self._servers.append(server)
+            self.bound_ports[listener.name] = int(server.sockets[0].getsockname()[1])
+        self.bound_port = self.bound_ports[self.listeners[0].name]
         self._watch = asyncio.create_task(self._watch_connections(), name="connection-watch")
         self._txn_timeouts = asyncio.create_task(self._abort_expired_transactions(), name="txn-timeouts")
         self._maintenance = threading.Thread(target=self._maintenance_loop, name="maintenance", daemon=True)
@@ -247,13 +369,14 @@ class Broker:
                     "sustained produce; install gcc and libxxhash-dev and reinstall logtrove to compile it"
                 )
         self.groups.start()
+        self._consumer_groups_task = asyncio.create_task(self.consumer_groups.run(), name="consumer-groups")
 
     async def stop(self) -> None:
         """Stop accepting, close connections, stop maintenance, close storage."""
         for hook in self.before_stop:
             hook()
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         if self._watch is not None:
             self._watch.cancel()
         if self._txn_timeouts is not None:
@@ -264,6 +387,11 @@ class Broker:
             await asyncio.wait(list(self._connections), timeout=5)
         self.group_commit.close()
         await self.groups.stop()
+        if self._consumer_groups_task is not None:
+            self._consumer_groups_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._consumer_groups_task
+        self.consumer_groups.close()
         try:
             self.txn.save_now()
         except OSError:
@@ -297,7 +425,22 @@ class Broker:
                 log.exception("maintenance round failed")
 
     # -- connections -------------------------------------------------------------------
-    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _new_session(self, listener: Listener, writer: asyncio.StreamWriter, conn: Connection) -> Session:
+        """A connection's session: authenticated at once unless its listener is SASL (then
+        it must be within ``sasl_auth_timeout_ms``); on SSL the principal is the client
+        certificate's subject."""
+        principal = ANONYMOUS
+        if listener.protocol is SecurityProtocol.SSL:
+            principal = principal_of_certificate(writer.get_extra_info("peercert"))
+            log.info("TLS connection from %s on %s as %s", conn.address, listener, principal)
+        if not listener.protocol.sasl:
+            return Session(listener, principal, SaslState.AUTHENTICATED, address=conn.address)
+        conn.auth_deadline = conn.since + self.config.sasl_auth_timeout_ms / 1000
+        return Session(listener, principal, SaslState.HANDSHAKE, address=conn.address)
+
+    async def _serve_connection(
+        self, listener: Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         peer = writer.get_extra_info("peername")
         address = str(peer[0]) if peer else ""
         if not self.limits.admit(address):
@@ -308,10 +451,17 @@ class Broker:
         loop = asyncio.get_running_loop()
         conn = Connection(address, writer.transport.abort, Phase.IDLE, loop.time())
         self._connections[task] = conn
+        session = self._new_session(listener, writer, conn)
         try:
-            while (frame := await self._read_frame(reader, conn)) is not None:
+            while (frame := await self._read_frame(reader, conn, session)) is not None:
                 conn.enter(Phase.HANDLING, loop.time())
-                reply = await self._handle_frame(frame)
+                if session.authenticated:
+                    reply = await self._handle_frame(frame, session)
+                else:
+                    reply = await self._handle_unauthenticated(frame, session)
+                    if session.authenticated:
+                        conn.auth_deadline = None
+                        log.info("%s authenticated from %s on %s", session.principal, address, listener)
                 del frame  # a request of up to max_frame_bytes must not outlive its handling
                 if reply:
                     conn.enter(Phase.WRITING, loop.time())
@@ -321,6 +471,8 @@ class Broker:
                         await self._send(writer, reply)
                     finally:
                         self.unsent_bytes -= size
+                if session.close_after_reply:
+                    break
                 conn.enter(Phase.IDLE, loop.time())
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             pass
@@ -336,16 +488,24 @@ class Broker:
             else:
                 writer.close()
 
-    async def _read_frame(self, reader: asyncio.StreamReader, conn: Connection) -> bytes | None:
+    async def _read_frame(
+        self, reader: asyncio.StreamReader, conn: Connection, session: Session
+    ) -> bytes | None:
         """The next request frame (without its size), or ``None`` at a clean end of stream.
-        Its first byte ends the connection's idle phase and begins its reading phase."""
+        Its first byte ends the connection's idle phase and begins its reading phase.
+        Before authentication a frame is at most ``MAX_UNAUTHENTICATED_FRAME`` bytes, and
+        a bare SASL token (after SaslHandshake v0) may be shorter than a request header."""
         try:
             first = await reader.readexactly(1)
         except asyncio.IncompleteReadError:
             return None
         conn.enter(Phase.READING, asyncio.get_running_loop().time())
         (size,) = SIZE.unpack(first + await reader.readexactly(SIZE.size - 1))
-        if size < REQUEST_PREFIX.size or size > self.config.max_frame_bytes:
+        if session.authenticated:
+            low, high = REQUEST_PREFIX.size, self.config.max_frame_bytes
+        else:
+            low, high = (0 if session.raw_tokens else REQUEST_PREFIX.size), MAX_UNAUTHENTICATED_FRAME
+        if size < low or size > high:
             raise BadFrameError(f"frame size {size} out of range")
         return await reader.readexactly(size)
 
@@ -373,7 +533,28 @@ class Broker:
                 log.debug("closing connection from %s: %s", conn.address, why)
                 conn.abort()
 
-    def _decode(self, frame: bytes) -> Request:
+    async def _handle_unauthenticated(
+        self, frame: bytes, session: Session
+    ) -> list[bytes | memoryview] | None:
+        """A frame of a SASL connection not yet authenticated: a bare token after
+        SaslHandshake v0, else ApiVersions, SaslHandshake or SaslAuthenticate; any other
+        request ends the connection, as Kafka's SaslServerAuthenticator does."""
+        from logtrove.broker.sasl import SaslAuthenticationError, authenticate_step
+
+        if session.raw_tokens:
+            try:
+                token = await authenticate_step(self, session, frame)
+            except SaslAuthenticationError:
+                return None  # v0 has no way to say why: the connection closes
+            return [SIZE.pack(len(token)) + token]
+        api_key = REQUEST_PREFIX.unpack_from(frame, 0)[0]
+        if api_key not in PRE_AUTH_KEYS:
+            raise BadFrameError(
+                f"unexpected request (api key {api_key}) on {session.listener} before authentication"
+            )
+        return await self._handle_frame(frame, session)
+
+    def _decode(self, frame: bytes, session: Session) -> Request:
         api_key, version, correlation_id = REQUEST_PREFIX.unpack_from(frame, 0)
         api = self.apis.get(api_key)
         if api is None:
@@ -387,7 +568,7 @@ class Broker:
                 raise BadFrameError(f"undecodable Produce v{version}: {exc}") from exc
             resp_cls = _schemas(api_key, version)[1]
             return Request(
-                api_key, version, correlation_id, produce.client_id, produce, version >= 9, resp_cls
+                api_key, version, correlation_id, produce.client_id, produce, version >= 9, resp_cls, session
             )
         try:
             req_cls, resp_cls, read_header, read_body = _schemas(api_key, version)
@@ -403,15 +584,16 @@ class Broker:
             body=body,
             flexible=bool(getattr(req_cls, "__flexible__", False)),
             response_cls=resp_cls,
+            session=session,
         )
 
-    async def _handle_frame(self, frame: bytes) -> list[bytes | memoryview] | None:
+    async def _handle_frame(self, frame: bytes, session: Session) -> list[bytes | memoryview] | None:
         api_key, version, correlation_id = REQUEST_PREFIX.unpack_from(frame, 0)
         if api_key == API_VERSIONS_KEY and not self._serves(api_key, version):
             from logtrove.broker.apis import unsupported_api_versions
 
             return self._frame(unsupported_api_versions(self), correlation_id, False, api_key)
-        request = self._decode(frame)
+        request = self._decode(frame, session)
         api = self.apis[request.api_key]
         reply = await api.handler(self, request)
         if reply is None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from logtrove.acl import CLUSTER_NAME, Operation
 from logtrove.broker.authorize import Resource, authorized_operations
 from logtrove.broker.protocol import ZERO_UUID, error_code
 from logtrove.storage import (
@@ -49,14 +50,18 @@ def _partitions(broker: Broker, info: TopicInfo) -> list[dict[str, Any]]:
     ]
 
 
-def _topic(broker: Broker, info: TopicInfo, with_operations: bool = False) -> dict[str, Any]:
+def _topic(
+    broker: Broker, request: Request, info: TopicInfo, with_operations: bool = False
+) -> dict[str, Any]:
     return {
         "error_code": 0,
         "name": info.name,
         "topic_id": info.topic_id,
         "is_internal": info.internal,
         "partitions": _partitions(broker, info),
-        "topic_authorized_operations": authorized_operations(Resource.TOPIC, with_operations),
+        "topic_authorized_operations": authorized_operations(
+            broker, request, Resource.TOPIC, info.name, with_operations
+        ),
     }
 
 
@@ -90,33 +95,63 @@ async def handle_metadata(broker: Broker, request: Request) -> Reply:
     topics: list[dict[str, Any]] = []
     ops = bool(getattr(body, "include_topic_authorized_operations", False))
     if body.topics is None or (request.version == 0 and not body.topics):
-        topics = [_topic(broker, info, ops) for info in storage.topics()]
+        topics = [  # the topics the principal may describe (Kafka leaves the others out)
+            _topic(broker, request, info, ops)
+            for info in storage.topics()
+            if broker.allowed(request, Operation.DESCRIBE, Resource.TOPIC, info.name, audited=False)
+        ]
     else:
+        by_id: dict[Any, TopicInfo] | None = None
         for wanted in body.topics:
             name = wanted.name
-            if name is None:
-                topics.append(
-                    _unknown(name, getattr(wanted, "topic_id", ZERO_UUID), ErrorCode.unknown_topic_id)
-                )
+            if name is None:  # v10+: by topic ID (how KIP-848 consumers resolve assignments)
+                if by_id is None:
+                    by_id = {info.topic_id: info for info in storage.topics()}
+                topic_id = getattr(wanted, "topic_id", ZERO_UUID)
+                found = by_id.get(topic_id)
+                if found is None:
+                    topics.append(_unknown(None, topic_id, ErrorCode.unknown_topic_id))
+                elif not broker.allowed(request, Operation.DESCRIBE, Resource.TOPIC, found.name):
+                    topics.append(_unknown(None, topic_id, ErrorCode.topic_authorization_failed))
+                else:
+                    topics.append(_topic(broker, request, found, ops))
+                continue
+            if not broker.allowed(request, Operation.DESCRIBE, Resource.TOPIC, name):
+                topics.append(_unknown(name, ZERO_UUID, ErrorCode.topic_authorization_failed))
                 continue
             try:
-                info = storage.topic(name) if not allow_create else await auto_create(broker, name)
-                topics.append(_topic(broker, info, ops))
+                may_create = allow_create and _may_create(broker, request, name)
+                if allow_create and not may_create and not storage.has_topic(name):
+                    topics.append(_unknown(name, ZERO_UUID, ErrorCode.topic_authorization_failed))
+                    continue
+                info = storage.topic(name) if not may_create else await auto_create(broker, name)
+                topics.append(_topic(broker, request, info, ops))
             except UnknownTopicError:
                 topics.append(_unknown(name, ZERO_UUID, ErrorCode.unknown_topic_or_partition))
             except StorageError as exc:
                 topics.append(_unknown(name, ZERO_UUID, error_code(exc)))
             except OSError:
                 topics.append(_unknown(name, ZERO_UUID, ErrorCode.kafka_storage_error))
+    host, port = broker.endpoint(request.session.listener)
     return {
-        "brokers": [{"node_id": broker.node_id, "host": broker.host, "port": broker.port, "rack": None}],
+        "brokers": [{"node_id": broker.node_id, "host": host, "port": port, "rack": None}],
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "topics": topics,
         "cluster_authorized_operations": authorized_operations(
-            Resource.CLUSTER, getattr(body, "include_cluster_authorized_operations", False)
+            broker,
+            request,
+            Resource.CLUSTER,
+            asked=getattr(body, "include_cluster_authorized_operations", False),
         ),
     }
+
+
+def _may_create(broker: Broker, request: Request, name: str) -> bool:
+    """CREATE on the cluster or on the topic (Kafka's rule for creating a topic)."""
+    return broker.allowed(
+        request, Operation.CREATE, Resource.CLUSTER, CLUSTER_NAME, audited=False
+    ) or broker.allowed(request, Operation.CREATE, Resource.TOPIC, name)
 
 
 def _unknown(name: str | None, topic_id: Any, code: ErrorCode) -> dict[str, Any]:
@@ -131,7 +166,10 @@ async def handle_create_topics(broker: Broker, request: Request) -> Reply:
         partitions = topic.num_partitions if topic.num_partitions > 0 else broker.config.default_partitions
         configs = {c.name: c.value for c in topic.configs if c.value is not None}
         try:
-            if topic.assignments and (topic.num_partitions != -1 or topic.replication_factor != -1):
+            if not _may_create(broker, request, topic.name):
+                result["error_code"] = ErrorCode.topic_authorization_failed
+                result["error_message"] = "CREATE on the cluster or on this topic is needed"
+            elif topic.assignments and (topic.num_partitions != -1 or topic.replication_factor != -1):
                 result["error_code"] = ErrorCode.invalid_request
                 result["error_message"] = (
                     "both num_partitions or replication_factor and a replica assignment were given; give one"
@@ -185,6 +223,8 @@ async def handle_delete_topics(broker: Broker, request: Request) -> Reply:
         try:
             if name is None:
                 result["error_code"] = ErrorCode.unknown_topic_id
+            elif not broker.allowed(request, Operation.DELETE, Resource.TOPIC, name):
+                result["error_code"] = ErrorCode.topic_authorization_failed
             else:
                 # in a thread: removing a big topic's files must not stall the listener
                 result["topic_id"] = await asyncio.to_thread(broker.storage.delete_topic, name) or ZERO_UUID
@@ -201,6 +241,10 @@ async def handle_create_partitions(broker: Broker, request: Request) -> Reply:
     results = []
     for topic in body.topics:
         result: dict[str, Any] = {"name": topic.name}
+        if not broker.allowed(request, Operation.ALTER, Resource.TOPIC, topic.name):
+            result["error_code"] = ErrorCode.topic_authorization_failed
+            results.append(result)
+            continue
         try:
             current = broker.storage.topic(topic.name).partitions
             wrong = None

@@ -72,10 +72,18 @@ class HttpBeside:
     meanwhile. Produce goes through the broker's loop. A port already in use is a
     warning, not a reason to stop the broker."""
 
-    def __init__(self, broker: Broker, listen: str, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        listen: str,
+        *,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        lag_sample_s: float | None = None,
+    ) -> None:
         self.broker = broker
         self.listen = listen
         self.max_body_bytes = max_body_bytes
+        self.lag_sample_s = lag_sample_s
         self._loop = asyncio.get_running_loop()
         self._lock = threading.Lock()
         self._server: HttpServer | None = None
@@ -94,7 +102,11 @@ class HttpBeside:
         options = next_to_broker(self._loop, self._append, self.broker.groups)
         try:
             server = start_in_thread(
-                self.broker.storage, self.listen, max_body_bytes=self.max_body_bytes, **options
+                self.broker.storage,
+                self.listen,
+                max_body_bytes=self.max_body_bytes,
+                lag_sample_interval_s=self.lag_sample_s,
+                **options,
             )
         except OSError as exc:
             err_console.print(f"[yellow]warning:[/] no HTTP API: cannot serve on {self.listen} ({exc})")
@@ -115,9 +127,16 @@ class HttpBeside:
         self._starter.join(30)
 
 
-def start_beside(broker: Broker, listen: str, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> HttpBeside:
-    """Start serving the API next to ``broker`` (see :class:`HttpBeside`)."""
-    return HttpBeside(broker, listen, max_body_bytes=max_body_bytes)
+def start_beside(
+    broker: Broker,
+    listen: str,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    lag_sample_s: float | None = None,
+) -> HttpBeside:
+    """Start serving the API next to ``broker`` (see :class:`HttpBeside`); with
+    ``lag_sample_s`` it samples every group's lag for the console's lag charts."""
+    return HttpBeside(broker, listen, max_body_bytes=max_body_bytes, lag_sample_s=lag_sample_s)
 
 
 def body_limit_option() -> Any:

@@ -6,11 +6,22 @@ import asyncio
 import logging
 import re
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from logtrove.broker import Broker, BrokerConfig, run
+from logtrove.broker.listeners import (
+    ClientAuth,
+    Listener,
+    ListenerError,
+    TlsSettings,
+    check_listeners,
+    parse_listener,
+    server_context,
+    with_advertised,
+)
 from logtrove.cli.common import DEFAULT_DATA, DataOption, cli_errors, fail
 from logtrove.cli.http import (
     DEFAULT_MAX_BODY_BYTES,
@@ -46,22 +57,98 @@ def start_following(broker: Broker, config: MirrorConfig) -> None:
     thread.start()
 
 
-def _parse_listen(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        fail(f"--listen needs HOST:PORT, got {text!r}", 2)
-    return host or "127.0.0.1", int(port)
+def _listeners(listen: list[str], advertise: list[str]) -> list[Listener]:
+    try:
+        listeners = with_advertised([parse_listener(text) for text in listen], advertise)
+    except ListenerError as exc:
+        fail(str(exc), 2)
+    return listeners
+
+
+def _tls(
+    certfile: Path | None,
+    keyfile: Path | None,
+    cafile: Path | None,
+    client_auth: str,
+    listeners: list[Listener],
+) -> TlsSettings | None:
+    """The TLS settings, checked now (files readable, a certificate for a TLS listener)
+    so that a mistake is a clear message before the data directory is opened."""
+    try:
+        auth = ClientAuth(client_auth.lower())
+    except ValueError:
+        fail(f"--ssl-client-auth is none, requested or required, got {client_auth!r}", 2)
+    tls = None if certfile is None else TlsSettings(certfile, keyfile, cafile, auth)
+    try:
+        check_listeners(listeners, tls)
+        if tls is not None:
+            server_context(tls)
+    except ListenerError as exc:
+        fail(str(exc), 2)
+    return tls
 
 
 @app.command()
 def serve(
     data: DataOption = DEFAULT_DATA,
     listen: Annotated[
-        str, typer.Option("--listen", "-l", help="Address to listen on, HOST:PORT.")
-    ] = "127.0.0.1:9092",
-    advertise: Annotated[
-        str | None, typer.Option("--advertise", help="HOST:PORT given to clients (default: --listen).")
+        list[str] | None,
+        typer.Option(
+            "--listen",
+            "-l",
+            help="Listener, [PROTOCOL://]HOST:PORT with PROTOCOL one of PLAINTEXT (the default), SSL, "
+            "SASL_PLAINTEXT, SASL_SSL; repeat for several (default: 127.0.0.1:9092).",
+        ),
     ] = None,
+    advertise: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--advertise",
+            help="[PROTOCOL://]HOST:PORT given to the clients of the listener of that protocol "
+            "(default: its --listen address); repeatable.",
+        ),
+    ] = None,
+    ssl_certfile: Annotated[
+        Path | None,
+        typer.Option(
+            "--ssl-certfile",
+            help="PEM certificate (chain) of SSL / SASL_SSL listeners.",
+            rich_help_panel="Security",
+        ),
+    ] = None,
+    ssl_keyfile: Annotated[
+        Path | None,
+        typer.Option(
+            "--ssl-keyfile",
+            help="PEM private key of --ssl-certfile (if not in it).",
+            rich_help_panel="Security",
+        ),
+    ] = None,
+    ssl_cafile: Annotated[
+        Path | None,
+        typer.Option(
+            "--ssl-cafile",
+            help="PEM CA certificates client certificates are checked against.",
+            rich_help_panel="Security",
+        ),
+    ] = None,
+    ssl_client_auth: Annotated[
+        str,
+        typer.Option(
+            "--ssl-client-auth",
+            help="Ask TLS clients for a certificate: none, requested or required (its subject is the principal).",
+            rich_help_panel="Security",
+        ),
+    ] = "none",
+    sasl_auth_timeout_ms: Annotated[
+        int,
+        typer.Option(
+            "--sasl-auth-timeout-ms",
+            min=1,
+            help="Close a SASL connection not authenticated this long after it was accepted.",
+            rich_help_panel="Security",
+        ),
+    ] = 10_000,
     auto_create_topics: Annotated[
         bool,
         typer.Option(
@@ -79,6 +166,22 @@ def serve(
             help="Wait for more members before a new group's first rebalance.",
         ),
     ] = 3000,
+    consumer_session_timeout_ms: Annotated[
+        int,
+        typer.Option(
+            "--consumer-session-timeout-ms",
+            min=1000,
+            help="Consumer-protocol (KIP-848) members silent this long are removed.",
+        ),
+    ] = 45_000,
+    consumer_heartbeat_interval_ms: Annotated[
+        int,
+        typer.Option(
+            "--consumer-heartbeat-interval-ms",
+            min=100,
+            help="How often consumer-protocol (KIP-848) members are told to heartbeat.",
+        ),
+    ] = 5000,
     max_frame_bytes: Annotated[
         int, typer.Option("--max-frame-bytes", min=1024, help="Largest request accepted.")
     ] = 100 * 1024 * 1024,
@@ -185,6 +288,28 @@ def serve(
             "fsyncs are grouped off the event loop). Default: fsync within flush.ms (1 s).",
         ),
     ] = False,
+    authorizer: Annotated[
+        bool,
+        typer.Option(
+            "--authorizer/--no-authorizer",
+            help="Enforce the ACLs (DATA_DIR/acls.json; manage them with `logtrove acls` or any Kafka "
+            "admin client). A resource no ACL covers is closed unless --allow-everyone-if-no-acl-found.",
+        ),
+    ] = False,
+    super_user: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--super-user",
+            help="A principal allowed everything (Kafka's super.users), e.g. User:admin. Repeatable.",
+        ),
+    ] = None,
+    allow_everyone_if_no_acl_found: Annotated[
+        bool,
+        typer.Option(
+            "--allow-everyone-if-no-acl-found",
+            help="With --authorizer: a resource that no ACL covers is open to everyone.",
+        ),
+    ] = False,
     transaction_max_timeout_ms: Annotated[
         int,
         typer.Option(
@@ -195,6 +320,14 @@ def serve(
         ),
     ] = 900_000,
     http_max_body_mb: Annotated[int, body_limit_option()] = DEFAULT_MAX_BODY_BYTES >> 20,
+    lag_sample_s: Annotated[
+        float,
+        typer.Option(
+            "--lag-sample-s",
+            min=0.1,
+            help="Seconds between samples of every group's lag (kept 24 h in lag-history.jsonl, for the console's lag charts).",
+        ),
+    ] = 10.0,
     follow: Annotated[
         str | None,
         typer.Option(
@@ -227,13 +360,14 @@ def serve(
     logging.basicConfig(
         level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    host, port = _parse_listen(listen)
-    adv_host, adv_port = _parse_listen(advertise) if advertise else (None, None)
+    listeners = _listeners(listen or ["127.0.0.1:9092"], advertise or [])
+    tls = _tls(ssl_certfile, ssl_keyfile, ssl_cafile, ssl_client_auth, listeners)
     config = BrokerConfig(
-        host=host,
-        port=port,
-        advertised_host=adv_host,
-        advertised_port=adv_port,
+        host=listeners[0].host,
+        port=listeners[0].port,
+        listeners=tuple(listeners),
+        tls=tls,
+        sasl_auth_timeout_ms=sasl_auth_timeout_ms,
         auto_create_topics=auto_create_topics,
         default_partitions=default_partitions,
         max_frame_bytes=max_frame_bytes,
@@ -244,6 +378,8 @@ def serve(
         fetch_max_bytes=fetch_max_bytes,
         fetch_memory_bytes=fetch_memory_mb << 20,
         initial_rebalance_delay_ms=initial_rebalance_delay_ms,
+        consumer_session_timeout_ms=consumer_session_timeout_ms,
+        consumer_heartbeat_interval_ms=consumer_heartbeat_interval_ms,
         indexer=indexer,
         indexer_flush_ms=max(1, round(indexer_flush_s * 1000)),
         cleaner=cleaner,
@@ -251,6 +387,9 @@ def serve(
         cleaner_map_bytes=cleaner_map_mb << 20,
         max_partitions=max_partitions,
         durable_acks=durable_acks,
+        authorizer=authorizer,
+        super_users=tuple(_principals(super_user or [])),
+        allow_if_no_acl=allow_everyone_if_no_acl_found,
         transaction_max_timeout_ms=transaction_max_timeout_ms,
     )
     mirror_config = None
@@ -263,14 +402,20 @@ def serve(
             source=follow, topics=follow_topics, max_bytes_per_s=follow_max_bytes_per_s
         )
     with cli_errors():
-        storage = Storage.open(data, holder=f"logtrove serve {listen}")
+        storage = Storage.open(data, holder=f"logtrove serve {' '.join(map(str, listeners))}")
 
     def ready(broker: Broker) -> None:
-        print(f"logtrove serving {data} on {broker.config.host}:{broker.bound_port}", flush=True)
+        for listener in broker.listeners:
+            bound = f"{listener.host}:{broker.bound_ports[listener.name]}"
+            print(f"logtrove serving {data} on {bound} ({listener.name})", flush=True)
         if mirror_config is not None:
             start_following(broker, mirror_config)
         if http_listen is not None:
-            http_servers.append(start_beside(broker, http_listen, max_body_bytes=http_max_body_mb << 20))
+            http_servers.append(
+                start_beside(
+                    broker, http_listen, max_body_bytes=http_max_body_mb << 20, lag_sample_s=lag_sample_s
+                )
+            )
 
     try:
         with cli_errors():
@@ -278,3 +423,14 @@ def serve(
     finally:
         for server in http_servers:
             server.stop()
+
+
+def _principals(raw: list[str]) -> list[str]:
+    """``--super-user`` values, checked (``Type:name``); a wrong one ends with exit code 2."""
+    from logtrove.acl import AclError
+    from logtrove.acl.model import check_principal
+
+    try:
+        return [check_principal(p) for p in raw]
+    except AclError as exc:
+        fail(f"--super-user: {exc}", 2)

@@ -1,7 +1,8 @@
 """Consumer groups: the group coordinator, committed offsets and lag (DESIGN.md §5).
 
 :class:`GroupCoordinator` runs Kafka's classic group protocol (join, sync, heartbeat,
-leave, session timeouts) on the broker's event loop; :class:`OffsetStore` keeps committed
+leave, session timeouts) on the broker's event loop; :class:`ConsumerGroups` the consumer
+group protocol of KIP-848 (server-side assignment, :mod:`.assignors`); :class:`OffsetStore` keeps committed
 offsets as records of the compacted topic ``__consumer_offsets``. :class:`LagMonitor`
 computes lag per group × topic × partition (messages, time, and exact tag-aware lag from
 ``.tagidx``); tag subscriptions live in the same topic (:mod:`.subscriptions`), and
@@ -9,6 +10,7 @@ computes lag per group × topic × partition (messages, time, and exact tag-awar
 """
 
 from logtrove.groups.consumer import StartAt, StoreCommitter, TagConsumer
+from logtrove.groups.consumer_protocol import ConsumerGroups, Heartbeat, HeartbeatResult
 from logtrove.groups.coordinator import GroupCoordinator
 from logtrove.groups.lag import GroupLag, LagMonitor, PartitionLag, TopicLag
 from logtrove.groups.offsets import (
@@ -30,9 +32,12 @@ __all__ = [
     "OFFSETS_TOPIC",
     "CommitKey",
     "CommittedOffset",
+    "ConsumerGroups",
     "GroupCoordinator",
     "GroupLag",
     "GroupProgress",
+    "Heartbeat",
+    "HeartbeatResult",
     "InvalidTagExpressionError",
     "LagMonitor",
     "OffsetRecordError",

@@ -587,6 +587,18 @@ class GroupCoordinator:
         return out
 
     # -- administration --------------------------------------------------------------
+    def has_live_group(self, group_id: str) -> bool:
+        """Whether the classic protocol holds ``group_id`` (it has members or is
+        rebalancing), so that the consumer protocol may not take it."""
+        group = self.groups.get(group_id)
+        return group is not None and (bool(group.members) or group.state != EMPTY)
+
+    def drop_empty(self, group_id: str) -> None:
+        """Forget an empty classic group (the consumer protocol takes its ID over); its
+        commits stay."""
+        if group_id in self.groups and not self.has_live_group(group_id):
+            del self.groups[group_id]
+
     def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups of one group, with Kafka's rules: only a group with no members
         goes (``NON_EMPTY_GROUP`` otherwise), taking its committed offsets with it

@@ -5,9 +5,12 @@
     /api/v1/health                    liveness, version, read-only or not
     /api/v1/topics[/{topic}]          list, create, describe, configs
     /api/v1/topics/{t}/partitions     offsets, sizes, segments
+    /api/v1/topics/{t}/histogram      records per time bucket (time index + batch headers)
     /api/v1/topics/{t}/…/messages     find messages (offset, time, range, ID, key, header, content)
     /api/v1/topics/{t}/messages POST  produce (REST proxy style)
+    /api/v1/topics/{t}/tail           follow new records (server-sent events)
     /api/v1/groups[/{group}]          consumer groups and lag
+    /api/v1/groups/{g}/lag-history    lag over time (sampled by the server)
     /api/v1/topics/{t}/…/tags/…       tag-filtered fetch and exact tag counts (.tagidx)
     /api/v1/compaction                compaction status
     /metrics                          Prometheus text format
@@ -26,11 +29,25 @@ from fastapi import FastAPI, Request, Response
 
 from logtrove import __version__
 from logtrove.http import console
-from logtrove.http.api import compaction, groups, health, messages, produce, search, tags, topics
+from logtrove.http.api import (
+    compaction,
+    groups,
+    health,
+    histogram,
+    messages,
+    produce,
+    search,
+    tags,
+    topics,
+)
+from logtrove.http.api import lag_history as lag_history_api
+from logtrove.http.api import tail as tail_api
 from logtrove.http.context import Appender, HttpContext
 from logtrove.http.groups import GroupsSource, GroupStates
+from logtrove.http.lag_history import DEFAULT_WINDOW_S, LagHistory, LagSampler
 from logtrove.http.limits import DEFAULT_MAX_BODY_BYTES, BodyLimit
 from logtrove.http.problems import document_problems, install_handlers
+from logtrove.http.tail import TailHub, TailLimits
 from logtrove.query import QueryEngine
 from logtrove.storage import Storage
 
@@ -57,6 +74,9 @@ def create_app(
     refresh_interval_s: float = 1.0,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     search_time_limit_s: float = SEARCH_TIME_LIMIT_S,
+    tail_limits: TailLimits | None = None,
+    lag_sample_interval_s: float | None = None,
+    lag_history_window_s: float = DEFAULT_WINDOW_S,
 ) -> FastAPI:
     """Build the app over an open :class:`Storage` (which the caller keeps and closes).
 
@@ -64,7 +84,10 @@ def create_app(
     a broker's live group states; ``allow_writes`` defaults to "the storage is writable".
     Request bodies over ``max_body_bytes`` get 413 while they are read (see
     :mod:`logtrove.http.limits`); a content search ends after ``search_time_limit_s``
-    with reason "budget exhausted" and a cursor to continue.
+    with reason "budget exhausted" and a cursor to continue. ``tail_limits`` bounds the
+    live tails (:mod:`logtrove.http.tail`); the server closes them at shutdown.
+    With ``lag_sample_interval_s`` (and a writable storage) a thread samples every group's
+    lag into ``lag-history.jsonl`` (:mod:`logtrove.http.lag_history`) until :func:`close`.
     """
     app = FastAPI(
         title="logtrove",
@@ -78,15 +101,42 @@ def create_app(
     )
     app.state.groups = GroupsSource(storage, states=group_states, reload_interval_s=refresh_interval_s)
     app.state.engine = QueryEngine(storage, content_time_limit_s=search_time_limit_s)
+    app.state.tails = TailHub(tail_limits)
+    app.state.lag_history = LagHistory(storage.path, window_s=lag_history_window_s)
+    app.state.lag_sampler = None
+    if lag_sample_interval_s is not None and not storage.read_only:
+        app.state.lag_sampler = LagSampler(
+            app.state.groups, app.state.lag_history, storage.clock, lag_sample_interval_s
+        ).start()
     app.state.features = {"query": True, "groups": True, "lag": True, "tag_lag": True}
     install_handlers(app)
     document_problems(app)
-    for module in (health, topics, messages, search, produce, groups, compaction, tags):
+    for module in (
+        health,
+        topics,
+        histogram,
+        messages,
+        search,
+        produce,
+        tail_api,
+        groups,
+        lag_history_api,
+        compaction,
+        tags,
+    ):
         app.include_router(module.router)
     console.install(app)
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     _count_requests(app)  # outside the body limit, so that its 413s are counted
     return app
+
+
+def close(app: FastAPI) -> None:
+    """End what the app runs besides requests: its live tails and its lag sampler (the
+    server calls this as it shuts down)."""
+    app.state.tails.close()
+    if app.state.lag_sampler is not None:
+        app.state.lag_sampler.stop()
 
 
 def _route_template(request: Request) -> str:

@@ -3,11 +3,13 @@
 Every view is a URL, so a search or a lag view can be shared by copying the address::
 
     /ui/search?topic=orders&by=key&key=user-1      (by = offset, time, range, id, key, header, content)
-    /ui/topics/orders                              partitions, sizes, retention, compaction
-    /ui/lag?group=billing                          groups, lag per partition, tag-aware lag
+    /ui/topics/orders?bucket=hour&from=…&to=…     records over time, live tail, produce form,
+                                                   partitions, sizes, retention, compaction
+    /ui/lag?group=billing                          groups, lag per partition, tag-aware lag,
+                                                   lag over time
 
-All of them are the same page (``index.html``); its script reads the address and calls
-the JSON API.
+All of them are the same page (``index.html``); its scripts (``console.js``, and
+``charts.js`` drawing with the vendored uPlot) read the address and call the JSON API.
 """
 
 from __future__ import annotations

@@ -156,6 +156,58 @@ class MessagePage(_Model):
     cli: str = Field(description="The equivalent `logtrove` command.")
 
 
+# -- histograms ---------------------------------------------------------------------------
+class HistogramBucket(_Model):
+    start_ms: int
+    end_ms: int = Field(description="Exclusive.")
+    records: int
+
+
+class PartitionHistogram(_Model):
+    partition: int
+    records: int = Field(description="Records of this partition in the whole range.")
+    size_bytes: int = Field(description="Bytes of the partition's log on disk (every segment).")
+    counts: list[int] | None = Field(
+        default=None, description="Records per bucket of this partition (with by_partition=true)."
+    )
+
+
+class TopicHistogram(_Model):
+    """Records per time bucket, from the time index and batch headers (see
+    ``logtrove.query.histogram`` for what the counts mean and when they are exact)."""
+
+    topic: str
+    from_ms: int | None = Field(description="Start of the first bucket; null for a topic without records.")
+    to_ms: int | None = Field(description="End (exclusive) of the last bucket.")
+    bucket: str = Field(description="Bucket width in words: second, minute, hour, day, …")
+    bucket_ms: int = Field(description="Bucket width; the first and last bucket may be clipped by the range.")
+    records: int = Field(description="Sum of the buckets.")
+    buckets: list[HistogramBucket]
+    partitions: list[PartitionHistogram]
+    exact: str = Field(description="When the counts are exact record counts.")
+    edges_walked: int = Field(description="Bucket edges that needed a walk of batch headers.")
+    batches_scanned: int = Field(description="Batches straddling an edge whose record timestamps were read.")
+    elapsed_ms: float
+
+
+# -- lag history ---------------------------------------------------------------------------
+class LagPoint(_Model):
+    t: int = Field(description="Sample time, epoch ms.")
+    lag: int = Field(description="Records not yet consumed on the topic.")
+    time_lag_ms: int | None = Field(description="Age of the first unconsumed record; 0 when caught up.")
+
+
+class TopicLagHistory(_Model):
+    topic: str
+    points: list[LagPoint]
+
+
+class GroupLagHistory(_Model):
+    group: str
+    sampling: bool = Field(description="Whether this server samples (only a writable server does).")
+    topics: list[TopicLagHistory]
+
+
 # -- produce ----------------------------------------------------------------------------
 class ProduceRecord(_Model):
     key: str | None = None

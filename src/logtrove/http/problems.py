@@ -25,7 +25,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from logtrove.query import InvalidQueryError, MessageNotFoundError, QueryError
+from logtrove.query import HistogramTimeoutError, InvalidQueryError, MessageNotFoundError, QueryError
 from logtrove.records import RecordsError
 from logtrove.storage import (
     DataDirError,
@@ -80,6 +80,7 @@ def bad_request(detail: str, kind: str = "invalid-parameter") -> Problem:
 _STORAGE_PROBLEMS: tuple[tuple[type[Exception], int, str, str], ...] = (
     (InvalidQueryError, 422, "invalid-query", "Invalid query"),
     (MessageNotFoundError, 404, "no-message", "No message"),
+    (HistogramTimeoutError, 503, "too-slow", "Took too long"),
     (QueryError, 500, "query-failed", "Query failed"),
     (UnknownTopicError, 404, "unknown-topic", "Unknown topic"),
     (UnknownPartitionError, 404, "unknown-partition", "Unknown partition"),

@@ -4,6 +4,7 @@ to the broker (``logtrove serve``, see :func:`next_to_broker`)."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -12,11 +13,14 @@ from types import FrameType
 from typing import Any, TypeVar
 
 import uvicorn
+from fastapi import FastAPI
 
 from logtrove.groups import GroupCoordinator
+from logtrove.http.app import close as close_app
 from logtrove.http.app import create_app
 from logtrove.http.groups import GroupState
 from logtrove.http.problems import Problem
+from logtrove.http.tail import TailHub
 from logtrove.storage import AppendResult, Storage
 
 MAX_REQUEST_HEAD = 1 << 20
@@ -41,6 +45,14 @@ class _Server(uvicorn.Server):
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         super().handle_exit(sig, frame)
         self._captured_signals.clear()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """End the app's live tails first (uvicorn waits for open responses to finish, and
+        an event stream never would) and its lag sampler."""
+        app = self.config.app
+        if isinstance(app, FastAPI) and isinstance(getattr(app.state, "tails", None), TailHub):
+            close_app(app)
+        await super().shutdown(sockets)
 
 
 def _config(app: Any, host: str, port: int, log_level: str) -> uvicorn.Config:

@@ -9,6 +9,17 @@ so answers are complete whatever the indexer's progress. See :mod:`.engine`.
 
 from logtrove.query.engine import QueryEngine
 from logtrove.query.errors import InvalidQueryError, MessageNotFoundError, QueryError
+from logtrove.query.histogram import (
+    MAX_BUCKETS,
+    UNITS,
+    BucketPlan,
+    Histogram,
+    HistogramTimeoutError,
+    PartitionCounts,
+    histogram,
+    pick_bucket,
+    topic_span,
+)
 from logtrove.query.ids import MessageIdGenerator, decode_position_id, id_time, position_id
 from logtrove.query.model import (
     Completion,
@@ -29,10 +40,15 @@ from logtrove.query.model import (
 from logtrove.query.predicates import Contains, JsonField, Predicate, Regex
 
 __all__ = [
+    "MAX_BUCKETS",
+    "UNITS",
+    "BucketPlan",
     "Completion",
     "Contains",
     "ContentQuery",
     "HeaderQuery",
+    "Histogram",
+    "HistogramTimeoutError",
     "IdQuery",
     "InvalidQueryError",
     "JsonField",
@@ -41,6 +57,7 @@ __all__ = [
     "MessageIdGenerator",
     "MessageNotFoundError",
     "OffsetQuery",
+    "PartitionCounts",
     "PositionQuery",
     "Predicate",
     "Query",
@@ -53,6 +70,9 @@ __all__ = [
     "Stats",
     "TimeQuery",
     "decode_position_id",
+    "histogram",
     "id_time",
+    "pick_bucket",
     "position_id",
+    "topic_span",
 ]

@@ -2,9 +2,9 @@
 
 Batches travel opaquely through produce and fetch; this package frames, validates and
 patches them (:mod:`.batch`), walks a produced batch's records in compiled code
-(:mod:`.walk`) and, off the hot path, decodes and builds their records (:mod:`.record`,
-:mod:`.builder`) in all four compressions (:mod:`.compression`, which bounds how much a
-batch may decompress to).
+(:mod:`.walk`) and, off the hot path, decodes, builds and recompresses their records
+(:mod:`.record`, :mod:`.builder`) in all four compressions (:mod:`.compression`, which
+bounds how much a batch may decompress to).
 """
 
 from logtrove.records.batch import (
@@ -19,7 +19,7 @@ from logtrove.records.batch import (
     validate_batch,
     validate_produced_batch,
 )
-from logtrove.records.builder import build_batch
+from logtrove.records.builder import build_batch, recompress_batch
 from logtrove.records.compression import Compression
 from logtrove.records.errors import (
     CorruptBatchError,
@@ -60,6 +60,7 @@ __all__ = [
     "iter_records",
     "peek_batch_size",
     "read_header",
+    "recompress_batch",
     "set_base_offset",
     "set_log_append_time",
     "validate_batch",

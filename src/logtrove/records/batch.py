@@ -61,6 +61,7 @@ _BASE_OFFSET = struct.Struct(">q")
 _CRC = struct.Struct(">I")
 _LENGTH_PREFIX = struct.Struct(">qi")
 
+CODEC_BITS = 0x07  # attributes bits 0-2: the Compression id
 ATTR_TIMESTAMP_TYPE = 0x08
 ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20

@@ -1,13 +1,19 @@
-"""Building RecordBatch v2 bytes, as a Kafka producer would.
+"""Building RecordBatch v2 bytes, as a Kafka producer would, and recompressing one.
 
 The layout matches the Java client and kafka-python: ``baseTimestamp`` is the first
 record's timestamp, ``maxTimestamp`` the largest, offset deltas count from 0, and the
 CRC32C covers attributes to the end. Uncompressed output is byte-identical to theirs
 for the same inputs (tested against kafka-python's builder).
+
+:func:`recompress_batch` is what a topic with a named ``compression.type`` does to a
+batch in another codec (Kafka's LogValidator rebuilds it): the records section is
+decompressed (bounded) and compressed again; the records' bytes, offsets, timestamps and
+producer fields stay, only the codec bits, ``batchLength`` and the CRC change.
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 
 import crc32c
@@ -18,12 +24,19 @@ from logtrove.records.batch import (
     ATTR_DELETE_HORIZON,
     ATTR_TIMESTAMP_TYPE,
     ATTR_TRANSACTIONAL,
+    CODEC_BITS,
     CRC_START,
     HEADER,
     LOG_OVERHEAD,
+    BatchHeader,
+    Buffer,
+    validate_batch,
 )
-from logtrove.records.compression import Compression, compress
-from logtrove.records.record import NewRecord, Record, encode_record
+from logtrove.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, Compression, compress
+from logtrove.records.record import NewRecord, Record, batch_payload, encode_record
+
+_CRC = struct.Struct(">I")
+_CRC_POS = 17
 
 
 def build_batch(
@@ -83,23 +96,48 @@ def build_batch(
     if delete_horizon is not None:
         attributes |= ATTR_DELETE_HORIZON
     last_delta = deltas[-1] if last_offset_delta is None else last_offset_delta
-    header = bytearray(
-        HEADER.pack(
-            base_offset,
-            HEADER.size - LOG_OVERHEAD + len(payload),
-            partition_leader_epoch,
-            2,
-            0,
-            attributes,
-            last_delta,
-            base_ts,
-            max(timestamps),
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            len(records),
-        )
+    header = BatchHeader(
+        base_offset,
+        0,  # batchLength and crc: set by _framed
+        partition_leader_epoch,
+        2,
+        0,
+        attributes,
+        last_delta,
+        base_ts,
+        max(timestamps),
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
     )
-    crc = crc32c.crc32c(payload, crc32c.crc32c(memoryview(header)[CRC_START:]))
-    header[17:21] = crc.to_bytes(4, "big")
-    return bytes(header) + payload
+    return _framed(header, payload)
+
+
+def recompress_batch(buf: Buffer, codec: Compression, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> bytes:
+    """The one batch in ``buf`` with its records compressed in ``codec`` instead.
+
+    The batch is checked first (:func:`~logtrove.records.batch.validate_batch`: header,
+    length, CRC32C), so that damaged bytes never get a fresh CRC, and its records are
+    decompressed to at most ``limit`` bytes. The records themselves are not decoded:
+    the caller walks the result (the log's produce checks do). Every header field but
+    the codec bits, ``batchLength`` and the CRC is kept; a batch already in ``codec`` is
+    returned as it is.
+
+    Raises :class:`~logtrove.records.errors.CorruptBatchError` for a damaged batch,
+    :class:`~logtrove.records.errors.CorruptRecordError` for records that do not
+    decompress (:class:`~logtrove.records.errors.DecompressionLimitError` past ``limit``)
+    and :class:`~logtrove.records.errors.UnsupportedCompressionError` for codec ids 5-7.
+    """
+    header = validate_batch(buf)
+    if header.compression is codec:
+        return bytes(buf)
+    payload = compress(codec, bytes(batch_payload(buf, header, 0, limit)))
+    return _framed(header._replace(attributes=(header.attributes & ~CODEC_BITS) | int(codec)), payload)
+
+
+def _framed(header: BatchHeader, payload: bytes) -> bytes:
+    """``header`` (its ``batchLength`` and ``crc`` recomputed) followed by ``payload``."""
+    head = bytearray(HEADER.pack(*header._replace(batch_length=HEADER.size - LOG_OVERHEAD + len(payload))))
+    _CRC.pack_into(head, _CRC_POS, crc32c.crc32c(payload, crc32c.crc32c(memoryview(head)[CRC_START:])))
+    return bytes(head) + payload

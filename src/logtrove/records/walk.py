@@ -38,11 +38,30 @@ from logtrove.records.record import batch_payload, iter_records
 _U64 = (1 << 64) - 1
 
 
+MAX_KEYLESS_REPORTED = 1000
+"""How many keyless records a walk names (the first ones, in order). A compacted topic
+refuses a batch with keyless records and names each one in Produce's ``record_errors``;
+the cap bounds the memory and the response that a hostile batch of a million empty
+keyless records could cost. ``_walk.c`` has the same value (a test checks it)."""
+
+WalkResult = tuple[int, int, tuple[int, ...]]
+"""What :func:`walk` returns: ``(records, keyless records, indexes of the first``
+:data:`MAX_KEYLESS_REPORTED` ``keyless records)``, a plain tuple so that both twins
+return the same value."""
+
+
+class Keyless(NamedTuple):
+    """The records of a batch that have a null key."""
+
+    total: int
+    indexes: tuple[int, ...]  # in the batch, the first MAX_KEYLESS_REPORTED of them
+
+
 class ProducedBatch(NamedTuple):
     """A produced batch that passed :func:`validate_produced`."""
 
     header: BatchHeader
-    first_keyless: int | None  # index of the first record with a null key, if any
+    keyless: Keyless
 
 
 def validate_produced(buf: Buffer, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> ProducedBatch:
@@ -55,20 +74,18 @@ def validate_produced(buf: Buffer, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES) 
     return ProducedBatch(header, check_records(buf, header, limit))
 
 
-def check_records(
-    buf: Buffer, header: BatchHeader, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES
-) -> int | None:
+def check_records(buf: Buffer, header: BatchHeader, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> Keyless:
     """The record checks of :func:`validate_produced` for a batch whose header has passed
-    :func:`~logtrove.records.batch.validate_produced_batch`; returns the index of the
-    first keyless record, or ``None``."""
+    :func:`~logtrove.records.batch.validate_produced_batch`; returns its keyless records
+    (``total`` 0 when every record has a key)."""
     payload = batch_payload(buf, header, 0, limit)
     try:
-        count, first_keyless = walk(payload)
+        count, keyless, indexes = walk(payload)
     except ValueError as exc:
         raise CorruptRecordError(str(exc)) from None
     if count != header.record_count:
         raise InvalidRecordCountError(f"the batch declares {header.record_count} records and holds {count}")
-    return first_keyless
+    return Keyless(keyless, indexes)
 
 
 def check_replicated_records(
@@ -99,9 +116,10 @@ def check_replicated_records(
         previous = delta
 
 
-def py_walk(payload: Buffer) -> tuple[int, int | None]:
-    """``(records, index of the first keyless record or None)`` of a produced batch's
-    decompressed records section; :class:`ValueError` if a record is malformed.
+def py_walk(payload: Buffer) -> WalkResult:
+    """``(records, keyless records, indexes of the first`` :data:`MAX_KEYLESS_REPORTED`
+    ``keyless records)`` of a produced batch's decompressed records section;
+    :class:`ValueError` if a record is malformed.
 
     The record layout is drawn in :mod:`logtrove.records.record`. Checks: each length
     fits, every field fits its record and nothing is left over, record ``i`` has offset
@@ -109,8 +127,8 @@ def py_walk(payload: Buffer) -> tuple[int, int | None]:
     """
     b = memoryview(payload).cast("B")
     end = len(b)
-    p = count = 0
-    keyless: int | None = None
+    p = count = keyless = 0
+    indexes: list[int] = []
     while p < end:
         length, p = _varint(b, end, p)
         if length is None or length < 0 or length > end - p:
@@ -132,8 +150,10 @@ def py_walk(payload: Buffer) -> tuple[int, int | None]:
             raise _malformed(count, "truncated key")
         if klen >= 0:
             p += klen
-        elif keyless is None:
-            keyless = count
+        else:
+            if keyless < MAX_KEYLESS_REPORTED:
+                indexes.append(count)
+            keyless += 1
         vlen, p = _varint(b, rec_end, p)
         if vlen is None or vlen > rec_end - p:
             raise _malformed(count, "truncated value")
@@ -143,7 +163,33 @@ def py_walk(payload: Buffer) -> tuple[int, int | None]:
         if p != rec_end:
             raise _malformed(count, "bytes left over after its fields")
         count += 1
-    return count, keyless
+    return count, keyless, tuple(indexes)
+
+
+def py_first_at_or_after(
+    payload: Buffer, base_ts: int, base_offset: int, timestamp: int, min_offset: int
+) -> int | None:
+    """The offset of the first record of a decompressed records section whose timestamp
+    (``base_ts`` + delta) is ≥ ``timestamp`` and whose offset (``base_offset`` + delta)
+    is ≥ ``min_offset``, or ``None``. Only each record's length, timestamp delta and
+    offset delta are read; :class:`ValueError` if a record overruns the payload."""
+    b = memoryview(payload).cast("B")
+    end = len(b)
+    p = count = 0
+    while p < end:
+        length, p = _varint(b, end, p)
+        if length is None or length < 2 or length > end - p:
+            raise _malformed(count, "its length runs past the records")
+        rec_end = p + length
+        ts_delta, q = _varint(b, rec_end, p + 1)  # after the attributes byte
+        off_delta, q = _varint(b, rec_end, q) if ts_delta is not None else (None, q)
+        if ts_delta is None or off_delta is None:
+            raise _malformed(count, "truncated timestamp or offset delta")
+        if base_ts + ts_delta >= timestamp and base_offset + off_delta >= min_offset:
+            return base_offset + off_delta
+        p = rec_end
+        count += 1
+    return None
 
 
 def _walk_headers(b: memoryview, rec_end: int, p: int, record: int) -> int:
@@ -188,7 +234,7 @@ def _malformed(record: int, what: str) -> ValueError:
     return ValueError(f"record {record} of the batch is malformed: {what}")
 
 
-def _native() -> Callable[[Buffer], tuple[int, int | None]] | None:
+def _native() -> Callable[[Buffer], WalkResult] | None:
     if os.environ.get("LOGTROVE_PURE_PYTHON") == "1":
         return None
     try:
@@ -198,6 +244,20 @@ def _native() -> Callable[[Buffer], tuple[int, int | None]] | None:
     return compiled
 
 
+FirstAtOrAfter = Callable[[Buffer, int, int, int, int], "int | None"]
+
+
+def _native_cut() -> FirstAtOrAfter | None:
+    if os.environ.get("LOGTROVE_PURE_PYTHON") == "1":
+        return None
+    try:
+        from logtrove.records._walk import first_at_or_after as compiled
+    except ImportError:  # an older build of _walk, or none
+        return None
+    return compiled
+
+
 NATIVE = _native()
 IMPLEMENTATION = "compiled" if NATIVE is not None else "python"
-walk: Callable[[Buffer], tuple[int, int | None]] = NATIVE if NATIVE is not None else py_walk
+walk: Callable[[Buffer], WalkResult] = NATIVE if NATIVE is not None else py_walk
+first_at_or_after: FirstAtOrAfter = _native_cut() or py_first_at_or_after

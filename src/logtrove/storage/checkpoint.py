@@ -117,9 +117,11 @@ def _parse_entry(line: str) -> tuple[tuple[str, int], int] | None:
     return (topic, int(partition)), int(offset)
 
 
-def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
-    """Replace ``path`` with ``data``: a temporary file of this call's own in the same
-    directory, fsync, rename, fsync of the directory. Concurrent calls for one path never
+def atomic_write(path: Path, data: bytes, mode: int = 0o644, *, sync: bool = True) -> None:
+    """Replace ``path`` with ``data`` (file mode ``mode``): a temporary file of this
+    call's own in the same directory, fsync, rename, fsync of the directory. The
+    temporary file is created 0600 and only then given ``mode``, so a secret written
+    with ``mode=0o600`` is never readable by others. Concurrent calls for one path never
     disturb each other (the last rename wins); a crash leaves the old or the new file and,
     at worst, a temporary file that :func:`remove_temp_files` clears. Without ``sync`` the
     two fsyncs are skipped: the replacement is atomic for readers and survives a crash of
@@ -129,7 +131,7 @@ def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
     tmp = Path(tmp_name)
     try:
         try:
-            os.fchmod(fd, 0o644)
+            os.fchmod(fd, mode)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]

@@ -4,6 +4,11 @@ Names and defaults follow Kafka's topic configs where Kafka has one, so that
 DescribeConfigs / IncrementalAlterConfigs and Kafka tooling see familiar values.
 logtrove adds ``message.id.header``, ``message.tag.header`` and ``index.headers``.
 
+``compression.type`` is Kafka's: ``producer`` (the default) stores each batch as its
+producer compressed it; ``uncompressed``, ``zstd``, ``lz4``, ``snappy`` or ``gzip`` has
+every produced batch in another codec recompressed on append
+(:func:`logtrove.records.recompress_batch`; the broker does it in a worker thread).
+
 Durability default: ``flush.ms`` = 1000 and ``flush.messages`` unset. Every append is
 written to the OS (so a crash of the process loses nothing acknowledged); an fsync of
 the log and its indexes follows within a second (so a crash of the machine loses at
@@ -17,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from logtrove.records import Compression
 from logtrove.storage.errors import InvalidConfigError
 
 _NEVER = 2**63 - 1
@@ -61,6 +67,15 @@ def _parse_name(raw: str) -> str:
 def _parse_names(raw: str) -> str:
     names = [n.strip() for n in raw.split(",") if n.strip()]
     return ",".join(dict.fromkeys(names))
+
+
+COMPRESSION_TYPES = ("producer", "uncompressed", "zstd", "lz4", "snappy", "gzip")
+
+
+def _parse_compression_type(raw: str) -> str:
+    if raw not in COMPRESSION_TYPES:
+        raise ValueError(f"{raw!r} is not one of {', '.join(COMPRESSION_TYPES)}")
+    return raw
 
 
 def _parse_timestamp_type(raw: str) -> str:
@@ -144,6 +159,14 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
         "CreateTime (client's) or LogAppendTime (broker's)",
     ),
     ConfigDef(
+        "compression.type",
+        "compression_type",
+        "producer",
+        _parse_compression_type,
+        "producer (keep each batch's codec) or uncompressed, zstd, lz4, snappy, gzip "
+        "(batches in another codec are recompressed on append)",
+    ),
+    ConfigDef(
         "file.delete.delay.ms",
         "file_delete_delay_ms",
         "60000",
@@ -218,6 +241,7 @@ class TopicConfig:
     flush_ms: int = 1000
     max_message_bytes: int = 1_048_588
     message_timestamp_type: str = "CreateTime"
+    compression_type: str = "producer"
     file_delete_delay_ms: int = 60_000
     min_cleanable_dirty_ratio: float = 0.5
     min_compaction_lag_ms: int = 0
@@ -249,6 +273,18 @@ class TopicConfig:
     @property
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy.split(",")
+
+    @property
+    def compression(self) -> Compression | None:
+        """The codec every appended batch is stored in, or ``None`` (``producer``): each
+        batch keeps the codec its producer chose."""
+        if self.compression_type == "producer":
+            return None
+        return (
+            Compression.NONE
+            if self.compression_type == "uncompressed"
+            else Compression.parse(self.compression_type)
+        )
 
     @property
     def indexed_headers(self) -> tuple[str, ...]:

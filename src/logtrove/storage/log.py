@@ -14,7 +14,10 @@ The hot path handles batches as opaque bytes: :meth:`PartitionLog.append` valida
 produced batch (header, CRC32C, counts, and its records walked in compiled code:
 :mod:`logtrove.records.walk`), gives it offsets by patching its first 8 bytes
 and writes it with one ``pwritev``; :meth:`PartitionLog.read` returns a slice of whole
-batches of one segment file, read with one ``pread`` and sent as-is.
+batches of one segment file, read with one ``pread`` and sent as-is. Only a topic whose
+``compression.type`` names a codec has a batch in another codec recompressed before it
+is checked (:meth:`PartitionLog.recompressed`, which the broker runs in a worker thread
+so that :meth:`PartitionLog.append` finds nothing left to do on its event loop).
 
 Offsets never change once assigned. Offsets below the log start offset are invisible,
 although the batch that holds the log start offset may still hold earlier records (as in
@@ -51,16 +54,19 @@ from logtrove.records import (
     CorruptBatchError,
     InvalidLengthError,
     Record,
+    RecordsError,
     iter_records,
     peek_batch_size,
+    read_header,
+    recompress_batch,
     set_log_append_time,
     validate_batch,
     validate_produced_batch,
 )
-from logtrove.records.batch import MAX_OFFSET
+from logtrove.records.batch import CODEC_BITS, MAX_OFFSET, MIN_BATCH_LENGTH
 from logtrove.records.compression import decompressed_limit
 from logtrove.records.errors import OffsetOverflowError
-from logtrove.records.walk import check_records, check_replicated_records
+from logtrove.records.walk import Keyless, check_records, check_replicated_records
 from logtrove.storage.checkpoint import fsync_dir
 from logtrove.storage.config import TopicConfig
 from logtrove.storage.errors import (
@@ -335,6 +341,7 @@ class PartitionLog:
             )
         batches = self._split(data, produced=assign_offsets)
         if assign_offsets:
+            data, batches = self._recompress(data, batches)
             self._check_records(data, batches)
         log_append_time = -1
         if self.config.message_timestamp_type == "LogAppendTime":
@@ -344,6 +351,57 @@ class PartitionLog:
                 set_log_append_time(memoryview(data)[pos:], log_append_time)
             batches = self._split(data, produced=assign_offsets)
         return self._write(data, batches, assign_offsets=assign_offsets, log_append_time=log_append_time)
+
+    def recompresses(self, data: bytes | bytearray | memoryview) -> bool:
+        """Whether :meth:`append` would recompress ``data``: the topic's
+        ``compression.type`` names a codec and a batch is in another one. Reads the batch
+        headers only (no CRC): damaged bytes answer ``False`` and fail in :meth:`append`."""
+        target = self.config.compression
+        if target is None:
+            return False
+        view = memoryview(data)
+        pos = 0
+        while pos < len(view):
+            try:
+                header = read_header(view, pos)
+            except RecordsError:
+                return False
+            if header.batch_length < MIN_BATCH_LENGTH:
+                return False
+            if header.attributes & CODEC_BITS != target:
+                return True
+            pos += header.size
+        return False
+
+    def recompressed(self, data: bytes | bytearray | memoryview) -> bytes | bytearray | memoryview:
+        """``data`` (produced batches) in the codec the topic's ``compression.type``
+        names, as :meth:`append` would store it; ``data`` itself when nothing changes.
+
+        The broker calls this in a worker thread (compression releases the GIL) and then
+        appends the result, which :meth:`append` finds already in the topic's codec: the
+        event loop never compresses. It touches no state of the log. Raises what
+        :meth:`append` raises for the same bytes (checked the same way first)."""
+        if self.config.compression is None:
+            return data
+        return self._recompress(data, self._split(data, produced=True))[0]
+
+    def _recompress(
+        self, data: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]]
+    ) -> tuple[bytes | bytearray | memoryview, list[tuple[int, BatchHeader]]]:
+        """The validated produced ``batches`` of ``data`` in the topic's codec (Kafka's
+        LogValidator with a ``compression.type`` other than ``producer``), re-split; the
+        same objects when there is nothing to do. A batch recompressed past
+        ``max.message.bytes`` is refused, as Kafka checks the batch it stores."""
+        target = self.config.compression
+        if target is None or all(header.compression is target for _pos, header in batches):
+            return data, batches
+        view = memoryview(data)
+        limit = decompressed_limit(self.config.max_message_bytes)
+        out = bytearray()
+        for pos, header in batches:
+            batch = view[pos : pos + header.size]
+            out += batch if header.compression is target else recompress_batch(batch, target, limit)
+        return out, self._split(out, produced=True)
 
     def append_replicated(self, data: bytes | bytearray | memoryview) -> AppendResult:
         """A follower append (Kafka's ``appendAsFollower``): the leader's batches, all or
@@ -444,23 +502,25 @@ class PartitionLog:
 
         Compacted topics keep the latest record per key: a keyless record has no place
         in them and the batch is refused (Kafka's INVALID_RECORD), every keyless record
-        named in ``record_errors`` as Kafka's LogValidator does. The walk reports only
-        the first keyless record; the others are found by decoding the refused batch
-        (the error path, never the append path)."""
+        named in ``record_errors`` as Kafka's LogValidator does, up to the walk's
+        :data:`~logtrove.records.walk.MAX_KEYLESS_REPORTED` (the message gives the
+        whole count)."""
         view = memoryview(data)
         limit = decompressed_limit(self.config.max_message_bytes)
         for pos, header in batches:
-            batch = view[pos : pos + header.size]
-            keyless = check_records(batch, header, limit)
-            if keyless is not None and self.config.compact:
-                why = f"Compacted topic cannot accept message without key in topic partition {self.tp}."
-                indexes = [i for i, r in enumerate(iter_records(batch, 0, header, limit)) if r.key is None]
-                raise InvalidRecordError(
-                    f"{self.tp.topic} is a compacted topic (cleanup.policy={self.config.cleanup_policy}): "
-                    f"every record needs a key; {len(indexes)} of the batch's {header.record_count} "
-                    f"have none (the first at batch offset +{keyless})",
-                    tuple((i, why) for i in indexes),
-                )
+            keyless = check_records(view[pos : pos + header.size], header, limit)
+            if keyless.total and self.config.compact:
+                raise self._keyless_refused(keyless, header.record_count)
+
+    def _keyless_refused(self, keyless: Keyless, records: int) -> InvalidRecordError:
+        why = f"Compacted topic cannot accept message without key in topic partition {self.tp}."
+        named = "" if len(keyless.indexes) == keyless.total else f", the first {len(keyless.indexes)} named"
+        return InvalidRecordError(
+            f"{self.tp.topic} is a compacted topic (cleanup.policy={self.config.cleanup_policy}): "
+            f"every record needs a key; {keyless.total} of the batch's {records} have none "
+            f"(the first at batch offset +{keyless.indexes[0]}{named})",
+            tuple((i, why) for i in keyless.indexes),
+        )
 
     def _maybe_roll(self, header: BatchHeader) -> None:
         seg = self.active

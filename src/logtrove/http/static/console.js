@@ -1,4 +1,5 @@
-// logtrove web console: one page, one view per URL, everything from the JSON API.
+// logtrove web console: one page, one view per URL, everything from the JSON API (the
+// charts are in charts.js).
 // No framework and no build step. Text from the server is only ever set with
 // textContent, never as HTML.
 "use strict";
@@ -112,11 +113,12 @@ function show(view) {
 async function route() {
   const path = location.pathname.replace(/\/+$/, "");
   const params = new URLSearchParams(location.search);
+  stopTail(); // a live tail belongs to the topic page it was started on
   try {
     if (path === "/ui" || path === "/ui/search") return await searchView(params);
     if (path === "/ui/message") return await messageView(params);
     if (path === "/ui/topics") return await topicsView(params);
-    if (path.startsWith("/ui/topics/")) return await topicView(decodeURIComponent(path.slice(11)));
+    if (path.startsWith("/ui/topics/")) return await topicView(decodeURIComponent(path.slice(11)), params);
     if (path === "/ui/lag") return await lagView(params);
     show("error");
     $("#error-text").textContent = "No such page: " + location.pathname;
@@ -231,6 +233,7 @@ async function searchView(params) {
 }
 
 function clearResults() {
+  clearSearchHistogram();
   if (currentSearch && currentSearch.controller) currentSearch.controller.abort();
   currentSearch = null;
   $("#results tbody").replaceChildren();
@@ -245,7 +248,7 @@ function resultRow(m, focus) {
   const href = `/ui/message?topic=${encodeURIComponent(m.topic)}&partition=${m.partition}&offset=${m.offset}`;
   const row = el(
     "tr",
-    { class: m.offset === focus ? "focus" : null, "data-partition": m.partition, "data-offset": m.offset },
+    { class: m.offset === focus ? "focus" : null, "data-partition": m.partition, "data-offset": m.offset, "data-timestamp": m.timestamp },
     el("td", { text: m.partition }),
     el("td", {}, link(href, String(m.offset))),
     el("td", { text: fmtTime(m.timestamp) }),
@@ -311,6 +314,7 @@ async function runSearch(params, cursor = null) {
     }
     showCli(page.cli);
     setStatus(summary(currentSearch.count, page), currentSearch.count ? "ok" : "empty");
+    drawSearchHistogram(params);
     if (page.next_cursor) {
       currentSearch.cursor = page.next_cursor;
       $("#more").hidden = false;
@@ -449,8 +453,11 @@ async function topicsView(params) {
 }
 $("#show-internal").addEventListener("change", (e) => navigate(e.target.checked ? "/ui/topics?internal=1" : "/ui/topics"));
 
-async function topicView(name) {
+async function topicView(name, params = new URLSearchParams()) {
   show("topic");
+  drawHistogram(name, params);
+  setupTail(name);
+  setupProduce(name);
   const [t, compaction, consumers] = await Promise.all([
     api(`/topics/${encodeURIComponent(name)}`),
     api(`/topics/${encodeURIComponent(name)}/compaction`),
@@ -543,6 +550,141 @@ async function topicView(name) {
   );
 }
 
+// -- live tail ---------------------------------------------------------------------------
+// New records as server-sent events (GET /topics/{t}/tail), filtered by the server. Rows
+// go on top; at most "keep" rows stay on the page. Pause closes the stream and keeps the
+// last event's cursor, so Follow resumes exactly where the page stopped.
+let tail = null; // {source, topic, cursor, shown, dropped}
+
+function stopTail(keepCursor = false) {
+  if (tail && tail.source) tail.source.close();
+  if (tail) tail.source = null;
+  if (!keepCursor) tail = null;
+  const pause = $("#tail-pause");
+  if (pause) pause.disabled = true;
+}
+
+function setupTail(name) {
+  stopTail();
+  $("#tail-table tbody").replaceChildren();
+  $("#tail-table").hidden = true;
+  setStatus("Follow new records as they arrive.", "", $("#tail-status"));
+  $("#tail-follow").textContent = "Follow";
+  $("#tail-form").dataset.topic = name;
+}
+
+function startTail() {
+  const form = $("#tail-form");
+  const topic = form.dataset.topic;
+  const data = new FormData(form);
+  const resume = tail && tail.topic === topic ? tail : null;
+  const state = resume || { topic, cursor: null, shown: 0, dropped: 0 };
+  const params = new URLSearchParams();
+  for (const name of ["key", "tag", "contains"]) if (data.get(name)) params.set(name, data.get(name));
+  if (state.cursor) params.set("cursor", state.cursor);
+  const keep = Math.max(1, Math.min(5000, Number(data.get("keep")) || 200));
+  const source = new EventSource(`${API}/topics/${encodeURIComponent(topic)}/tail?${params}`);
+  state.source = source;
+  tail = state;
+  const status = $("#tail-status");
+  const tbody = $("#tail-table tbody");
+  $("#tail-table").hidden = false;
+  $("#tail-pause").disabled = false;
+  $("#tail-follow").textContent = "Follow";
+  const describe = () => `${fmtNum(state.shown)} shown${state.dropped ? `, ${fmtNum(state.dropped)} older dropped (keeping ${keep})` : ""}`;
+  source.addEventListener("ready", (event) => {
+    state.cursor = JSON.parse(event.data).cursor;
+    setStatus(`Following ${topic}… ${describe()}`, "ok", status);
+  });
+  source.addEventListener("message", (event) => {
+    state.cursor = event.lastEventId || state.cursor;
+    const row = resultRow(JSON.parse(event.data));
+    row.classList.add("new");
+    tbody.prepend(row);
+    state.shown += 1;
+    while (tbody.rows.length > keep) {
+      tbody.lastElementChild.remove();
+      state.dropped += 1;
+    }
+    setStatus(`Following ${topic}… ${describe()}`, "ok", status);
+  });
+  source.addEventListener("skipped", (event) => {
+    const s = JSON.parse(event.data);
+    setStatus(`Fell behind on partition ${s.partition}: skipped offsets ${s.from}–${s.to - 1}. ${describe()}`, "ok", status);
+  });
+  source.addEventListener("error", (event) => {
+    if (event.data) {
+      setStatus(JSON.parse(event.data).detail, "error", status); // the server's own error event
+      stopTail(true);
+    } else if (source.readyState === EventSource.CONNECTING) {
+      setStatus("Connection lost, reconnecting…", "busy", status);
+    }
+  });
+}
+
+$("#tail-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const topic = $("#tail-form").dataset.topic;
+  if (tail && tail.source) stopTail(); // new filters: start again from now
+  else if (tail && tail.topic !== topic) tail = null;
+  if (!tail) {
+    $("#tail-table tbody").replaceChildren();
+  }
+  startTail();
+});
+$("#tail-pause").addEventListener("click", () => {
+  stopTail(true);
+  setStatus(`Paused; ${fmtNum(tail.shown)} shown. Follow resumes where it stopped.`, "", $("#tail-status"));
+  $("#tail-follow").textContent = "Resume";
+});
+
+// -- produce -------------------------------------------------------------------------------
+function setupProduce(name) {
+  $("#produce-box").hidden = !(health && !health.read_only);
+  $("#produce-form").dataset.topic = name;
+  setStatus("", "", $("#produce-status"));
+}
+
+function parseHeaders(text) {
+  const headers = [];
+  for (const line of text.split("\n")) {
+    if (!line.trim()) continue;
+    const eq = line.indexOf("=");
+    if (eq <= 0) throw new Error(`header "${line}" is not name=value`);
+    headers.push([line.slice(0, eq).trim(), line.slice(eq + 1)]);
+  }
+  return headers;
+}
+
+$("#produce-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const form = event.target;
+  const topic = form.dataset.topic;
+  const data = new FormData(form);
+  const status = $("#produce-status");
+  try {
+    const record = { value: data.get("value"), headers: parseHeaders(data.get("headers")) };
+    if (data.get("key")) record.key = data.get("key");
+    if (data.get("partition") !== "") record.partition = Number(data.get("partition"));
+    setStatus("Sending…", "busy", status);
+    const response = await fetch(`${API}/topics/${encodeURIComponent(topic)}/messages`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "application/json" },
+      body: JSON.stringify({ records: [record] }),
+    });
+    const body = await response.json().catch(() => ({ detail: response.statusText }));
+    if (!response.ok) throw new ApiError(body);
+    const { partition, offset } = body.offsets[0];
+    const href = `/ui/message?topic=${encodeURIComponent(topic)}&partition=${partition}&offset=${offset}`;
+    status.replaceChildren("Written to partition " + partition + " at offset " + offset + " · ", link(href, "open it"));
+    status.className = "status ok";
+    status.dataset.partition = partition;
+    status.dataset.offset = offset;
+  } catch (err) {
+    setStatus(err.message, "error", status);
+  }
+});
+
 // -- lag ---------------------------------------------------------------------------------
 let health = null;
 
@@ -582,6 +724,7 @@ async function lagView(params) {
   const g = await api(`/groups/${encodeURIComponent(group)}`);
   if (generation !== lagGeneration) return;
   detail.hidden = false;
+  drawLagHistory(group, generation);
   $("#group-title").textContent = `Group ${g.group}`;
   $("#group-members").textContent = g.member_list.length
     ? "Members: " + g.member_list.map((m) => `${m.client_id || m.member_id} (${m.client_host || "?"})`).join(", ")

@@ -19,22 +19,48 @@ Sections of a partition log, as in Kafka's LogCleaner::
    key is in the map, and ``r`` is not a tombstone past its delete horizon. Keyless
    records are dropped. Batches whose records all survive are copied byte for byte;
    others are re-encoded with the same base offset, offset span, compression and
-   producer fields, so **offsets never change**.
+   producer fields, so **offsets never change**. Control batches (transaction markers)
+   are always copied.
 3. **Tombstones.** A tombstone (null value) that survives its first cleaning gets a delete
    horizon ``now + delete.retention.ms`` (batch attribute bit 6, as in Kafka's KIP-534);
    the first cleaning after the horizon drops it.
 4. **Swap.** Each ``.cleaned`` segment replaces its group atomically
    (:mod:`logtrove.storage.swap`). The new first dirty offset is ``end``.
+
+Both passes read segments in large chunks and hand each batch's records section to
+:mod:`.passes` (compiled when built): no ``Record`` objects and no per-record Python.
+Compressed batches are decompressed here first, within the topic's bound.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import struct
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from logtrove.records import BatchHeader, build_batch, iter_keys, iter_records, validate_batch
-from logtrove.records.compression import decompressed_limit
-from logtrove.storage.cleaner.offset_map import OffsetLookup, OffsetMap, OffsetMapFullError
+import crc32c
+
+from logtrove.records import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    CorruptBatchError,
+    CorruptRecordError,
+    read_header,
+)
+from logtrove.records.batch import (
+    ATTR_DELETE_HORIZON,
+    ATTR_TIMESTAMP_TYPE,
+    ATTR_TRANSACTIONAL,
+    CRC_START,
+    HEADER,
+    MIN_BATCH_LENGTH,
+    peek_batch_size,
+)
+from logtrove.records.compression import compress, decompressed_limit
+from logtrove.records.record import batch_payload
+from logtrove.storage.cleaner.offset_map import OffsetLookup, OffsetMap
+from logtrove.storage.cleaner.passes import Filtered, filter_records
 from logtrove.storage.indexer import build_segment_indexes
 from logtrove.storage.log import PartitionLog
 from logtrove.storage.segment import Segment
@@ -44,6 +70,8 @@ Progress = Callable[[str, int, int], None]
 """Called as ``progress(phase, done_bytes, total_bytes)``; phases are "map" and "copy"."""
 
 _RELATIVE_OFFSET_LIMIT = 2**32 - 1
+_READ_CHUNK = 1024 * 1024  # bytes read from a segment at a time by both passes
+_CRC = struct.Struct(">I")
 
 
 @dataclass(frozen=True)
@@ -109,22 +137,69 @@ def build_offset_map(
     total = sum(s.size for s in log.segments if s.base_offset < limit and s.next_offset > first_dirty)
     done = 0
     bound = decompressed_limit(log.config.max_message_bytes)
-    for header, data in log.batches(first_dirty, limit):
-        for offset, key, _tombstone in iter_keys(data, 0, header, bound):
-            if offset < first_dirty or key is None:
-                continue
-            if offset >= limit:
-                break
-            try:
-                offset_map.put(key, offset)
-            except OffsetMapFullError:
-                offset_map.end_offset = offset
-                return offset_map
+    for header, data in _dirty_batches(log, first_dirty, limit):
+        payload = batch_payload(data, header, 0, bound)
+        try:
+            full_at = offset_map.put_records(
+                payload, header.base_offset, header.record_count, first_dirty, limit
+            )
+        except ValueError as exc:
+            raise CorruptRecordError(f"batch at offset {header.base_offset}: {exc}") from exc
+        if full_at is not None:
+            offset_map.end_offset = full_at
+            return offset_map
         done += header.size
         if progress:
             progress("map", done, total)
     offset_map.end_offset = limit
     return offset_map
+
+
+def _dirty_batches(
+    log: PartitionLog, first_dirty: int, limit: int
+) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """The batches holding offsets in ``[first_dirty, limit)``, in offset order."""
+    for seg in log.segments:
+        if seg.next_offset <= first_dirty:
+            continue
+        if seg.base_offset >= limit:
+            return
+        start = 0
+        if seg.base_offset < first_dirty:
+            found = seg.find(first_dirty)
+            if found is None:
+                continue
+            start = found[0]
+        for _position, header, data in read_batches(seg, start):
+            if header.base_offset >= limit:
+                return
+            yield header, data
+
+
+def read_batches(seg: Segment, start: int = 0) -> Iterator[tuple[int, BatchHeader, memoryview]]:
+    """``(position, header, bytes)`` of each whole batch of ``seg`` from ``start``, read
+    :data:`_READ_CHUNK` bytes at a time (one ``pread`` for many small batches). Stops at
+    the first incomplete batch or bad header, as :meth:`Segment.batches` does."""
+    end = seg.size
+    pos = buf_start = start
+    buf = memoryview(b"")
+    while pos + HEADER_SIZE <= end:
+        rel = pos - buf_start
+        size = peek_batch_size(buf, rel)
+        if size is None or rel + max(size, HEADER_SIZE) > len(buf):
+            buf = memoryview(seg.read(pos, min(max(_READ_CHUNK, size or 0), end - pos)))
+            buf_start, rel = pos, 0
+            size = peek_batch_size(buf, 0)
+            if size is None or max(size, HEADER_SIZE) > len(buf):
+                return
+        try:
+            header = read_header(buf, rel)
+        except CorruptBatchError:
+            return
+        if header.batch_length < MIN_BATCH_LENGTH:
+            return
+        yield pos, header, buf[rel : rel + size]
+        pos += size
 
 
 def group_segments(segments: list[Segment], max_bytes: int) -> list[list[Segment]]:
@@ -150,64 +225,68 @@ class _Copier:
     def __init__(
         self, lookup: OffsetLookup, end: int, now_ms: int, delete_retention_ms: int, decompressed: int
     ) -> None:
-        self.lookup = lookup
+        self.table = lookup.table
+        self.layout = lookup.layout
         self.end = end
         self.now = now_ms
         self.horizon = now_ms + delete_retention_ms
         self.decompressed = decompressed  # bytes a batch may decompress to (the topic's limit)
         self.read = self.kept = self.tombstones_removed = self.live_keys = 0
 
-    def keep(self, offset: int, key: bytes | None, tombstone: bool, header: BatchHeader) -> bool:
-        if offset >= self.end:
-            return True
-        if key is None:
-            return False
-        latest = self.lookup.latest(key)
-        if latest is not None and latest > offset:
-            return False
-        if tombstone:
-            horizon = header.delete_horizon_ms
-            if horizon is not None and horizon <= self.now:
-                self.tombstones_removed += 1
-                return False
-        return True
-
-    def copy_batch(self, header: BatchHeader, data: bytes, out: Segment) -> None:
+    def copy_batch(self, header: BatchHeader, data: bytes | memoryview, out: Segment) -> None:
         if header.is_control or header.base_offset >= self.end:
             out.append(header, data)
             return
-        scanned = list(iter_keys(data, 0, header, self.decompressed))
-        self.read += len(scanned)
-        kept = [
-            (offset, tombstone)
-            for offset, key, tombstone in scanned
-            if self.keep(offset, key, tombstone, header)
-        ]
-        self.kept += len(kept)
-        self.live_keys += sum(1 for offset, tombstone in kept if offset < self.end and not tombstone)
-        if not kept:
+        append_ts = header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None
+        try:
+            result = filter_records(
+                self.table,
+                self.layout,
+                batch_payload(data, header, 0, self.decompressed),
+                header.base_offset,
+                header.record_count,
+                header.base_timestamp,
+                append_ts,
+                header.delete_horizon_ms,
+                self.now,
+                self.horizon,
+                self.end,
+            )
+        except ValueError as exc:
+            raise CorruptRecordError(f"batch at offset {header.base_offset}: {exc}") from exc
+        self.read += result.read
+        self.kept += result.kept
+        self.tombstones_removed += result.tombstones_removed
+        self.live_keys += result.live
+        if result.kept == 0:
             return
-        needs_horizon = header.delete_horizon_ms is None and any(t and o < self.end for o, t in kept)
-        if len(kept) == len(scanned) and not needs_horizon:
+        if result.records is None:
             out.append(header, data)  # nothing to drop: the batch is copied byte for byte
             return
-        keep_offsets = {offset for offset, _ in kept}
-        records = [r for r in iter_records(data, 0, header, self.decompressed) if r.offset in keep_offsets]
-        rebuilt = build_batch(
-            records,
-            base_offset=header.base_offset,
-            compression=header.compression,
-            producer_id=header.producer_id,
-            producer_epoch=header.producer_epoch,
-            base_sequence=header.base_sequence,
-            partition_leader_epoch=header.partition_leader_epoch,
-            log_append_time=bool(header.attributes & 0x08),
-            transactional=header.is_transactional,
-            offset_deltas=[r.offset - header.base_offset for r in records],
-            last_offset_delta=header.last_offset_delta,
-            delete_horizon=self.horizon if needs_horizon else header.delete_horizon_ms,
-        )
-        out.append(validate_batch(rebuilt), rebuilt)
+        out.append(*rebuild_batch(header, result))
+
+
+def rebuild_batch(header: BatchHeader, result: Filtered) -> tuple[BatchHeader, bytes]:
+    """The batch ``header`` heads, holding only ``result.records``: same base offset,
+    offset span, compression, producer fields and leader epoch; new base and max
+    timestamps, record count, horizon attribute and CRC32C (as ``build_batch`` makes them)."""
+    assert result.records is not None
+    payload = compress(header.compression, result.records)
+    attributes = int(header.compression) | header.attributes & (ATTR_TIMESTAMP_TYPE | ATTR_TRANSACTIONAL)
+    if result.horizon is not None:
+        attributes |= ATTR_DELETE_HORIZON
+    rebuilt = header._replace(
+        batch_length=HEADER_SIZE - LOG_OVERHEAD + len(payload),
+        crc=0,
+        attributes=attributes,
+        base_timestamp=result.base_ts,
+        max_timestamp=result.max_ts,
+        record_count=result.kept,
+    )
+    head = bytearray(HEADER.pack(*rebuilt))
+    crc = crc32c.crc32c(payload, crc32c.crc32c(memoryview(head)[CRC_START:]))
+    _CRC.pack_into(head, 17, crc)
+    return rebuilt._replace(crc=crc), bytes(head) + payload
 
 
 def clean_partition(
@@ -247,8 +326,8 @@ def clean_partition(
         out = log.new_cleaned_segment(group[0].base_offset)
         try:
             for seg in group:
-                for position, header in seg.batches():
-                    copier.copy_batch(header, seg.read(position, header.size), out)
+                for position, header, data in read_batches(seg):
+                    copier.copy_batch(header, data, out)
                     if progress:
                         progress("copy", before + position + header.size, total)
                 before += seg.size

@@ -39,6 +39,9 @@ from typing import Protocol
 
 import xxhash
 
+from logtrove.records.batch import Buffer
+from logtrove.storage.cleaner import passes
+
 DIGEST_SIZE = 16
 _SLOT = struct.Struct(">16sQ")
 _ENTRY = struct.Struct(">16sq")
@@ -53,10 +56,17 @@ def key_digest(key: bytes) -> bytes:
 
 
 class OffsetLookup(Protocol):
-    """What the cleaner needs from a map: the latest offset of a key, and how far it covers."""
+    """What the cleaner needs from a map: the latest offset of a key, how far it covers,
+    and its table for the copy pass (:mod:`.passes` reads both layouts)."""
 
     @property
     def end_offset(self) -> int: ...
+
+    @property
+    def table(self) -> passes.Table: ...
+
+    @property
+    def layout(self) -> int: ...
 
     def latest(self, key: bytes) -> int | None: ...
 
@@ -67,6 +77,8 @@ class OffsetMapFullError(Exception):
 
 class OffsetMap:
     """Digest → latest offset in a fixed budget of bytes."""
+
+    layout = passes.HASHED
 
     def __init__(self, budget_bytes: int) -> None:
         slots = budget_bytes // _SLOT.size
@@ -85,6 +97,11 @@ class OffsetMap:
     @property
     def budget_bytes(self) -> int:
         return len(self._table)
+
+    @property
+    def table(self) -> bytearray:
+        """The slots (layout in the module doc), for :mod:`.passes`."""
+        return self._table
 
     def _find(self, digest: bytes) -> tuple[int, int]:
         """(slot, stored offset+1) where ``digest`` is or would be inserted."""
@@ -112,6 +129,21 @@ class OffsetMap:
                 raise OffsetMapFullError(f"offset map full at {self.size} keys")
             self.size += 1
         _SLOT.pack_into(self._table, slot * 24, digest, offset + 1)
+
+    def put_records(
+        self, payload: Buffer, base_offset: int, record_count: int, first_dirty: int, limit: int
+    ) -> int | None:
+        """:meth:`put` every keyed record of a batch's records section with an offset in
+        ``[first_dirty, limit)``, in compiled code when built (:func:`.passes.map_records`).
+
+        Returns ``None``, or the offset of the first record whose key did not fit: the map
+        then holds every record before it. Raises :class:`ValueError` for a malformed
+        payload.
+        """
+        self.size, full_at = passes.map_records(
+            self._table, self.capacity, self.size, payload, base_offset, record_count, first_dirty, limit
+        )
+        return full_at
 
     def latest(self, key: bytes) -> int | None:
         _, stored = self._find(key_digest(key))
@@ -158,6 +190,8 @@ def write_offset_map_digests(path: Path, digests: Iterable[tuple[bytes, int]], e
 class OffsetMapFile:
     """A precomputed, sorted map file, searched in place through ``mmap``."""
 
+    layout = passes.SORTED
+
     def __init__(self, path: Path) -> None:
         self.path = path
         with path.open("rb") as f:
@@ -174,6 +208,11 @@ class OffsetMapFile:
     @property
     def end_offset(self) -> int:
         return int(self._end_offset)
+
+    @property
+    def table(self) -> mmap.mmap:
+        """The whole file (header included), for :mod:`.passes`."""
+        return self._mm
 
     def latest(self, key: bytes) -> int | None:
         digest = key_digest(key)

@@ -1,0 +1,153 @@
+"""The topic histogram (``logtrove.query.histogram``) against brute force: every record
+decoded and counted by its own timestamp."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from logtrove.query import InvalidQueryError, histogram, pick_bucket, topic_span
+from logtrove.records import Compression, NewRecord, build_batch
+from logtrove.storage import PartitionLog, Storage
+
+T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+MINUTE = 60_000
+
+
+def brute_counts(logs: list[PartitionLog], edges: tuple[int, ...]) -> list[int]:
+    """Records per bucket by their own timestamps (valid for non-decreasing timestamps)."""
+    counts = [0] * (len(edges) - 1)
+    for log in logs:
+        for record in log.records():
+            for i in range(len(counts)):
+                if edges[i] <= record.timestamp < edges[i + 1]:
+                    counts[i] += 1
+    return counts
+
+
+def brute_cut(log: PartitionLog, timestamp: int) -> int:
+    """ListOffsets by time, by decoding everything: the first record with ts ≥ T."""
+    for record in log.records():
+        if record.timestamp >= timestamp:
+            return record.offset
+    return log.log_end_offset
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> Iterator[Storage]:
+    with Storage.open(tmp_path / "data") as opened:
+        yield opened
+
+
+def fill(log: PartitionLog, rng: random.Random, n: int, *, shuffle_ms: int = 0) -> None:
+    """``n`` records about 0.9 s apart in batches of 1–40 (mixed compressions), so
+    batches straddle minute edges and the log spans several segments."""
+    ts = T0 + rng.randrange(60_000)
+    done = 0
+    while done < n:
+        size = min(rng.randint(1, 40), n - done)
+        records = []
+        for _ in range(size):
+            ts += rng.randint(0, 1800)
+            jitter = rng.randint(-shuffle_ms, shuffle_ms) if shuffle_ms else 0
+            records.append(NewRecord(b"v" * rng.randint(10, 200), None, (), ts + jitter))
+        codec = rng.choice([Compression.NONE, Compression.NONE, Compression.GZIP, Compression.ZSTD])
+        log.append(build_batch(records, compression=codec))
+        done += size
+
+
+def test_counts_equal_brute_force_over_many_segments(storage: Storage) -> None:
+    storage.create_topic("t", 2, {"segment.bytes": "20000", "index.interval.bytes": "1024"})
+    rng = random.Random(1)
+    logs = [storage.log("t", p) for p in range(2)]
+    for log in logs:
+        fill(log, rng, 3000)
+    assert all(len(log.segments) > 5 for log in logs)
+    span = topic_span(logs)
+    assert span is not None
+    plan = pick_bucket(*span, "minute", 2000)
+    found = histogram(logs, plan.edges)
+    assert list(found.counts) == brute_counts(logs, plan.edges)
+    assert sum(found.counts) == sum(log.log_end_offset for log in logs)
+    assert found.batches_scanned > 0  # batches straddling an edge were read, and counted right
+
+
+def test_a_range_inside_the_log_counts_only_its_records(storage: Storage) -> None:
+    storage.create_topic("t", 1, {"segment.bytes": "15000"})
+    log = storage.log("t", 0)
+    fill(log, random.Random(2), 2000)
+    plan = pick_bucket(T0 + 7 * MINUTE + 12_345, T0 + 19 * MINUTE + 999, "minute", 100)
+    assert plan.edges[1] == T0 + 8 * MINUTE  # inner edges sit on whole minutes
+    found = histogram([log], plan.edges)
+    assert list(found.counts) == brute_counts([log], plan.edges)
+
+
+def test_out_of_order_timestamps_are_counted_where_list_offsets_puts_them(storage: Storage) -> None:
+    storage.create_topic("t", 1, {"segment.bytes": "10000", "index.interval.bytes": "512"})
+    log = storage.log("t", 0)
+    fill(log, random.Random(3), 1500, shuffle_ms=20_000)
+    span = topic_span([log])
+    assert span is not None
+    plan = pick_bucket(*span, "minute", 2000)
+    found = histogram([log], plan.edges)
+    assert list(found.partitions[0].cuts) == [brute_cut(log, e) for e in plan.edges]
+    assert sum(found.counts) == log.log_end_offset  # every record is somewhere
+
+
+def test_records_below_the_log_start_offset_are_not_counted(storage: Storage) -> None:
+    storage.create_topic("t", 1, {"segment.bytes": "10000"})
+    log = storage.log("t", 0)
+    fill(log, random.Random(4), 1000)
+    log.truncate_before(437)  # inside a segment and, most likely, inside a batch
+    span = topic_span([log])
+    assert span is not None
+    plan = pick_bucket(*span, "minute", 2000)
+    found = histogram([log], plan.edges)
+    assert list(found.counts) == brute_counts([log], plan.edges)
+    assert sum(found.counts) == log.log_end_offset - 437
+
+
+def test_log_append_time_batches_count_at_their_append_time(storage: Storage) -> None:
+    storage.create_topic("t", 1, {"message.timestamp.type": "LogAppendTime"})
+    log = storage.log("t", 0)
+    for i in range(5):
+        batch = build_batch([NewRecord(b"x", None, (), T0 + i) for _ in range(3)], log_append_time=True)
+        log.append(batch)
+    span = topic_span([log])
+    assert span is not None
+    edges = pick_bucket(*span, "auto", 50).edges
+    found = histogram([log], edges)
+    assert sum(found.counts) == 15
+    assert list(found.counts) == brute_counts([log], edges)
+
+
+def test_an_empty_topic_has_no_span(storage: Storage) -> None:
+    storage.create_topic("t", 3)
+    assert topic_span([storage.log("t", p) for p in range(3)]) is None
+
+
+def test_auto_bucket_picks_the_smallest_width_that_fits() -> None:
+    assert pick_bucket(T0, T0 + 3 * 3_600_000, "auto", 200).unit == "minute"
+    assert pick_bucket(T0, T0 + 3 * 86_400_000, "auto", 200).unit == "hour"
+    assert pick_bucket(T0, T0 + 150 * 86_400_000, "auto", 200).unit == "day"
+    wide = pick_bucket(T0, T0 + 20 * 365 * 86_400_000, "auto", 100)
+    assert len(wide.edges) - 1 <= 100 and wide.width_ms % 86_400_000 == 0
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "unit", "max_buckets", "message"),
+    [
+        (T0, T0, "minute", 10, "empty"),
+        (T0, T0 + 86_400_000, "second", 100, "choose a wider bucket"),
+        (T0, T0 + 1000, "fortnight", 10, "unknown bucket"),
+        (T0, T0 + 1000, "auto", 0, "max_buckets"),
+    ],
+)
+def test_bad_bucket_requests_say_what_is_wrong(
+    start: int, end: int, unit: str, max_buckets: int, message: str
+) -> None:
+    with pytest.raises(InvalidQueryError, match=message):
+        pick_bucket(start, end, unit, max_buckets)
