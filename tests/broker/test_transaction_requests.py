@@ -230,3 +230,9 @@ def test_aborted_transactions_listed_only_for_the_batches_returned(shared_broker
         first = wire.request(1, 11, body).responses[0].partitions[0]
         assert [(a.producer_id, a.first_offset) for a in first.aborted_transactions] == [(pids[0], 0)]
         assert [a.producer_id for a in _fetch_committed(wire, topic).aborted_transactions] == pids
+
+
+def test_describe_transactions_of_an_unknown_id_is_not_found(shared_broker: BrokerProcess) -> None:
+    with WireClient(shared_broker.port) as wire:
+        state = wire.request(65, 0, {"transactional_ids": ["tr-never-seen"]}).transaction_states[0]
+        assert state.error_code == ErrorCode.transactional_id_not_found

@@ -280,13 +280,13 @@ async def handle_produce(broker: Broker, request: Request) -> Reply:
     from logtrove.broker.server import RawBody
 
     body = request.body
-    await _load_transactions(broker, body)
     denied = {
         t.name
         for t in body.topic_data
         if not broker.allowed(request, Operation.WRITE, ResourceType.TOPIC, t.name)
     }
     recompressed = await _recompress_off_loop(broker, [t for t in body.topic_data if t.name not in denied])
+    await _load_transactions(broker, body)
     with defer_flushes() as appended:
         responses = [
             (

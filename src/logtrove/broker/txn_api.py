@@ -8,6 +8,11 @@ versions before ``PRODUCER_FENCED`` existed get ``INVALID_PRODUCER_EPOCH`` inste
 Kafka answers them (InitProducerId below v4, the others below v2). Each answer waits
 until the coordinator's state is on disk (:meth:`TransactionCoordinator.flush`, off the
 event loop); if it cannot be written the answer is COORDINATOR_NOT_AVAILABLE (retriable).
+
+Authorization, as Kafka's ``KafkaApis``: every transactional request needs WRITE on its
+TRANSACTIONAL_ID (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); AddPartitionsToTxn WRITE on each
+topic, AddOffsetsToTxn READ on the group, TxnOffsetCommit READ on the group and on each
+topic; DescribeTransactions and ListTransactions show the IDs the principal may DESCRIBE.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from logtrove.acl import Operation
+from logtrove.broker.authorize import Resource
 from logtrove.broker.protocol import ms
 from logtrove.groups import CommittedOffset
 from logtrove.txn import TxnState
@@ -67,12 +74,28 @@ def _exists(broker: Broker, topic: str, partition: int) -> bool:
     return storage.has_topic(topic) and 0 <= partition < storage.topic(topic).partitions
 
 
+def _may_write(broker: Broker, request: Request, tid: str) -> bool:
+    return broker.allowed(request, Operation.WRITE, Resource.TRANSACTIONAL_ID, tid)
+
+
 def _add_partitions(
-    broker: Broker, version: int, tid: str, pid: int, epoch: int, topics: Any
+    broker: Broker, request: Request, tid: str, pid: int, epoch: int, topics: Any
 ) -> list[dict[str, Any]]:
     """One transaction's AddPartitionsToTxn: per-topic results. A partition that does not
-    exist fails the whole request, the others answered OPERATION_NOT_ATTEMPTED (Kafka)."""
+    exist, or of a topic the principal may not write, fails the whole request, the others
+    answered OPERATION_NOT_ATTEMPTED (Kafka)."""
+    version = request.version
     asked = [(t.name, p) for t in topics for p in t.partitions]
+    if not _may_write(broker, request, tid):
+        codes = dict.fromkeys(asked, ErrorCode.transactional_id_authorization_failed)
+        return _by_topic(topics, codes)
+    denied = {t.name for t in topics if not broker.allowed(request, Operation.WRITE, Resource.TOPIC, t.name)}
+    if denied:
+        codes = {
+            tp: ErrorCode.topic_authorization_failed if tp[0] in denied else ErrorCode.operation_not_attempted
+            for tp in asked
+        }
+        return _by_topic(topics, codes)
     missing = {tp for tp in asked if not _exists(broker, *tp)}
     if missing:
         codes = {
@@ -82,6 +105,10 @@ def _add_partitions(
     else:
         code = _fenced(broker.txn.add_partitions(tid, pid, epoch, asked), version)
         codes = dict.fromkeys(asked, code)
+    return _by_topic(topics, codes)
+
+
+def _by_topic(topics: Any, codes: dict[tuple[str, int], ErrorCode]) -> list[dict[str, Any]]:
     return [
         {
             "name": t.name,
@@ -102,7 +129,7 @@ async def handle_add_partitions_to_txn(broker: Broker, request: Request) -> Repl
     if request.version <= 3:
         results = _add_partitions(
             broker,
-            request.version,
+            request,
             body.v3_and_below_transactional_id,
             body.v3_and_below_producer_id,
             body.v3_and_below_producer_epoch,
@@ -115,7 +142,7 @@ async def handle_add_partitions_to_txn(broker: Broker, request: Request) -> Repl
             topics = _verify(broker, txn)
         else:
             topics = _add_partitions(
-                broker, request.version, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics
+                broker, request, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics
             )
         out.append({"transactional_id": txn.transactional_id, "topic_results": topics})
     if not await broker.txn.flush():
@@ -172,6 +199,10 @@ def _verify(broker: Broker, txn: Any) -> list[dict[str, Any]]:
 
 async def handle_add_offsets_to_txn(broker: Broker, request: Request) -> Reply:
     body = request.body
+    if not _may_write(broker, request, body.transactional_id):
+        return {"error_code": ErrorCode.transactional_id_authorization_failed}
+    if not broker.allowed(request, Operation.READ, Resource.GROUP, body.group_id):
+        return {"error_code": ErrorCode.group_authorization_failed}
     code = broker.txn.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch, body.group_id)
     return {"error_code": _fenced(await _durable(broker, code), request.version)}
 
@@ -179,6 +210,8 @@ async def handle_add_offsets_to_txn(broker: Broker, request: Request) -> Reply:
 async def handle_end_txn(broker: Broker, request: Request) -> Reply:
     body = request.body
     tid = body.transactional_id
+    if not _may_write(broker, request, tid):
+        return {"error_code": ErrorCode.transactional_id_authorization_failed}
     code = broker.txn.end_txn(tid, body.producer_id, body.producer_epoch, body.committed)
     decided = await broker.txn.flush()
     if body.committed and not code:
@@ -204,11 +237,18 @@ async def handle_txn_offset_commit(broker: Broker, request: Request) -> Reply:
     member = getattr(body, "member_id", "")
     generation = getattr(body, "generation_id", -1)
     code = ErrorCode.none
-    if generation >= 0:  # Kafka checks the member only for a commit naming a generation
+    denied = {
+        t.name for t in body.topics if not broker.allowed(request, Operation.READ, Resource.TOPIC, t.name)
+    }
+    if not _may_write(broker, request, body.transactional_id):
+        code = ErrorCode.transactional_id_authorization_failed
+    elif not broker.allowed(request, Operation.READ, Resource.GROUP, body.group_id):
+        code = ErrorCode.group_authorization_failed
+    elif generation >= 0:  # Kafka checks the member only for a commit naming a generation
         code = broker.groups.check_committer(
             body.group_id, member, generation, getattr(body, "group_instance_id", None)
         )
-    missing = {tp for tp in commits if not _exists(broker, *tp)}
+    missing = {tp for tp in commits if not _exists(broker, *tp) or tp[0] in denied}
     if not code:
         code = broker.txn.commit_offsets(
             body.transactional_id,
@@ -225,7 +265,9 @@ async def handle_txn_offset_commit(broker: Broker, request: Request) -> Reply:
                 "partitions": [
                     {
                         "partition_index": p.partition_index,
-                        "error_code": ErrorCode.unknown_topic_or_partition
+                        "error_code": ErrorCode.topic_authorization_failed
+                        if t.name in denied
+                        else ErrorCode.unknown_topic_or_partition
                         if (t.name, p.partition_index) in missing
                         else code,
                     }
@@ -238,12 +280,21 @@ async def handle_txn_offset_commit(broker: Broker, request: Request) -> Reply:
 
 
 async def handle_describe_transactions(broker: Broker, request: Request) -> Reply:
+    """DescribeTransactions; an entry in error has start time 0 (as Kafka's), a known ID
+    with no transaction open -1."""
     states = []
     for tid in request.body.transactional_ids:
         txn = broker.txn.get(tid)
-        if txn is None:
+        if not broker.allowed(request, Operation.DESCRIBE, Resource.TRANSACTIONAL_ID, tid):
+            code = ErrorCode.transactional_id_authorization_failed
             states.append(
-                {"transactional_id": tid, "error_code": ErrorCode.transactional_id_not_found, "topics": []}
+                {"transactional_id": tid, "error_code": code, "transaction_start_time": 0, "topics": []}
+            )
+            continue
+        if txn is None:
+            code = ErrorCode.transactional_id_not_found
+            states.append(
+                {"transactional_id": tid, "error_code": code, "transaction_start_time": 0, "topics": []}
             )
             continue
         topics: dict[str, list[int]] = {}
@@ -281,5 +332,8 @@ async def handle_list_transactions(broker: Broker, request: Request) -> Reply:
         if (not wanted or t.state.value in wanted)
         and (not pids or t.producer_id in pids)
         and (min_ms < 0 or (t.start_ms >= 0 and now - t.start_ms >= min_ms))
+        and broker.allowed(
+            request, Operation.DESCRIBE, Resource.TRANSACTIONAL_ID, t.transactional_id, audited=False
+        )
     ]
     return {"unknown_state_filters": sorted(wanted - known), "transaction_states": listed}
