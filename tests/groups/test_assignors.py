@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from logtrove.groups.assignors import (
     InvalidRegexError,
@@ -102,3 +106,30 @@ def test_resolve_subscription_refuses_a_bad_regex() -> None:
 def test_a_backtracking_bomb_regex_matches_in_linear_time() -> None:
     topics = {"a" * 200 + "!": 1, "aaa": 1}  # (a+)+$ takes 2^200 steps in a backtracking engine
     assert resolve_subscription(frozenset(), "(a+)+", topics) == {"aaa"}
+
+
+@given(
+    members=st.integers(1, 12),
+    partitions=st.lists(st.integers(0, 20), min_size=1, max_size=4),
+    seed=st.randoms(use_true_random=False),
+)
+@settings(max_examples=300, deadline=None)
+def test_uniform_balances_any_homogeneous_group_from_any_start(
+    members: int, partitions: list[int], seed: random.Random
+) -> None:
+    names = [f"m{i}" for i in range(members)]
+    topics = {f"t{i}": n for i, n in enumerate(partitions)}
+    subs = {m: frozenset(topics) for m in names}
+    current: dict[str, dict[str, set[int]]] = {}
+    for t, n in topics.items():  # a random earlier assignment, members that left included
+        for p in range(n + 2):
+            owner = seed.choice([*names, "gone"])
+            current.setdefault(owner, {}).setdefault(t, set()).add(p)
+    result = uniform(subs, topics, current)
+    assert every_partition_once(result, topics)
+    sizes = counts(result).values()
+    assert max(sizes) - min(sizes) <= 1
+    kept = sum(len(result[m].get(t, set()) & current.get(m, {}).get(t, set())) for m in names for t in topics)
+    quota = -(-sum(topics.values()) // members)  # no member keeps more than the ceiling
+    held = {m: sum(len(ps & set(range(topics[t]))) for t, ps in current.get(m, {}).items()) for m in names}
+    assert kept >= sum(min(h, quota - 1) for h in held.values())  # sticky up to the floor share

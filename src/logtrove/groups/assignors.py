@@ -84,8 +84,10 @@ def uniform(
     subscribes to (a partition held twice stays with the first member in ID order);
     (2) each unassigned partition goes to the least loaded member subscribed to its
     topic; (3) while a member holds at least two more partitions than a member that
-    could take one of them, its highest partition moves there. Step 3 strictly lowers
-    the sum of squared loads, so it ends."""
+    could take one of them, one of its partitions moves there (one it got in step 2
+    first). Step 3 strictly lowers the sum of squared loads, so it ends; and every
+    member keeps at least ``min(what it held, total // members)`` of its partitions in
+    a group where all subscribe to the same topics."""
     order = sorted(members)
     result: Assignment = {m: {} for m in order}
     owner: dict[tuple[str, int], str] = {}
@@ -96,6 +98,7 @@ def uniform(
             for p in sorted(held):
                 if p < partitions[topic] and (topic, p) not in owner:
                     owner[(topic, p)] = m
+    kept = dict(owner)
     load = dict.fromkeys(order, 0)
     for m in owner.values():
         load[m] += 1
@@ -106,32 +109,52 @@ def uniform(
                 m = min(eligible[topic], key=lambda x: (load[x], x))
                 owner[(topic, p)] = m
                 load[m] += 1
-    _balance(owner, load, eligible)
+    _balance(owner, load, eligible, kept)
     for (topic, p), m in owner.items():
         result[m].setdefault(topic, set()).add(p)
     return result
 
 
-def _balance(owner: dict[tuple[str, int], str], load: dict[str, int], eligible: dict[str, list[str]]) -> None:
-    """Step 3 of :func:`uniform`: move partitions from the most loaded members to
-    less loaded eligible ones until no move lowers the imbalance."""
-    moved = True
-    while moved:
-        moved = False
-        held: dict[str, list[tuple[str, int]]] = {}
-        for tp, m in owner.items():
-            held.setdefault(m, []).append(tp)
-        for m in sorted(held, key=lambda x: (-load[x], x)):
-            for tp in sorted(held[m], reverse=True):
-                target = min(eligible[tp[0]], key=lambda x: (load[x], x))
-                if load[target] <= load[m] - 2:
-                    owner[tp] = target
-                    load[m] -= 1
-                    load[target] += 1
-                    moved = True
-                    break
-            if moved:
-                break
+def _balance(
+    owner: dict[tuple[str, int], str],
+    load: dict[str, int],
+    eligible: dict[str, list[str]],
+    kept: dict[tuple[str, int], str],
+) -> None:
+    """Step 3 of :func:`uniform`: move partitions from the most loaded members to less
+    loaded eligible ones, one at a time, the most loaded giving first. A member gives the
+    partitions it got since step 1 before those it ``kept`` (partition → who kept it), so
+    every member keeps at least its fair share of what it held."""
+    held: dict[str, set[tuple[str, int]]] = {m: set() for m in load}
+    for tp, m in owner.items():
+        held[m].add(tp)
+    while (move := _one_move(held, load, eligible, kept)) is not None:
+        tp, giver, taker = move
+        owner[tp] = taker
+        held[giver].discard(tp)
+        held[taker].add(tp)
+        load[giver] -= 1
+        load[taker] += 1
+
+
+def _one_move(
+    held: dict[str, set[tuple[str, int]]],
+    load: dict[str, int],
+    eligible: dict[str, list[str]],
+    kept: dict[tuple[str, int], str],
+) -> tuple[tuple[str, int], str, str] | None:
+    """The next move of :func:`_balance`: from the most loaded member that can give one
+    of its partitions to a member holding at least two fewer, the first partition in
+    giving order, to the least loaded such member; None when there is none."""
+    floor = min(load.values())
+    for m in sorted(held, key=lambda x: (-load[x], x)):
+        if load[m] - 2 < floor:
+            return None
+        for tp in sorted(held[m], key=lambda tp: (kept.get(tp) == m, tp[0], -tp[1])):
+            target = min(eligible[tp[0]], key=lambda x: (load[x], x))
+            if load[target] <= load[m] - 2:
+                return tp, m, target
+    return None
 
 
 def range_(

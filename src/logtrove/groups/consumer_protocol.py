@@ -374,10 +374,9 @@ class ConsumerGroups:
 
     def _take_free(self, group: ConsumerGroup, member: ConsumerMember, target: TopicPartitions) -> None:
         for topic, partitions in target.items():
-            for p in partitions:
-                owner = group.owner(topic, p)
-                if owner is None or owner == member.member_id:
-                    member.assigned.setdefault(topic, set()).add(p)
+            free = partitions - group.owned_elsewhere(topic, member.member_id)
+            if free:
+                member.assigned.setdefault(topic, set()).update(free)
         member.state = STABLE if _nonempty(member.assigned) == _nonempty(target) else UNRELEASED_PARTITIONS
 
     # -- leaving --------------------------------------------------------------------

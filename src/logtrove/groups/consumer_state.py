@@ -157,9 +157,15 @@ class ConsumerGroup:
     def member_of_instance(self, instance_id: str) -> ConsumerMember | None:
         return next((m for m in self.members.values() if m.instance_id == instance_id), None)
 
-    def owner(self, topic: str, partition: int) -> str | None:
-        """The member that owns the partition (holds it or still revokes it), if any."""
-        return next((m.member_id for m in self.members.values() if m.owns(topic, partition)), None)
+    def owned_elsewhere(self, topic: str, member_id: str) -> set[int]:
+        """The partitions of ``topic`` that members other than ``member_id`` own (hold
+        or still revoke)."""
+        return {
+            p
+            for m in self.members.values()
+            if m.member_id != member_id
+            for p in m.assigned.get(topic, set()) | m.revoking.get(topic, set())
+        }
 
     def subscribed_topics(self) -> set[str]:
         """The topics of the last target assignment's subscriptions (as OffsetDelete
