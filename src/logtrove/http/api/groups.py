@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
+from logtrove.acl import Operation, ResourceType
 from logtrove.groups import OFFSETS_TOPIC, OffsetStore
 from logtrove.groups.lag import GroupLag
 from logtrove.groups.lag import PartitionLag as LagRow
@@ -25,6 +26,7 @@ from logtrove.http.models import (
     TopicLag,
 )
 from logtrove.http.problems import Problem, bad_request, problem_responses
+from logtrove.http.security import allowed
 from logtrove.records import build_batch
 
 router = APIRouter(prefix="/api/v1", tags=["groups"])
@@ -84,11 +86,15 @@ def _require_group(groups: GroupsSource, group: str) -> None:
 
 
 @router.get("/groups", summary="Consumer groups with their total lag")
-def list_groups(groups: SourceDep, storage: StorageDep) -> list[GroupSummary]:
+def list_groups(request: Request, groups: SourceDep, storage: StorageDep) -> list[GroupSummary]:
     lags = {lag.group: lag for lag in groups.lags()}
     for live in groups.states():  # live groups that never committed
         lags.setdefault(live, GroupLag(live, ()))
-    return [_summary(groups, lags[g]) for g in sorted(lags)]
+    return [_summary(groups, lags[g]) for g in sorted(lags) if _may_describe(request, g)]
+
+
+def _may_describe(request: Request, group: str) -> bool:
+    return allowed(request, Operation.DESCRIBE, ResourceType.GROUP, group, audited=False)
 
 
 @router.get(
@@ -96,9 +102,11 @@ def list_groups(groups: SourceDep, storage: StorageDep) -> list[GroupSummary]:
     summary="The groups consuming a topic, with their lag on it",
     responses=problem_responses(404),
 )
-def topic_groups(topic: TopicPath, groups: SourceDep, storage: StorageDep) -> list[GroupSummary]:
+def topic_groups(
+    request: Request, topic: TopicPath, groups: SourceDep, storage: StorageDep
+) -> list[GroupSummary]:
     storage.topic(topic)
-    return [_summary(groups, lag) for lag in groups.lags(topic)]
+    return [_summary(groups, lag) for lag in groups.lags(topic) if _may_describe(request, lag.group)]
 
 
 @router.get(
