@@ -289,3 +289,50 @@ def test_every_api_route_has_an_authorization_rule(secured: Secured) -> None:
         if (method, route.path) not in RULES
     ]
     assert missing == []
+
+
+def test_serve_secures_its_http_api_with_the_brokers_acls(secured: Secured, tmp_path: Path) -> None:
+    """``serve --http-auth --authorizer``: the API beside the broker uses the broker's
+    ACLs and super users (the ACLs written above for the Kafka port)."""
+    from tests.http.support import ServeProcess
+
+    data = tmp_path / "data"
+    with Storage.open(data) as storage:
+        for topic in ("orders", "secret"):
+            storage.create_topic(topic, 1)
+    CredentialStore(data).update(lambda users: users.update(CredentialStore(secured.data).users()))
+    AclStore.load(data).add([_acl("User:reader", Operation.READ, "orders")])
+    serve = ServeProcess(
+        data, "--http-auth", "--http-basic-without-tls", "--authorizer", "--super-user", "User:admin"
+    )
+    serve.start()
+    try:
+        serve.wait_http()
+        with httpx.Client(base_url=serve.url, timeout=30) as c:
+            assert c.get("/api/v1/topics").status_code == 401
+            assert [t["name"] for t in c.get("/api/v1/topics", headers=basic("reader")).json()] == ["orders"]
+            body = {"records": [{"value": "x"}]}
+            assert (
+                c.post("/api/v1/topics/orders/messages", json=body, headers=basic("reader")).status_code
+                == 403
+            )
+            assert (
+                c.post("/api/v1/topics/secret/messages", json=body, headers=basic("admin")).status_code == 201
+            )
+        assert "denied User:reader" in serve.log.read_text()  # the audit line
+    finally:
+        assert serve.stop() == 0
+
+
+def test_serve_refuses_basic_without_tls_on_a_public_address(tmp_path: Path) -> None:
+    out = logtrove(
+        "serve",
+        "--data",
+        str(tmp_path / "d"),
+        "--http",
+        "0.0.0.0:0",
+        "--http-auth",
+        "--http-basic-without-tls",
+    )
+    assert out.returncode == 2
+    assert "loopback" in out.stderr
