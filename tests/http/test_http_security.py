@@ -123,6 +123,9 @@ def test_health_is_open_and_everything_else_needs_credentials(client: httpx.Clie
         assert answer.status_code == 401, path
         assert answer.headers["content-type"].startswith("application/problem+json")
         assert answer.headers["www-authenticate"].startswith('Basic realm="logtrove"')
+    # the console's requests are offered Bearer only (a Basic challenge makes browsers prompt)
+    answer = client.get("/api/v1/topics", headers={"X-Requested-With": "logtrove-console"})
+    assert answer.headers["www-authenticate"] == 'Bearer realm="logtrove"'
 
 
 @pytest.mark.parametrize(
@@ -239,6 +242,7 @@ def test_basic_is_refused_over_plain_http_unless_allowed(secured: Secured) -> No
         answer = httpx.get(server.url + MESSAGES.format("orders"), headers=basic("reader"), timeout=30)
         assert answer.status_code == 401
         assert "HTTPS" in answer.json()["detail"]
+        assert answer.headers["www-authenticate"] == 'Bearer realm="logtrove"'  # Basic not offered
     finally:
         server.stop()
 

@@ -110,32 +110,34 @@ class Caller:
     host: str
 
 
-def _unauthorized(detail: str) -> Problem:
-    return Problem(
-        401,
-        "unauthorized",
-        "Unauthorized",
-        detail,
-        headers={"WWW-Authenticate": f'Basic realm="{REALM}", Bearer realm="{REALM}"'},
-    )
+CONSOLE_HEADER = "x-requested-with"  # the console's requests carry it (any value)
 
 
-def _basic_user(sec: HttpSecurity, credentials: CredentialStore, value: str) -> str:
+def _unauthorized(request: Request, sec: HttpSecurity, detail: str) -> Problem:
+    """A 401 whose challenge names the schemes the request could use. A Basic challenge
+    makes browsers prompt for a password even for a script's request, so the console
+    (``X-Requested-With``) is offered Bearer only, as is everyone where Basic is refused."""
+    basic = (sec.tls or sec.basic_without_tls) and CONSOLE_HEADER not in request.headers
+    challenge = (f'Basic realm="{REALM}", ' if basic else "") + f'Bearer realm="{REALM}"'
+    return Problem(401, "unauthorized", "Unauthorized", detail, headers={"WWW-Authenticate": challenge})
+
+
+def _basic_user(request: Request, sec: HttpSecurity, credentials: CredentialStore, value: str) -> str:
     if not (sec.tls or sec.basic_without_tls):
-        raise _unauthorized("Basic authentication needs HTTPS here; use a bearer token or TLS")
+        raise _unauthorized(request, sec, "Basic authentication needs HTTPS here; use a bearer token or TLS")
     try:
         decoded = base64.b64decode(value.strip()[:MAX_BASIC_CHARS], validate=True).decode("utf-8")
     except (binascii.Error, UnicodeDecodeError):
-        raise _unauthorized("malformed Basic credentials") from None
+        raise _unauthorized(request, sec, "malformed Basic credentials") from None
     user, sep, password = decoded.partition(":")
     if not sep or not user:
-        raise _unauthorized("malformed Basic credentials")
+        raise _unauthorized(request, sec, "malformed Basic credentials")
     try:
         ok = credentials.check_password(user, password)
     except CredentialError:
         ok = False  # an unreadable credentials file lets nobody in
     if not ok:
-        raise _unauthorized("wrong user name or password")
+        raise _unauthorized(request, sec, "wrong user name or password")
     return user
 
 
@@ -146,19 +148,19 @@ def authenticate(request: Request, sec: HttpSecurity) -> str:
         return ANONYMOUS
     header = request.headers.get("authorization")
     if header is None:
-        raise _unauthorized("this server needs credentials: HTTP Basic or a bearer token")
+        raise _unauthorized(request, sec, "this server needs credentials: HTTP Basic or a bearer token")
     scheme, _, value = header.partition(" ")
     if scheme.lower() == "basic":
-        return "User:" + _basic_user(sec, credentials, value)
+        return "User:" + _basic_user(request, sec, credentials, value)
     if scheme.lower() == "bearer" and sec.tokens is not None:
         try:
             user = sec.tokens.user_of(value.strip())
         except TokenError:
             user = None
         if user is None or not _user_exists(credentials, user):
-            raise _unauthorized("unknown or revoked token")
+            raise _unauthorized(request, sec, "unknown or revoked token")
         return "User:" + user
-    raise _unauthorized("unsupported authorization scheme (Basic or Bearer)")
+    raise _unauthorized(request, sec, "unsupported authorization scheme (Basic or Bearer)")
 
 
 def _user_exists(credentials: CredentialStore, user: str) -> bool:
