@@ -10,6 +10,7 @@ import ssl
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from logtrove.acl.credentials import MIN_ITERATIONS, CredentialStore, ScramCrede
 from logtrove.acl.tokens import TokenStore
 from logtrove.cli.certs import make_certificates
 from logtrove.http import HttpSecurity, HttpServer, HttpTls, create_app, start_in_thread
+from logtrove.http.api.tail import RECHECK_S
 from logtrove.http.security import OPEN_ROUTES, RULES
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
@@ -169,6 +171,30 @@ def test_cli_token_works_until_revoked(secured: Secured, client: httpx.Client) -
     assert revoked.returncode == 0, revoked.stderr
     assert client.get(MESSAGES.format("orders"), headers=bearer(token)).status_code == 401
     assert logtrove("tokens", "revoke", entry["id"], "--data", str(secured.data)).returncode == 1
+
+
+def test_revoking_a_token_ends_its_open_tail(secured: Secured, server: HttpServer) -> None:
+    info, token = TokenStore(secured.data).create("reader")
+    produce = {"records": [{"value": "after-revoke"}]}
+    with (
+        httpx.Client(base_url=server.url, timeout=30) as c,
+        c.stream("GET", "/api/v1/topics/orders/tail", headers=bearer(token)) as events,
+    ):
+        assert events.status_code == 200
+        lines = events.iter_lines()
+        assert next(lines).startswith("retry:")
+        TokenStore(secured.data).revoke(info.id)
+        time.sleep(RECHECK_S * 1.1)  # the tail checks again at most this often
+        assert (
+            c.post("/api/v1/topics/orders/messages", json=produce, headers=basic("admin")).status_code == 201
+        )
+        rest = []
+        for line in lines:  # the stream ends; on the old code it shows the record (and goes on)
+            rest.append(line)
+            if "after-revoke" in line:
+                break
+    assert 'data: {"detail": "access revoked"}' in rest
+    assert not any("after-revoke" in line for line in rest)
 
 
 def test_token_of_a_deleted_user_stops_working(secured: Secured, client: httpx.Client) -> None:

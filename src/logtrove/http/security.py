@@ -212,6 +212,18 @@ def require(request: Request, op: Operation, rtype: ResourceType, name: str) -> 
         )
 
 
+def still_allowed(request: Request, op: Operation, rtype: ResourceType, name: str) -> bool:
+    """For a response that lasts (a live tail): whether its credential is still valid (a
+    token not revoked, a password not changed) and its principal still has ``op``."""
+    sec: HttpSecurity = request.app.state.security
+    try:
+        if sec.credentials is not None:
+            authenticate(request, sec)
+    except Problem:
+        return False
+    return allowed(request, op, rtype, name)
+
+
 def guard(request: Request) -> None:
     """FastAPI dependency of every route: authenticate, then check the route's rule."""
     sec: HttpSecurity = request.app.state.security
