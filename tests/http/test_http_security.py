@@ -20,7 +20,16 @@ import pytest
 from fastapi.routing import APIRoute
 from tests.http.support import free_port
 
-from logtrove.acl import AclBinding, AclStore, Authorizer, Operation, PatternType, Permission, ResourceType
+from logtrove.acl import (
+    AclBinding,
+    AclFilter,
+    AclStore,
+    Authorizer,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+)
 from logtrove.acl.credentials import MIN_ITERATIONS, CredentialStore, ScramCredential, Users
 from logtrove.acl.tokens import TokenStore
 from logtrove.cli.certs import make_certificates
@@ -63,6 +72,7 @@ class Secured:
             basic_without_tls=bool(options.pop("basic_without_tls", True)),
             tls="tls" in options,
             metrics_auth=bool(options.pop("metrics_auth", False)),
+            follow_acls=bool(options.pop("follow_acls", False)),
         )
         return start_in_thread(self.storage, f"127.0.0.1:{free_port()}", security=security, **options)  # type: ignore[arg-type]
 
@@ -249,6 +259,25 @@ def test_produce_needs_write_and_a_refused_one_stores_nothing(secured: Secured, 
         client.patch("/api/v1/topics/orders/configs", json=alter, headers=basic("writer")).status_code == 403
     )
     assert secured.storage.topic("orders").config.retention_ms != 1
+
+
+def test_acls_written_by_another_process_apply_at_once_when_followed(
+    secured: Secured, tmp_path: Path
+) -> None:
+    """``logtrove http`` beside ``serve``: the broker writes acls.json, the API re-reads it."""
+    server = secured.server(follow_acls=True)
+    grant = _acl("User:reader", Operation.READ, "secret")
+    revoke = AclFilter(ResourceType.TOPIC, "secret", PatternType.LITERAL, "User:reader")
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as c:
+            assert c.get(MESSAGES.format("secret"), headers=basic("reader")).status_code == 403
+            AclStore.load(secured.data).add([grant])  # another store, as another process
+            assert c.get(MESSAGES.format("secret"), headers=basic("reader")).status_code == 200
+            AclStore.load(secured.data).delete([revoke])
+            assert c.get(MESSAGES.format("secret"), headers=basic("reader")).status_code == 403
+    finally:
+        server.stop()
+        AclStore.load(secured.data).delete([revoke])  # back to the module's ACLs
 
 
 def test_authentication_without_authorizer_allows_every_user(secured: Secured) -> None:

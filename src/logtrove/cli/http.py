@@ -7,6 +7,7 @@ broker also serves the same app itself unless started with ``--no-http``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,7 +189,7 @@ def http(
             log_level=log_level.lower(),
             max_body_bytes=max_body_mb << 20,
             tls=options.tls(),
-            security=options.security(storage.path, acl_authorizer),
+            security=dataclasses.replace(options.security(storage.path, acl_authorizer), follow_acls=True),
         )
 
 

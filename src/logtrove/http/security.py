@@ -102,6 +102,7 @@ class HttpSecurity:
     tls: bool = False  # the server speaks HTTPS
     basic_without_tls: bool = False  # accept Basic over plain HTTP (loopback only, by the CLI)
     metrics_auth: bool = False  # /metrics needs a credential (and CLUSTER DESCRIBE) too
+    follow_acls: bool = False  # re-read acls.json when it changes (another process writes it)
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,8 @@ def allowed(request: Request, op: Operation, rtype: ResourceType, name: str, *, 
     sec: HttpSecurity = request.app.state.security
     if sec.authorizer is None:
         return True
+    if sec.follow_acls:
+        sec.authorizer.store.reload_if_changed()
     caller = caller_of(request)
     if sec.authorizer.authorize(caller.principal, caller.host, op, rtype, name):
         return True
