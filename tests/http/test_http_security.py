@@ -337,6 +337,15 @@ def test_console_pages_carry_a_content_security_policy(client: httpx.Client) -> 
     assert "frame-ancestors 'none'" in csp
 
 
+def test_the_schema_says_how_to_authenticate(client: httpx.Client) -> None:
+    schema = client.get("/openapi.json").json()
+    assert set(schema["components"]["securitySchemes"]) == {"basic", "bearer"}
+    read = schema["paths"]["/api/v1/topics/{topic}/messages/search"]["get"]
+    assert read["security"] == [{"basic": []}, {"bearer": []}]
+    assert {"401", "403"} <= set(read["responses"])
+    assert "security" not in schema["paths"]["/api/v1/health"]["get"]
+
+
 def test_every_api_route_has_an_authorization_rule(secured: Secured) -> None:
     """A new route must say which right it needs (without a rule only super users pass)."""
     app = create_app(secured.storage)

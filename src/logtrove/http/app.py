@@ -47,7 +47,7 @@ from logtrove.http.groups import GroupsSource, GroupStates
 from logtrove.http.lag_history import DEFAULT_WINDOW_S, LagHistory, LagSampler
 from logtrove.http.limits import DEFAULT_MAX_BODY_BYTES, BodyLimit
 from logtrove.http.problems import document_problems, install_handlers
-from logtrove.http.security import HttpSecurity, guard
+from logtrove.http.security import HttpSecurity, document_security, guard
 from logtrove.http.tail import TailHub, TailLimits
 from logtrove.query import QueryEngine
 from logtrove.storage import Storage
@@ -117,6 +117,7 @@ def create_app(
     app.state.features = {"query": True, "groups": True, "lag": True, "tag_lag": True}
     install_handlers(app)
     document_problems(app)
+    document_security(app, app.state.security)
     for module in (
         health,
         topics,

@@ -32,13 +32,14 @@ import binascii
 import ipaddress
 import logging
 from dataclasses import dataclass
+from typing import Any
 
-from fastapi import Request
+from fastapi import FastAPI, Request
 
 from logtrove.acl import ANONYMOUS, CLUSTER_NAME, Authorizer, Operation, ResourceType
 from logtrove.acl.credentials import CredentialError, CredentialStore
 from logtrove.acl.tokens import TokenError, TokenStore
-from logtrove.http.problems import Problem
+from logtrove.http.problems import PROBLEM_JSON, Problem
 
 audit = logging.getLogger("logtrove.audit")
 
@@ -254,3 +255,37 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def document_security(app: FastAPI, sec: HttpSecurity) -> None:
+    """Make the OpenAPI schema (and so ``/docs``' "Authorize" button) say how to
+    authenticate, and which answers authentication and authorization add. Called after
+    :func:`~logtrove.http.problems.document_problems`, whose schema it extends."""
+    if sec.credentials is None and sec.authorizer is None:
+        return
+    base = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = base()
+        problem = {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/ProblemModel"}}}
+        if sec.credentials is not None:
+            schema["components"]["securitySchemes"] = {
+                "basic": {"type": "http", "scheme": "basic", "description": "A `logtrove users` user."},
+                "bearer": {"type": "http", "scheme": "bearer", "description": "`logtrove tokens create`."},
+            }
+        for path, operations in schema.get("paths", {}).items():
+            if path in OPEN_ROUTES or (path == METRICS_ROUTE and not sec.metrics_auth):
+                continue
+            for operation in operations.values():
+                responses = operation.setdefault("responses", {})
+                if sec.credentials is not None:
+                    operation["security"] = [{"basic": []}, {"bearer": []}]
+                    responses["401"] = {"description": "Missing or wrong credentials", "content": problem}
+                if sec.authorizer is not None:
+                    responses["403"] = {"description": "Not allowed by the ACLs", "content": problem}
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
