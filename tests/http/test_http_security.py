@@ -33,6 +33,7 @@ from logtrove.acl import (
 from logtrove.acl.credentials import MIN_ITERATIONS, CredentialStore, ScramCredential, Users
 from logtrove.acl.tokens import TokenStore
 from logtrove.cli.certs import make_certificates
+from logtrove.groups import CommittedOffset, OffsetStore
 from logtrove.http import HttpSecurity, HttpServer, HttpTls, create_app, start_in_thread
 from logtrove.http.api.tail import RECHECK_S
 from logtrove.http.security import OPEN_ROUTES, RULES
@@ -100,8 +101,24 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
             }
 
     CredentialStore(data).update(add)
+    offsets = OffsetStore(storage)
+    offsets.load()
+    for group in ("billing", "audit"):
+        offsets.commit(group, {(t, 0): CommittedOffset(1, -1, "", 0) for t in ("orders", "secret")})
     AclStore.load(data).add(
-        [_acl("User:reader", Operation.READ, "orders"), _acl("User:writer", Operation.WRITE, "orders")]
+        [
+            _acl("User:reader", Operation.READ, "orders"),
+            _acl("User:writer", Operation.WRITE, "orders"),
+            AclBinding(
+                ResourceType.GROUP,
+                "billing",
+                PatternType.LITERAL,
+                "User:reader",
+                "*",
+                Operation.DESCRIBE,
+                Permission.ALLOW,
+            ),
+        ]
     )
     try:
         yield Secured(data, storage)
@@ -239,6 +256,18 @@ def test_topic_lists_leave_out_what_the_principal_cannot_describe(client: httpx.
     assert names == ["orders"]
     names = [t["name"] for t in client.get("/api/v1/topics", headers=basic("admin")).json()]
     assert names == ["orders", "secret"]
+
+
+def test_group_lag_shows_only_describable_groups_and_topics(client: httpx.Client) -> None:
+    groups = client.get("/api/v1/groups", headers=basic("reader")).json()
+    assert [g["group"] for g in groups] == ["billing"]
+    detail = client.get("/api/v1/groups/billing", headers=basic("reader")).json()
+    assert [t["topic"] for t in detail["topic_lags"]] == ["orders"]  # not "secret"
+    assert {p["topic"] for p in detail["partitions"]} == {"orders"}
+    assert client.get("/api/v1/groups/audit", headers=basic("reader")).status_code == 403
+    assert client.get("/api/v1/groups/billing?topic=secret", headers=basic("reader")).status_code == 403
+    everything = client.get("/api/v1/groups/billing", headers=basic("admin")).json()
+    assert [t["topic"] for t in everything["topic_lags"]] == ["orders", "secret"]
 
 
 def test_produce_needs_write_and_a_refused_one_stores_nothing(secured: Secured, client: httpx.Client) -> None:

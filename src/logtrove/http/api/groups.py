@@ -26,7 +26,7 @@ from logtrove.http.models import (
     TopicLag,
 )
 from logtrove.http.problems import Problem, bad_request, problem_responses
-from logtrove.http.security import allowed
+from logtrove.http.security import allowed, require
 from logtrove.records import build_batch
 
 router = APIRouter(prefix="/api/v1", tags=["groups"])
@@ -90,11 +90,21 @@ def list_groups(request: Request, groups: SourceDep, storage: StorageDep) -> lis
     lags = {lag.group: lag for lag in groups.lags()}
     for live in groups.states():  # live groups that never committed
         lags.setdefault(live, GroupLag(live, ()))
-    return [_summary(groups, lags[g]) for g in sorted(lags) if _may_describe(request, g)]
+    return [_summary(groups, _visible(request, lags[g])) for g in sorted(lags) if _may_describe(request, g)]
 
 
 def _may_describe(request: Request, group: str) -> bool:
     return allowed(request, Operation.DESCRIBE, ResourceType.GROUP, group, audited=False)
+
+
+def _topic_visible(request: Request, topic: str) -> bool:
+    return allowed(request, Operation.DESCRIBE, ResourceType.TOPIC, topic, audited=False)
+
+
+def _visible(request: Request, lag: GroupLag) -> GroupLag:
+    """``lag`` without the topics the principal may not describe (as OffsetFetch answers
+    only for describable topics)."""
+    return GroupLag(lag.group, tuple(t for t in lag.topics if _topic_visible(request, t.topic)))
 
 
 @router.get(
@@ -115,6 +125,7 @@ def topic_groups(
     responses=problem_responses(404, 422),
 )
 def describe_group(
+    request: Request,
     group: GroupPath,
     groups: SourceDep,
     storage: StorageDep,
@@ -122,8 +133,9 @@ def describe_group(
 ) -> GroupDetail:
     _require_group(groups, group)
     if topic is not None:
+        require(request, Operation.DESCRIBE, ResourceType.TOPIC, topic)
         storage.topic(topic)  # 404 for an unknown topic
-    lag = groups.lag(group, topic)
+    lag = _visible(request, groups.lag(group, topic))
     state = groups.states().get(group)
     return GroupDetail(
         **_summary(groups, lag).model_dump(),
@@ -140,7 +152,9 @@ def describe_group(
             for t in lag.topics
         ],
         partitions=[_partition(row) for row in lag.partitions()],
-        subscriptions={t: s.expression for t, s in groups.subscriptions(group).items()},
+        subscriptions={
+            t: s.expression for t, s in groups.subscriptions(group).items() if _topic_visible(request, t)
+        },
         member_list=[dict(m) for m in state.member_list] if state else [],
     )
 
