@@ -36,6 +36,7 @@ from logtrove.cli.certs import make_certificates
 from logtrove.groups import CommittedOffset, OffsetStore
 from logtrove.http import HttpSecurity, HttpServer, HttpTls, create_app, start_in_thread
 from logtrove.http.api.tail import RECHECK_S
+from logtrove.http.lag_history import LagHistory
 from logtrove.http.security import OPEN_ROUTES, RULES
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
@@ -105,6 +106,8 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     offsets.load()
     for group in ("billing", "audit"):
         offsets.commit(group, {(t, 0): CommittedOffset(1, -1, "", 0) for t in ("orders", "secret")})
+    now_ms = int(time.time() * 1000)
+    LagHistory(data).append(now_ms, [("billing", "orders", 2, None), ("billing", "secret", 2, None)])
     AclStore.load(data).add(
         [
             _acl("User:reader", Operation.READ, "orders"),
@@ -266,6 +269,11 @@ def test_group_lag_shows_only_describable_groups_and_topics(client: httpx.Client
     assert {p["topic"] for p in detail["partitions"]} == {"orders"}
     assert client.get("/api/v1/groups/audit", headers=basic("reader")).status_code == 403
     assert client.get("/api/v1/groups/billing?topic=secret", headers=basic("reader")).status_code == 403
+    history = client.get("/api/v1/groups/billing/lag-history", headers=basic("reader"))
+    assert history.status_code == 200
+    assert [t["topic"] for t in history.json()["topics"]] == ["orders"]
+    history = client.get("/api/v1/groups/billing/lag-history", headers=basic("admin"))
+    assert [t["topic"] for t in history.json()["topics"]] == ["orders", "secret"]
     everything = client.get("/api/v1/groups/billing", headers=basic("admin")).json()
     assert [t["topic"] for t in everything["topic_lags"]] == ["orders", "secret"]
 
