@@ -171,10 +171,14 @@ def test_health_is_open_and_everything_else_needs_credentials(client: httpx.Clie
     ],
     ids=["wrong-password", "unknown-user", "malformed", "unknown-token", "other-scheme"],
 )
-def test_wrong_credentials_get_401(client: httpx.Client, headers: dict[str, str]) -> None:
-    answer = client.get(MESSAGES.format("orders"), headers=headers)
+def test_wrong_credentials_get_401(
+    client: httpx.Client, headers: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="logtrove.audit"):
+        answer = client.get(MESSAGES.format("orders"), headers=headers)
     assert answer.status_code == 401
     assert "www-authenticate" in answer.headers
+    assert any("failed authentication from 127.0.0.1" in r.getMessage() for r in caplog.records)
 
 
 def test_basic_with_the_scram_password_reads(client: httpx.Client) -> None:

@@ -118,7 +118,16 @@ CONSOLE_HEADER = "x-requested-with"  # the console's requests carry it (any valu
 def _unauthorized(request: Request, sec: HttpSecurity, detail: str) -> Problem:
     """A 401 whose challenge names the schemes the request could use. A Basic challenge
     makes browsers prompt for a password even for a script's request, so the console
-    (``X-Requested-With``) is offered Bearer only, as is everyone where Basic is refused."""
+    (``X-Requested-With``) is offered Bearer only, as is everyone where Basic is refused.
+    A refused credential (not a missing one) leaves an audit line."""
+    if "authorization" in request.headers:  # a credential was offered and refused
+        audit.info(
+            "failed authentication from %s: %s (http %s %s)",
+            request.client.host if request.client else "?",
+            detail,
+            request.method,
+            request.url.path,
+        )
     basic = (sec.tls or sec.basic_without_tls) and CONSOLE_HEADER not in request.headers
     challenge = (f'Basic realm="{REALM}", ' if basic else "") + f'Bearer realm="{REALM}"'
     return Problem(401, "unauthorized", "Unauthorized", detail, headers={"WWW-Authenticate": challenge})
