@@ -48,6 +48,10 @@ def browser_context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
             headless=True,
             args=FLAGS,
             viewport={"width": 1300, "height": 900},
+            # Playwright's wait_for_function evaluates its predicate with eval, which the
+            # console's Content-Security-Policy forbids; test_console_login_browser runs
+            # the console under its CSP.
+            bypass_csp=True,
         )
         try:
             yield context

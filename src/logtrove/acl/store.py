@@ -39,6 +39,7 @@ class AclStore:
         self.unreadable = unreadable  # why the file was not loaded; changes are refused then
         self._lock = threading.Lock()
         self.version = 0  # bumped on every change (the authorizer's index follows it)
+        self._identity: tuple[int, int, int] | None = None  # of the file last read by reload_if_changed
 
     @classmethod
     def load(cls, data_dir: Path) -> AclStore:
@@ -57,6 +58,22 @@ class AclStore:
         except AclError as exc:
             return cls._unreadable(path, f"an entry is invalid ({exc})")
         return cls(path, bindings)
+
+    def reload_if_changed(self) -> None:
+        """Read the file again if it changed (identity: inode, size, mtime), for a reader
+        beside the process that writes it (``logtrove http`` beside ``serve``). Files are
+        replaced whole, so a reader sees one version or the next."""
+        try:
+            st = self.path.stat()
+            identity: tuple[int, int, int] | None = (st.st_ino, st.st_size, st.st_mtime_ns)
+        except FileNotFoundError:
+            identity = None
+        if identity == self._identity:
+            return
+        fresh = AclStore.load(self.path.parent)
+        with self._lock:
+            self._bindings, self.unreadable, self._identity = fresh._bindings, fresh.unreadable, identity
+            self.version += 1
 
     @classmethod
     def _unreadable(cls, path: Path, reason: str) -> AclStore:

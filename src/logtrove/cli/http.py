@@ -7,7 +7,10 @@ broker also serves the same app itself unless started with ``--no-http``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -20,8 +23,100 @@ from logtrove.storage import AppendResult
 DEFAULT_MAX_BODY_BYTES = 16 << 20
 
 if TYPE_CHECKING:
+    from logtrove.acl import Authorizer
     from logtrove.broker import Broker
-    from logtrove.http import HttpServer
+    from logtrove.http import HttpSecurity, HttpServer, HttpTls
+
+
+@dataclass(frozen=True)
+class HttpSecurityOptions:
+    """The HTTP API's security options, shared by ``serve`` and ``http`` (all off by
+    default, so that ``make run`` needs no set-up)."""
+
+    auth: bool = False
+    basic_without_tls: bool = False
+    certfile: Path | None = None
+    keyfile: Path | None = None
+    metrics_auth: bool = False
+
+    def check(self, host: str) -> HttpSecurityOptions:
+        """Exit with a usage error on settings that do not go together."""
+        from logtrove.http.security import is_loopback
+
+        if self.keyfile is not None and self.certfile is None:
+            fail("--http-ssl-keyfile needs --http-ssl-certfile", 2)
+        for path in (self.certfile, self.keyfile):
+            if path is not None and not path.is_file():
+                fail(f"{path}: no such file", 2)
+        if self.basic_without_tls and not is_loopback(host.strip("[]")):
+            fail("--http-basic-without-tls is only for a loopback --http address (127.0.0.1, ::1)", 2)
+        if self.metrics_auth and not self.auth:
+            fail("--metrics-auth needs --http-auth", 2)
+        return self
+
+    def tls(self) -> HttpTls | None:
+        from logtrove.http import HttpTls
+
+        return (
+            None
+            if self.certfile is None
+            else HttpTls(str(self.certfile), None if self.keyfile is None else str(self.keyfile))
+        )
+
+    def security(self, data_dir: Path, authorizer: Authorizer | None) -> HttpSecurity:
+        from logtrove.acl.credentials import CredentialStore
+        from logtrove.acl.tokens import TokenStore
+        from logtrove.http import HttpSecurity
+
+        return HttpSecurity(
+            credentials=CredentialStore(data_dir) if self.auth else None,
+            tokens=TokenStore(data_dir) if self.auth else None,
+            authorizer=authorizer,
+            tls=self.certfile is not None,
+            basic_without_tls=self.basic_without_tls,
+            metrics_auth=self.metrics_auth,
+        )
+
+
+_SECURITY = "HTTP security"
+HttpAuthOption = Annotated[
+    bool,
+    typer.Option(
+        "--http-auth",
+        help="The HTTP API needs credentials: HTTP Basic with a `logtrove users` user (over HTTPS) "
+        "or a bearer token of `logtrove tokens create`. /api/v1/health stays open.",
+        rich_help_panel=_SECURITY,
+    ),
+]
+HttpBasicWithoutTlsOption = Annotated[
+    bool,
+    typer.Option(
+        "--http-basic-without-tls",
+        help="Accept HTTP Basic passwords over plain HTTP (only for a loopback address).",
+        rich_help_panel=_SECURITY,
+    ),
+]
+HttpCertOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--http-ssl-certfile", help="PEM certificate (chain): serve HTTPS.", rich_help_panel=_SECURITY
+    ),
+]
+HttpKeyOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--http-ssl-keyfile", help="PEM key of --http-ssl-certfile (if not in it).", rich_help_panel=_SECURITY
+    ),
+]
+MetricsAuthOption = Annotated[
+    bool,
+    typer.Option(
+        "--metrics-auth",
+        help="/metrics needs credentials too (and DESCRIBE on the cluster with an authorizer); "
+        "by default it is open, for Prometheus.",
+        rich_help_panel=_SECURITY,
+    ),
+]
 
 
 @app.command("http")
@@ -32,6 +127,33 @@ def http(
     ] = "127.0.0.1:8080",
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
     max_body_mb: Annotated[int, body_limit_option()] = DEFAULT_MAX_BODY_BYTES >> 20,
+    http_auth: HttpAuthOption = False,
+    http_basic_without_tls: HttpBasicWithoutTlsOption = False,
+    http_ssl_certfile: HttpCertOption = None,
+    http_ssl_keyfile: HttpKeyOption = None,
+    metrics_auth: MetricsAuthOption = False,
+    authorizer: Annotated[
+        bool,
+        typer.Option(
+            "--authorizer/--no-authorizer",
+            help="Enforce the ACLs of DATA_DIR/acls.json on the API (as `serve --authorizer`).",
+            rich_help_panel=_SECURITY,
+        ),
+    ] = False,
+    super_user: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--super-user", help="A principal allowed everything. Repeatable.", rich_help_panel=_SECURITY
+        ),
+    ] = None,
+    allow_everyone_if_no_acl_found: Annotated[
+        bool,
+        typer.Option(
+            "--allow-everyone-if-no-acl-found",
+            help="With --authorizer: a resource no ACL covers is open to everyone.",
+            rich_help_panel=_SECURITY,
+        ),
+    ] = False,
 ) -> None:
     """Serve the HTTP API and web console for a data directory (read-only).
 
@@ -49,9 +171,36 @@ def http(
         fail(f"--listen: {exc}", 2)
     if log_level.lower() not in ("debug", "info", "warning", "error"):
         fail(f"--log-level must be debug, info, warning or error, got {log_level!r}", 2)
+    options = HttpSecurityOptions(
+        http_auth, http_basic_without_tls, http_ssl_certfile, http_ssl_keyfile, metrics_auth
+    ).check(host)
+    supers = _super_users(super_user or [])
     with open_storage(data, read_only=True) as storage, cli_errors():
-        err_console.print(f"logtrove console on http://{host}:{port}/ui/ (API /api/v1, schema /docs)")
-        run(storage, f"{host}:{port}", log_level=log_level.lower(), max_body_bytes=max_body_mb << 20)
+        acl_authorizer = None
+        if authorizer:
+            from logtrove.acl import AclStore, Authorizer
+
+            acl_authorizer = Authorizer(AclStore.load(storage.path), supers, allow_everyone_if_no_acl_found)
+        scheme = "https" if http_ssl_certfile is not None else "http"
+        err_console.print(f"logtrove console on {scheme}://{host}:{port}/ui/ (API /api/v1, schema /docs)")
+        run(
+            storage,
+            f"{host}:{port}",
+            log_level=log_level.lower(),
+            max_body_bytes=max_body_mb << 20,
+            tls=options.tls(),
+            security=dataclasses.replace(options.security(storage.path, acl_authorizer), follow_acls=True),
+        )
+
+
+def _super_users(raw: list[str]) -> frozenset[str]:
+    from logtrove.acl import AclError
+    from logtrove.acl.model import check_principal
+
+    try:
+        return frozenset(check_principal(p) for p in raw)
+    except AclError as exc:
+        fail(f"--super-user: {exc}", 2)
 
 
 def check_listen(option: str, text: str) -> str:
@@ -79,8 +228,10 @@ class HttpBeside:
         *,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         lag_sample_s: float | None = None,
+        security: HttpSecurityOptions | None = None,
     ) -> None:
         self.broker = broker
+        self.security = security or HttpSecurityOptions()
         self.listen = listen
         self.max_body_bytes = max_body_bytes
         self.lag_sample_s = lag_sample_s
@@ -106,6 +257,8 @@ class HttpBeside:
                 self.listen,
                 max_body_bytes=self.max_body_bytes,
                 lag_sample_interval_s=self.lag_sample_s,
+                tls=self.security.tls(),
+                security=self.security.security(self.broker.storage.path, self.broker.authorizer),
                 **options,
             )
         except OSError as exc:
@@ -133,10 +286,14 @@ def start_beside(
     *,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     lag_sample_s: float | None = None,
+    security: HttpSecurityOptions | None = None,
 ) -> HttpBeside:
     """Start serving the API next to ``broker`` (see :class:`HttpBeside`); with
-    ``lag_sample_s`` it samples every group's lag for the console's lag charts."""
-    return HttpBeside(broker, listen, max_body_bytes=max_body_bytes, lag_sample_s=lag_sample_s)
+    ``lag_sample_s`` it samples every group's lag for the console's lag charts. The
+    API uses the broker's authorizer (its ACLs and super users) when it has one."""
+    return HttpBeside(
+        broker, listen, max_body_bytes=max_body_bytes, lag_sample_s=lag_sample_s, security=security
+    )
 
 
 def body_limit_option() -> Any:

@@ -37,7 +37,7 @@ def _register() -> None:
     import logtrove.cli.groups
     import logtrove.cli.http
     import logtrove.cli.lag  # noqa: F401
-    from logtrove.cli import acls, certs, compact, dump, mirror, produce, query, serve, topics, users  # noqa: F401
+    from logtrove.cli import acls, certs, compact, dump, mirror, produce, query, serve, tokens, topics, users  # noqa: F401
     from logtrove.cli import spark as _spark  # noqa: F401
 
 

@@ -25,7 +25,13 @@ from logtrove.broker.listeners import (
 from logtrove.cli.common import DEFAULT_DATA, DataOption, cli_errors, fail
 from logtrove.cli.http import (
     DEFAULT_MAX_BODY_BYTES,
+    HttpAuthOption,
+    HttpBasicWithoutTlsOption,
     HttpBeside,
+    HttpCertOption,
+    HttpKeyOption,
+    HttpSecurityOptions,
+    MetricsAuthOption,
     body_limit_option,
     check_listen,
     start_beside,
@@ -320,6 +326,11 @@ def serve(
         ),
     ] = 900_000,
     http_max_body_mb: Annotated[int, body_limit_option()] = DEFAULT_MAX_BODY_BYTES >> 20,
+    http_auth: HttpAuthOption = False,
+    http_basic_without_tls: HttpBasicWithoutTlsOption = False,
+    http_ssl_certfile: HttpCertOption = None,
+    http_ssl_keyfile: HttpKeyOption = None,
+    metrics_auth: MetricsAuthOption = False,
     lag_sample_s: Annotated[
         float,
         typer.Option(
@@ -356,6 +367,11 @@ def serve(
 ) -> None:
     """Serve the data directory over the Kafka protocol until SIGINT or SIGTERM."""
     http_listen = None if no_http else check_listen("--http", http)
+    http_security = HttpSecurityOptions(
+        http_auth, http_basic_without_tls, http_ssl_certfile, http_ssl_keyfile, metrics_auth
+    )
+    if http_listen is not None:
+        http_security.check(http_listen.rpartition(":")[0])
     http_servers: list[HttpBeside] = []
     logging.basicConfig(
         level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -413,7 +429,11 @@ def serve(
         if http_listen is not None:
             http_servers.append(
                 start_beside(
-                    broker, http_listen, max_body_bytes=http_max_body_mb << 20, lag_sample_s=lag_sample_s
+                    broker,
+                    http_listen,
+                    max_body_bytes=http_max_body_mb << 20,
+                    lag_sample_s=lag_sample_s,
+                    security=http_security,
                 )
             )
 

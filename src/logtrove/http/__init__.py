@@ -10,8 +10,10 @@ from logtrove.http.app import create_app
 from logtrove.http.context import Appender
 from logtrove.http.groups import GroupState, GroupStates
 from logtrove.http.problems import Problem
+from logtrove.http.security import HttpSecurity
 from logtrove.http.server import (
     HttpServer,
+    HttpTls,
     ListenAddressError,
     next_to_broker,
     parse_listen,
@@ -23,7 +25,9 @@ __all__ = [
     "Appender",
     "GroupState",
     "GroupStates",
+    "HttpSecurity",
     "HttpServer",
+    "HttpTls",
     "ListenAddressError",
     "Problem",
     "create_app",

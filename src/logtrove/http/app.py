@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from fastapi import FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Request, Response
 
 from logtrove import __version__
 from logtrove.http import console
@@ -47,6 +47,7 @@ from logtrove.http.groups import GroupsSource, GroupStates
 from logtrove.http.lag_history import DEFAULT_WINDOW_S, LagHistory, LagSampler
 from logtrove.http.limits import DEFAULT_MAX_BODY_BYTES, BodyLimit
 from logtrove.http.problems import document_problems, install_handlers
+from logtrove.http.security import HttpSecurity, document_security, guard
 from logtrove.http.tail import TailHub, TailLimits
 from logtrove.query import QueryEngine
 from logtrove.storage import Storage
@@ -77,6 +78,7 @@ def create_app(
     tail_limits: TailLimits | None = None,
     lag_sample_interval_s: float | None = None,
     lag_history_window_s: float = DEFAULT_WINDOW_S,
+    security: HttpSecurity | None = None,
 ) -> FastAPI:
     """Build the app over an open :class:`Storage` (which the caller keeps and closes).
 
@@ -88,6 +90,8 @@ def create_app(
     live tails (:mod:`logtrove.http.tail`); the server closes them at shutdown.
     With ``lag_sample_interval_s`` (and a writable storage) a thread samples every group's
     lag into ``lag-history.jsonl`` (:mod:`logtrove.http.lag_history`) until :func:`close`.
+    ``security`` turns on authentication and authorization (:mod:`logtrove.http.security`);
+    every route depends on its guard.
     """
     app = FastAPI(
         title="logtrove",
@@ -95,7 +99,9 @@ def create_app(
         description=DESCRIPTION,
         docs_url="/docs",
         redoc_url=None,
+        dependencies=[Depends(guard)],
     )
+    app.state.security = security or HttpSecurity()
     app.state.ctx = HttpContext(
         storage, appender=appender, refresh_interval_s=refresh_interval_s, allow_writes=allow_writes
     )
@@ -111,6 +117,7 @@ def create_app(
     app.state.features = {"query": True, "groups": True, "lag": True, "tag_lag": True}
     install_handlers(app)
     document_problems(app)
+    document_security(app, app.state.security)
     for module in (
         health,
         topics,

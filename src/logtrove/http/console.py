@@ -22,6 +22,21 @@ from fastapi.staticfiles import StaticFiles
 
 STATIC = Path(__file__).parent / "static"
 
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+"""The console's pages load scripts, styles and data from this server only and inline
+nothing (uPlot styles through the CSSOM, which CSP allows), so an injected ``<script>``
+or a message value rendered by mistake as markup cannot run or call out; no framing."""
+
+PAGE_HEADERS = {
+    "Cache-Control": "no-cache",
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
 
 def install(app: FastAPI) -> None:
     """Add the console's routes and static files to ``app`` (outside the OpenAPI schema)."""
@@ -35,4 +50,4 @@ def install(app: FastAPI) -> None:
     @app.get("/ui/", include_in_schema=False)
     @app.get("/ui/{view:path}", include_in_schema=False)
     def page(view: str = "") -> FileResponse:
-        return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+        return FileResponse(STATIC / "index.html", headers=PAGE_HEADERS)

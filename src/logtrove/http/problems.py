@@ -61,9 +61,16 @@ class Problem(Exception):  # noqa: N818 - the RFC's name for it
     """An error response: ``raise Problem(404, "unknown-group", "Unknown group", "…")``."""
 
     def __init__(
-        self, status: int, kind: str, title: str, detail: str, extra: Mapping[str, Any] | None = None
+        self,
+        status: int,
+        kind: str,
+        title: str,
+        detail: str,
+        extra: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(detail)
+        self.headers = dict(headers or {})  # response headers, such as WWW-Authenticate
         self.status = status
         self.kind = kind
         self.title = title
@@ -133,7 +140,9 @@ def problem_body(problem: Problem, instance: str) -> dict[str, Any]:
 
 
 def problem_response(problem: Problem, request: Request) -> JSONResponse:
-    headers = {"Allow": problem.extra["allow"]} if "allow" in problem.extra else None
+    headers = dict(problem.headers)
+    if "allow" in problem.extra:
+        headers["Allow"] = problem.extra["allow"]
     return ProblemJSONResponse(
         problem_body(problem, request.url.path), status_code=problem.status, headers=headers
     )

@@ -55,7 +55,15 @@ class _Server(uvicorn.Server):
         await super().shutdown(sockets)
 
 
-def _config(app: Any, host: str, port: int, log_level: str) -> uvicorn.Config:
+@dataclass(frozen=True)
+class HttpTls:
+    """The HTTPS certificate (chain) and key of the server, PEM files."""
+
+    certfile: str
+    keyfile: str | None = None
+
+
+def _config(app: Any, host: str, port: int, log_level: str, tls: HttpTls | None = None) -> uvicorn.Config:
     return uvicorn.Config(
         app,
         host=host,
@@ -66,13 +74,17 @@ def _config(app: Any, host: str, port: int, log_level: str) -> uvicorn.Config:
         server_header=False,
         # a request line of long (percent-encoded) search parameters stays well under this
         h11_max_incomplete_event_size=MAX_REQUEST_HEAD,
+        ssl_certfile=None if tls is None else tls.certfile,
+        ssl_keyfile=None if tls is None else tls.keyfile,
     )
 
 
-def run(storage: Storage, listen: str, *, log_level: str = "info", **app_options: Any) -> None:
-    """Serve the API and console on ``listen`` until SIGINT or SIGTERM."""
+def run(
+    storage: Storage, listen: str, *, log_level: str = "info", tls: HttpTls | None = None, **app_options: Any
+) -> None:
+    """Serve the API and console on ``listen`` (HTTPS with ``tls``) until SIGINT or SIGTERM."""
     host, port = parse_listen(listen)
-    _Server(_config(create_app(storage, **app_options), host, port, log_level)).run()
+    _Server(_config(create_app(storage, **app_options), host, port, log_level, tls)).run()
 
 
 @dataclass
@@ -93,7 +105,8 @@ class HttpServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.server.config.host}:{self.port}"
+        scheme = "https" if self.server.config.ssl_certfile else "http"
+        return f"{scheme}://{self.server.config.host}:{self.port}"
 
     def stop(self, timeout_s: float = 10.0) -> None:
         self.server.should_exit = True
@@ -106,13 +119,14 @@ def start_in_thread(
     *,
     log_level: str = "warning",
     startup_timeout_s: float = 15.0,
+    tls: HttpTls | None = None,
     **app_options: Any,
 ) -> HttpServer:
     """Start the API on ``listen`` in a daemon thread and return once it accepts
     connections. ``app_options`` go to :func:`create_app` (``appender``, ``group_states``…).
     Raises :class:`OSError` when the address cannot be bound."""
     host, port = parse_listen(listen)
-    server = _Server(_config(create_app(storage, **app_options), host, port, log_level))
+    server = _Server(_config(create_app(storage, **app_options), host, port, log_level, tls))
     failure: list[BaseException] = []
 
     def serve() -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
+from logtrove.acl import Operation, ResourceType
 from logtrove.http.api.topics import StorageDep, TopicPath
 from logtrove.http.models import PartitionCompaction, TopicCompaction
 from logtrove.http.problems import problem_responses
+from logtrove.http.security import allowed
 from logtrove.storage import Storage, TopicInfo
 from logtrove.storage.cleaner import status_of
 
@@ -40,8 +42,13 @@ def topic_compaction(storage: Storage, info: TopicInfo) -> TopicCompaction:
 
 
 @router.get("/compaction", summary="Compaction status of every compacted topic")
-def all_compaction(storage: StorageDep) -> list[TopicCompaction]:
-    return [topic_compaction(storage, info) for info in storage.topics() if info.config.compact]
+def all_compaction(request: Request, storage: StorageDep) -> list[TopicCompaction]:
+    return [
+        topic_compaction(storage, info)
+        for info in storage.topics()
+        if info.config.compact
+        and allowed(request, Operation.DESCRIBE, ResourceType.TOPIC, info.name, audited=False)
+    ]
 
 
 @router.get(

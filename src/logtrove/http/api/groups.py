@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
+from logtrove.acl import Operation, ResourceType
 from logtrove.groups import OFFSETS_TOPIC, OffsetStore
 from logtrove.groups.lag import GroupLag
 from logtrove.groups.lag import PartitionLag as LagRow
@@ -25,6 +26,7 @@ from logtrove.http.models import (
     TopicLag,
 )
 from logtrove.http.problems import Problem, bad_request, problem_responses
+from logtrove.http.security import allowed, require
 from logtrove.records import build_batch
 
 router = APIRouter(prefix="/api/v1", tags=["groups"])
@@ -85,11 +87,25 @@ def _require_group(groups: GroupsSource, group: str) -> None:
 
 
 @router.get("/groups", summary="Consumer groups with their total lag")
-def list_groups(groups: SourceDep, storage: StorageDep) -> list[GroupSummary]:
+def list_groups(request: Request, groups: SourceDep, storage: StorageDep) -> list[GroupSummary]:
     lags = {lag.group: lag for lag in groups.lags()}
     for live in groups.states():  # live groups that never committed
         lags.setdefault(live, GroupLag(live, ()))
-    return [_summary(groups, lags[g]) for g in sorted(lags)]
+    return [_summary(groups, _visible(request, lags[g])) for g in sorted(lags) if _may_describe(request, g)]
+
+
+def _may_describe(request: Request, group: str) -> bool:
+    return allowed(request, Operation.DESCRIBE, ResourceType.GROUP, group, audited=False)
+
+
+def _topic_visible(request: Request, topic: str) -> bool:
+    return allowed(request, Operation.DESCRIBE, ResourceType.TOPIC, topic, audited=False)
+
+
+def _visible(request: Request, lag: GroupLag) -> GroupLag:
+    """``lag`` without the topics the principal may not describe (as OffsetFetch answers
+    only for describable topics)."""
+    return GroupLag(lag.group, tuple(t for t in lag.topics if _topic_visible(request, t.topic)))
 
 
 @router.get(
@@ -97,9 +113,11 @@ def list_groups(groups: SourceDep, storage: StorageDep) -> list[GroupSummary]:
     summary="The groups consuming a topic, with their lag on it",
     responses=problem_responses(404),
 )
-def topic_groups(topic: TopicPath, groups: SourceDep, storage: StorageDep) -> list[GroupSummary]:
+def topic_groups(
+    request: Request, topic: TopicPath, groups: SourceDep, storage: StorageDep
+) -> list[GroupSummary]:
     storage.topic(topic)
-    return [_summary(groups, lag) for lag in groups.lags(topic)]
+    return [_summary(groups, lag) for lag in groups.lags(topic) if _may_describe(request, lag.group)]
 
 
 @router.get(
@@ -108,6 +126,7 @@ def topic_groups(topic: TopicPath, groups: SourceDep, storage: StorageDep) -> li
     responses=problem_responses(404, 422),
 )
 def describe_group(
+    request: Request,
     group: GroupPath,
     groups: SourceDep,
     storage: StorageDep,
@@ -115,8 +134,9 @@ def describe_group(
 ) -> GroupDetail:
     _require_group(groups, group)
     if topic is not None:
+        require(request, Operation.DESCRIBE, ResourceType.TOPIC, topic)
         storage.topic(topic)  # 404 for an unknown topic
-    lag = groups.lag(group, topic)
+    lag = _visible(request, groups.lag(group, topic))
     state = groups.states().get(group)
     return GroupDetail(
         **_summary(groups, lag).model_dump(),
@@ -133,7 +153,9 @@ def describe_group(
             for t in lag.topics
         ],
         partitions=[_partition(row) for row in lag.partitions()],
-        subscriptions={t: s.expression for t, s in groups.subscriptions(group).items()},
+        subscriptions={
+            t: s.expression for t, s in groups.subscriptions(group).items() if _topic_visible(request, t)
+        },
         member_list=[dict(m) for m in state.member_list] if state else [],
     )
 

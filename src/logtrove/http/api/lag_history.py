@@ -7,12 +7,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 
+from logtrove.acl import Operation, ResourceType
 from logtrove.http.api.groups import GroupPath
 from logtrove.http.api.search import FromParam
 from logtrove.http.lag_history import LagHistory
 from logtrove.http.models import GroupLagHistory, LagPoint, TopicLagHistory
 from logtrove.http.problems import problem_responses
 from logtrove.http.render import parse_time
+from logtrove.http.security import allowed
 
 router = APIRouter(prefix="/api/v1/groups", tags=["groups"])
 
@@ -40,6 +42,7 @@ def lag_history(
                 points=[LagPoint(t=p.t, lag=p.lag, time_lag_ms=p.time_lag_ms) for p in points],
             )
             for name, points in sorted(found.items())
-            if topic is None or name == topic
+            if (topic is None or name == topic)
+            and allowed(request, Operation.DESCRIBE, ResourceType.TOPIC, name, audited=False)
         ],
     )

@@ -11,13 +11,16 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 
+from logtrove.acl import Operation, ResourceType
 from logtrove.http.api.topics import PartitionPath, StorageDep, TopicPath
 from logtrove.http.context import HttpContext, get_context
 from logtrove.http.models import Message, MessagePage
 from logtrove.http.problems import problem_responses
 from logtrove.http.render import cli_command, render_message
+from logtrove.http.security import require
 from logtrove.query import Message as QueryMessage
 from logtrove.query import OffsetQuery, PositionQuery, QueryEngine
+from logtrove.query.ids import decode_position_id
 from logtrove.storage import PartitionLog, Storage
 
 router = APIRouter(prefix="/api/v1", tags=["messages"])
@@ -66,8 +69,14 @@ def by_offset(
     responses=problem_responses(404, 422),
 )
 def by_position(
-    position_id: Annotated[str, Path(min_length=1, max_length=400)], engine: EngineDep, storage: StorageDep
+    request: Request,
+    position_id: Annotated[str, Path(min_length=1, max_length=400)],
+    engine: EngineDep,
+    storage: StorageDep,
 ) -> Message:
+    position = decode_position_id(position_id)
+    if position is not None:  # else the query answers 422
+        require(request, Operation.READ, ResourceType.TOPIC, position[0])
     found, _ = engine.run(PositionQuery(position_id)).all()
     return render_message(found[0], id_header=id_header(storage, found[0].topic))
 

@@ -3,19 +3,29 @@
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import AsyncIterator
 from typing import Annotated
 
+import anyio
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
+from logtrove.acl import Operation, ResourceType
 from logtrove.http.api.messages import CtxDep
 from logtrove.http.api.search import Partition
 from logtrove.http.api.topics import TopicPath
 from logtrove.http.problems import problem_responses
+from logtrove.http.security import still_allowed
 from logtrove.http.tail import Tail, TailFilter, TailHub, parse_cursor
 
 router = APIRouter(prefix="/api/v1/topics/{topic}", tags=["messages"])
+
+RECHECK_S = 1.0
+"""How often, at most, an open tail checks again that its credential and READ right still
+hold (before the next event it sends): a revoked token or ACL ends it within a second of
+data, or at the next heartbeat."""
 
 FilterText = Annotated[str | None, Query(max_length=1024)]
 
@@ -64,8 +74,16 @@ async def tail(
     hub.admit()
 
     async def stream() -> AsyncIterator[str]:
+        checked = time.monotonic()
         try:
             async for chunk in following.events():
+                if time.monotonic() - checked >= RECHECK_S:
+                    if not await anyio.to_thread.run_sync(
+                        still_allowed, request, Operation.READ, ResourceType.TOPIC, topic
+                    ):
+                        yield f"event: error\ndata: {json.dumps({'detail': 'access revoked'})}\n\n"
+                        return
+                    checked = time.monotonic()
                 yield chunk
         finally:
             hub.release()

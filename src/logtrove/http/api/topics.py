@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
+from logtrove.acl import CLUSTER_NAME, Operation, ResourceType
 from logtrove.http.context import HttpContext, get_context, get_storage
 from logtrove.http.models import (
     TOPIC_PATTERN,
@@ -19,6 +20,7 @@ from logtrove.http.models import (
     TopicSummary,
 )
 from logtrove.http.problems import Problem, problem_responses
+from logtrove.http.security import allowed, require
 from logtrove.storage import CONFIG_DEFS, PartitionLog, Storage, TopicInfo
 from logtrove.storage.indexer import recorded_index_offsets
 
@@ -96,12 +98,15 @@ def _require_writes(ctx: HttpContext) -> None:
 
 @router.get("", summary="List topics")
 def list_topics(
+    request: Request,
     storage: StorageDep,
     internal: Annotated[bool, Query(description="Include internal topics (`__…`).")] = False,
 ) -> list[TopicSummary]:
     out = []
     for info in storage.topics():
         if info.internal and not internal:
+            continue
+        if not allowed(request, Operation.DESCRIBE, ResourceType.TOPIC, info.name, audited=False):
             continue
         parts = _partitions(storage, info)
         out.append(
@@ -124,9 +129,14 @@ def list_topics(
     responses=problem_responses(403, 409, 422),
 )
 def create_topic(
-    body: CreateTopic, response: Response, ctx: Annotated[HttpContext, Depends(get_context)]
+    request: Request,
+    body: CreateTopic,
+    response: Response,
+    ctx: Annotated[HttpContext, Depends(get_context)],
 ) -> TopicDetail:
     _require_writes(ctx)
+    if not allowed(request, Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, audited=False):
+        require(request, Operation.CREATE, ResourceType.TOPIC, body.name)  # as Kafka's CreateTopics
     info = ctx.storage.create_topic(body.name, body.partitions, body.configs)
     response.headers["Location"] = f"/api/v1/topics/{info.name}"
     return topic_detail(ctx.storage, info)

@@ -73,14 +73,103 @@ class ApiError extends Error {
   }
 }
 
+// -- credentials ---------------------------------------------------------------------------
+// A server started with --http-auth wants a bearer token (`logtrove tokens create`). The
+// login page keeps it in sessionStorage (this tab only, gone when it closes) and every
+// request sends it; the console never sees a password.
+const TOKEN_KEY = "logtrove.token";
+const token = () => sessionStorage.getItem(TOKEN_KEY);
+
+// X-Requested-With: the server then challenges with Bearer only, not Basic, which would
+// make the browser prompt for a password.
+function authHeaders(headers = {}) {
+  const t = token();
+  const all = { ...headers, "X-Requested-With": "logtrove-console" };
+  return t ? { ...all, Authorization: "Bearer " + t } : all;
+}
+
+function updateAuthLink() {
+  $("#auth-link").textContent = token() ? "Log out" : "Log in";
+}
+
+// EventSource cannot send an Authorization header, so with a token the live tail reads
+// the same text/event-stream through fetch. It does not reconnect by itself: an ended
+// stream is an "error" event with a detail, and Follow resumes from the last cursor.
+class FetchEventSource extends EventTarget {
+  constructor(url) {
+    super();
+    this.readyState = 0;
+    this.controller = new AbortController();
+    this.run(url);
+  }
+
+  async run(url) {
+    try {
+      const response = await fetch(url, {
+        signal: this.controller.signal,
+        headers: authHeaders({ Accept: "text/event-stream" }),
+      });
+      if (!response.ok) {
+        const body = await response.json().catch(() => ({ detail: response.statusText }));
+        return this.fail(body.detail || response.statusText);
+      }
+      this.readyState = 1;
+      const reader = response.body.getReader();
+      const decoder = new TextDecoder();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += decoder.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
+        let end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          this.dispatch(buffer.slice(0, end));
+          buffer = buffer.slice(end + 2);
+        }
+      }
+      this.fail("the server ended the tail");
+    } catch (err) {
+      if (err.name !== "AbortError") this.fail("Connection lost: " + err.message);
+    }
+  }
+
+  dispatch(block) {
+    let type = "message";
+    let id = "";
+    const data = [];
+    for (const line of block.split("\n")) {
+      if (!line || line.startsWith(":")) continue;
+      const i = line.indexOf(":");
+      const field = i < 0 ? line : line.slice(0, i);
+      let value = i < 0 ? "" : line.slice(i + 1);
+      if (value.startsWith(" ")) value = value.slice(1);
+      if (field === "event") type = value;
+      else if (field === "data") data.push(value);
+      else if (field === "id") id = value;
+    }
+    if (data.length) this.dispatchEvent(new MessageEvent(type, { data: data.join("\n"), lastEventId: id }));
+  }
+
+  fail(detail) {
+    if (this.readyState === 2) return;
+    this.readyState = 2;
+    this.dispatchEvent(new MessageEvent("error", { data: JSON.stringify({ detail }) }));
+  }
+
+  close() {
+    this.readyState = 2;
+    this.controller.abort();
+  }
+}
+
 async function api(path, params) {
   const url = new URL(API + path, location.origin);
   for (const [k, v] of Object.entries(params || {})) {
     if (v !== undefined && v !== null && v !== "") url.searchParams.set(k, v);
   }
-  const response = await fetch(url, { headers: { Accept: "application/json" } });
+  const response = await fetch(url, { headers: authHeaders({ Accept: "application/json" }) });
   const body = await response.json().catch(() => ({ detail: response.statusText }));
-  if (!response.ok) throw new ApiError(body);
+  if (!response.ok) throw new ApiError({ status: response.status, ...body });
   return body;
 }
 
@@ -120,13 +209,55 @@ async function route() {
     if (path === "/ui/topics") return await topicsView(params);
     if (path.startsWith("/ui/topics/")) return await topicView(decodeURIComponent(path.slice(11)), params);
     if (path === "/ui/lag") return await lagView(params);
+    if (path === "/ui/login") return loginView(params);
     show("error");
     $("#error-text").textContent = "No such page: " + location.pathname;
   } catch (err) {
+    if (err.problem && err.problem.status === 401) {
+      return navigate("/ui/login?next=" + encodeURIComponent(location.pathname + location.search), true);
+    }
     show("error");
     $("#error-text").textContent = err.message;
   }
 }
+
+// -- login -----------------------------------------------------------------------------------
+function loginView(params) {
+  show("login");
+  const form = $("#login-form");
+  form.dataset.next = params.get("next") || "/ui/topics";
+  form.reset();
+  setStatus(token() ? "A token is in use in this tab." : "", "", $("#login-status"));
+}
+
+$("#login-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const form = event.target;
+  const value = new FormData(form).get("token").trim();
+  if (!value) return;
+  sessionStorage.setItem(TOKEN_KEY, value);
+  try {
+    await api("/topics");
+  } catch (err) {
+    sessionStorage.removeItem(TOKEN_KEY);
+    updateAuthLink();
+    return setStatus(err.message, "error", $("#login-status"));
+  }
+  updateAuthLink();
+  topicsLoaded = null;
+  const next = form.dataset.next;
+  navigate(next.startsWith("/ui") ? next : "/ui/topics");
+});
+
+$("#auth-link").addEventListener("click", (event) => {
+  if (!token()) return; // a link to the login page
+  event.preventDefault();
+  event.stopPropagation();
+  sessionStorage.removeItem(TOKEN_KEY);
+  updateAuthLink();
+  topicsLoaded = null;
+  navigate("/ui/login");
+});
 
 // -- search ------------------------------------------------------------------------------
 let topicsLoaded = null;
@@ -330,7 +461,7 @@ async function streamSearch(path, params, controller, onMessage) {
   const url = new URL(API + path, location.origin);
   for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== "") url.searchParams.set(k, v);
   url.searchParams.set("stream", "true");
-  const response = await fetch(url, { signal: controller.signal, headers: { Accept: "application/x-ndjson" } });
+  const response = await fetch(url, { signal: controller.signal, headers: authHeaders({ Accept: "application/x-ndjson" }) });
   if (!response.ok) throw new ApiError(await response.json().catch(() => ({ detail: response.statusText })));
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
@@ -583,7 +714,8 @@ function startTail() {
   for (const name of ["key", "tag", "contains"]) if (data.get(name)) params.set(name, data.get(name));
   if (state.cursor) params.set("cursor", state.cursor);
   const keep = Math.max(1, Math.min(5000, Number(data.get("keep")) || 200));
-  const source = new EventSource(`${API}/topics/${encodeURIComponent(topic)}/tail?${params}`);
+  const tailUrl = `${API}/topics/${encodeURIComponent(topic)}/tail?${params}`;
+  const source = token() ? new FetchEventSource(tailUrl) : new EventSource(tailUrl);
   state.source = source;
   tail = state;
   const status = $("#tail-status");
@@ -669,7 +801,7 @@ $("#produce-form").addEventListener("submit", async (event) => {
     setStatus("Sending…", "busy", status);
     const response = await fetch(`${API}/topics/${encodeURIComponent(topic)}/messages`, {
       method: "POST",
-      headers: { "Content-Type": "application/json", Accept: "application/json" },
+      headers: authHeaders({ "Content-Type": "application/json", Accept: "application/json" }),
       body: JSON.stringify({ records: [record] }),
     });
     const body = await response.json().catch(() => ({ detail: response.statusText }));
@@ -780,7 +912,7 @@ async function writeSubscription(method, group, topic, body) {
   const url = `${API}/groups/${encodeURIComponent(group)}/subscriptions/${encodeURIComponent(topic)}`;
   const response = await fetch(url, {
     method,
-    headers: { "Content-Type": "application/json", Accept: "application/json" },
+    headers: authHeaders({ "Content-Type": "application/json", Accept: "application/json" }),
     body: body ? JSON.stringify(body) : undefined,
   });
   if (!response.ok) throw new ApiError(await response.json().catch(() => ({ detail: response.statusText })));
@@ -814,6 +946,7 @@ $("#subscribe-form").addEventListener("submit", async (event) => {
 });
 
 // -- start -------------------------------------------------------------------------------
+updateAuthLink();
 api("/health")
   .then((h) => {
     health = h;
