@@ -151,3 +151,32 @@ def test_a_damaged_file_fails_closed_and_is_kept(tmp_path: Path, content: bytes)
     with pytest.raises(AclError, match="fixed or removed"):
         store.add([_acl(T, "t", "User:alice", Op.READ)])
     assert (tmp_path / "acls.json").read_bytes() == content
+
+
+def test_an_unknown_user_costs_the_same_pbkdf2_as_a_default_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Timing must not tell which user names exist (SASL PLAIN, HTTP Basic): a wrong
+    password for a missing user runs PBKDF2 with the iterations a default user has. The
+    iterations are read from the standard library's PBKDF2 as it is called."""
+    import hashlib
+
+    from logtrove.acl.credentials import CredentialStore, ScramCredential
+
+    store = CredentialStore(tmp_path)
+    store.update(
+        lambda users: users.setdefault("alice", {}).update(
+            {"SCRAM-SHA-512": ScramCredential.from_password("SCRAM-SHA-512", "pw")}
+        )
+    )
+    rounds: list[int] = []
+    real = hashlib.pbkdf2_hmac
+
+    def counting(name: str, password: bytes, salt: bytes, iterations: int, dklen: int | None = None) -> bytes:
+        rounds.append(iterations)
+        return real(name, password, salt, iterations, dklen)
+
+    monkeypatch.setattr(hashlib, "pbkdf2_hmac", counting)
+    assert not store.check_password("alice", "wrong")
+    assert not store.check_password("mallory", "wrong")
+    assert rounds[0] == rounds[1]

@@ -155,13 +155,14 @@ class CredentialStore:
 
     def check_password(self, user: str, password: str) -> bool:
         """SASL/PLAIN: whether ``password`` matches one of ``user``'s SCRAM credentials
-        (SHA-512 preferred). An unknown user costs one PBKDF2 as a known one does, so the
-        time taken does not tell which names exist."""
+        (SHA-512 preferred). An unknown user costs one PBKDF2 of the default iteration count,
+        as a user added with the defaults does, so the time taken does not tell which names
+        exist."""
         creds = self.users().get(user, {})
         mechanism = "SCRAM-SHA-512" if "SCRAM-SHA-512" in creds else "SCRAM-SHA-256"
         cred = creds.get(mechanism)
         if cred is None:
-            ScramCredential.from_password("SCRAM-SHA-512", password, MIN_ITERATIONS, b"\0" * SALT_BYTES)
+            ScramCredential.from_password("SCRAM-SHA-512", password, DEFAULT_ITERATIONS, b"\0" * SALT_BYTES)
             return False
         return cred.matches(mechanism, password)
 
