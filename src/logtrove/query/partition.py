@@ -20,7 +20,6 @@ from logtrove.query.model import Stats
 from logtrove.query.predicates import Predicate
 from logtrove.records import (
     HEADER_SIZE,
-    LOG_OVERHEAD,
     BatchHeader,
     Record,
     RecordsError,
@@ -28,8 +27,7 @@ from logtrove.records import (
     read_header,
 )
 from logtrove.records.batch import MIN_BATCH_LENGTH
-from logtrove.records.record import batch_payload
-from logtrove.records.varint import decode_varint
+from logtrove.records.record import batch_payload, decode_record, record_span
 from logtrove.storage import PartitionLog, Segment
 from logtrove.storage.indexview import KeyBlock, index_view
 
@@ -157,30 +155,10 @@ class RecordCache:
 
 def decode_record_at(payload: bytes, header: BatchHeader, offset: int) -> Record | None:
     """The record at ``offset`` in a batch's decompressed payload, or ``None``."""
-    want = offset - header.base_offset
-    end = len(payload)
-    p = 0
-    while p < end:
-        length, start = decode_varint(payload, p)
-        _, q = decode_varint(payload, start + 1)  # timestamp delta
-        delta, _ = decode_varint(payload, q)
-        if delta == want:
-            return _decode_one(payload[p : start + length], header)
-        if delta > want:
-            return None
-        p = start + length
-    return None
-
-
-def _decode_one(raw: bytes, header: BatchHeader) -> Record:
-    """Decode one record (length prefix included) as :func:`iter_records` would: wrap it
-    in a minimal uncompressed batch of one record."""
-    one = header._replace(
-        record_count=1,
-        attributes=header.attributes & ~0x07,
-        batch_length=HEADER_SIZE - LOG_OVERHEAD + len(raw),
-    )
-    return next(iter_records(bytes(HEADER_SIZE) + raw, 0, one))
+    span = record_span(payload, header, offset)
+    if span is None or span[0] != offset:
+        return None
+    return decode_record(payload[span[1] : span[2]], header)
 
 
 def in_window(ts: int, start_ms: int | None, end_ms: int | None) -> bool:
