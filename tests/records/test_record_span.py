@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from logtrove.records import Compression, NewRecord, Record, build_batch, iter_records, read_header
-from logtrove.records.record import batch_payload, decode_record, record_span
+from logtrove.records.record import batch_payload, decode_record, record_span, timestamp_bounds
 
 records = st.lists(
     st.builds(
@@ -74,3 +74,14 @@ def test_a_batch_that_claims_one_record_per_offset_but_skips_is_walked() -> None
     batch = build_batch(rs, offset_deltas=[0, 2, 3], last_offset_delta=2)
     for offset in range(4):
         assert first_at_or_after(batch, offset) == expected(batch, offset)
+
+
+@settings(max_examples=60, deadline=None)
+@given(records=records, codec=st.sampled_from(list(Compression)), append_time=st.booleans())
+def test_timestamp_bounds_agree_with_a_full_decode(
+    records: list[NewRecord], codec: Compression, append_time: bool
+) -> None:
+    batch = build_batch(records, compression=codec, log_append_time=append_time)
+    header = read_header(batch)
+    stamps = [r.timestamp for r in iter_records(batch)]
+    assert timestamp_bounds(batch_payload(batch, header), header) == (min(stamps), max(stamps))

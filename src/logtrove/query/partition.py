@@ -27,7 +27,7 @@ from logtrove.records import (
     read_header,
 )
 from logtrove.records.batch import MIN_BATCH_LENGTH
-from logtrove.records.record import batch_payload, decode_record, record_span
+from logtrove.records.record import batch_payload, decode_record, record_span, timestamp_bounds
 from logtrove.storage import PartitionLog, Segment
 from logtrove.storage.indexview import KeyBlock, index_view
 
@@ -163,6 +163,11 @@ def decode_record_at(payload: bytes, header: BatchHeader, offset: int) -> Record
 
 def in_window(ts: int, start_ms: int | None, end_ms: int | None) -> bool:
     return (start_ms is None or ts >= start_ms) and (end_ms is None or ts < end_ms)
+
+
+def in_window_bounds(lo: int, hi: int, start_ms: int | None, end_ms: int | None) -> bool:
+    """Whether timestamps spanning ``[lo, hi]`` may meet ``[start_ms, end_ms)``."""
+    return (start_ms is None or hi >= start_ms) and (end_ms is None or lo < end_ms)
 
 
 def lookup_newest_first(
@@ -352,6 +357,15 @@ def _scan_range(
             raise BudgetExhaustedError
         stats.bytes_scanned += header.size
         try:
+            if start_ms is not None or end_ms is not None:
+                # skip blocks are large (tens of thousands of records): a batch whose
+                # records all miss the window is not decoded (a range with no match in
+                # one partition read whole blocks of records otherwise)
+                lo, hi = timestamp_bounds(batch_payload(buf, header, rel), header)
+                if not in_window_bounds(lo, hi, start_ms, end_ms):
+                    stats.batches_prefiltered += 1
+                    yield header.next_offset
+                    continue
             if predicate is not None and not predicate.may_match_batch(
                 bytes(batch_payload(buf, header, rel))
             ):

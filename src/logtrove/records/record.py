@@ -180,6 +180,31 @@ def record_span(payload: Buffer, header: BatchHeader, min_offset: int) -> tuple[
     return None
 
 
+def timestamp_bounds(payload: Buffer, header: BatchHeader) -> tuple[int, int]:
+    """The smallest and largest record timestamp of a batch, as :func:`iter_records`
+    reports them, from its decompressed ``payload``: only each record's length prefix and
+    timestamp delta are read (a batch's header bounds the largest timestamp, not the
+    smallest: clients stamp records out of order)."""
+    if header.attributes & ATTR_TIMESTAMP_TYPE:
+        return header.max_timestamp, header.max_timestamp
+    end = len(payload)
+    p = 0
+    lo = hi = None
+    while p < end:
+        length, start = decode_varint(payload, p)
+        if length < 2 or start + length > end:
+            raise CorruptRecordError("record overruns the batch payload")
+        delta, _ = decode_varint(payload, start + 1)
+        if lo is None or delta < lo:
+            lo = delta
+        if hi is None or delta > hi:
+            hi = delta
+        p = start + length
+    if lo is None or hi is None:
+        raise CorruptRecordError("batch holds no record")
+    return header.base_timestamp + lo, header.base_timestamp + hi
+
+
 def decode_record(raw: Buffer, header: BatchHeader) -> Record:
     """Decode one record of the batch ``header`` (its bytes, length prefix included, as
     :func:`record_span` delimits them) exactly as :func:`iter_records` would: it is
