@@ -158,10 +158,22 @@ def record_span(payload: Buffer, header: BatchHeader, min_offset: int) -> tuple[
     end = len(payload)
     if 0 < want < header.record_count == header.last_offset_delta + 1:
         p = 0
-        for _ in range(want):
-            length, p = decode_varint(payload, p)
-            p += length
-        if p < end:
+        try:
+            for _ in range(want):  # the length varint, its 1- and 2-byte forms inline
+                b = payload[p]
+                if b < 0x80:
+                    p += 1 + ((b >> 1) ^ -(b & 1))
+                    continue
+                c = payload[p + 1]
+                if c < 0x80:
+                    n = (b & 0x7F) | (c << 7)
+                    p += 2 + ((n >> 1) ^ -(n & 1))
+                    continue
+                length, p = decode_varint(payload, p)
+                p += length
+        except IndexError:
+            p = end  # a length ran past the payload: the walk below reports it
+        if 0 <= p < end:
             length, start = decode_varint(payload, p)
             _, q = decode_varint(payload, start + 1)  # timestamp delta
             delta, _ = decode_varint(payload, q)

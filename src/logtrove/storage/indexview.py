@@ -9,18 +9,21 @@ scanned. It never raises for missing or damaged files: the indexed prefix is the
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from logtrove.storage import keyindex, skipindex, tagindex
 from logtrove.storage.blockfile import Block
 from logtrove.storage.indexer import common_blocks, derived_path
-from logtrove.storage.segment import Segment
+from logtrove.storage.segment import Segment, segment_file_name
 
 _CACHE_SIZE = 4096
+_SUFFIXES = (keyindex.SUFFIX, skipindex.SUFFIX, tagindex.SUFFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +67,7 @@ class IndexView:
 
     def candidates(self, block: KeyBlock, digest: int) -> Iterator[int]:
         """Offsets of entries whose hash matches ``digest`` in ``block``, newest first."""
-        fd = os.open(derived_path(self.segment, keyindex.SUFFIX), os.O_RDONLY)
+        fd = os.open(_paths(self.segment)[0], os.O_RDONLY)
         try:
             yield from keyindex.candidates(fd, block.counts_position, self.segment.base_offset, digest)
         finally:
@@ -75,11 +78,25 @@ _cache: OrderedDict[tuple[object, ...], IndexView] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _derived_paths(directory: Path, base_offset: int, file_suffix: str) -> tuple[str, str, str]:
+    """The ``.keyidx``, ``.skip`` and ``.tagidx`` paths of a segment, as strings: every
+    lookup stats them, and building them with pathlib cost more than the stats."""
+    key, skip, tag = (
+        str(directory / (segment_file_name(base_offset, suffix) + file_suffix)) for suffix in _SUFFIXES
+    )
+    return key, skip, tag
+
+
+def _paths(segment: Segment) -> tuple[str, str, str]:
+    return _derived_paths(segment.directory, segment.base_offset, segment.file_suffix)
+
+
 def _version(segment: Segment) -> tuple[object, ...]:
     sizes: list[object] = [segment.log_path, segment.inode, segment.size]
-    for suffix in (keyindex.SUFFIX, skipindex.SUFFIX, tagindex.SUFFIX):
+    for path in _paths(segment):
         try:
-            st = derived_path(segment, suffix).stat()
+            st = os.stat(path)  # noqa: PTH116 (a str path, made once: see _derived_paths)
             sizes += [st.st_ino, st.st_size]
         except FileNotFoundError:
             sizes += [None, None]
