@@ -207,32 +207,33 @@ def lookup_newest_first(
             tail = scan_records(seg, view.end_position, seg.size, stats, attr.needle)
             yield from reversed([r for r in tail if keep(r)])
         cache = RecordCache(seg, stats)
-        for i in reversed(range(len(view.key_blocks))):
-            kb = view.key_blocks[i]
-            if before is not None and kb.start_offset >= before:
-                continue
-            if kb.end_offset <= first:
-                break
-            if i < len(view.skip_blocks) and not view.skip_blocks[i].summary.overlaps(win_lo, win_hi):
-                stats.blocks_skipped += 1
-                continue
-            if not attr.indexed_by(kb):
-                found = scan_records(seg, kb.start_position, kb.end_position, stats, attr.needle)
-                yield from reversed([r for r in found if keep(r)])
-                continue
-            last = None
-            for offset in view.candidates(kb, attr.digest):
-                if offset == last or (before is not None and offset >= before):
+        with view.key_reader() as keys:  # one opening of the .keyidx per segment
+            for i in reversed(range(len(view.key_blocks))):
+                kb = view.key_blocks[i]
+                if before is not None and kb.start_offset >= before:
                     continue
-                if offset < first:
+                if kb.end_offset <= first:
                     break
-                last = offset
-                stats.index_candidates += 1
-                record = cache.record_at(offset)
-                if record is not None and keep(record):
-                    yield record
-                elif record is not None and not attr.matches(record):
-                    stats.index_false_hits += 1
+                if i < len(view.skip_blocks) and not view.skip_blocks[i].summary.overlaps(win_lo, win_hi):
+                    stats.blocks_skipped += 1
+                    continue
+                if not attr.indexed_by(kb):
+                    found = scan_records(seg, kb.start_position, kb.end_position, stats, attr.needle)
+                    yield from reversed([r for r in found if keep(r)])
+                    continue
+                last = None
+                for offset in keys.candidates(kb, attr.digest):
+                    if offset == last or (before is not None and offset >= before):
+                        continue
+                    if offset < first:
+                        break
+                    last = offset
+                    stats.index_candidates += 1
+                    record = cache.record_at(offset)
+                    if record is not None and keep(record):
+                        yield record
+                    elif record is not None and not attr.matches(record):
+                        stats.index_false_hits += 1
 
 
 Progress = int
