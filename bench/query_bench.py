@@ -7,6 +7,14 @@ text values, timestamps 1 ms apart with ±2 s client jitter; one record in a mil
 a rare token. Full: 10 M records; ``BENCH_QUICK=1``: 200 k; ``BENCH_QUERY_RECORDS=N``
 overrides both.
 
+Latencies take ``BENCH_QUERY_SAMPLES`` warm samples per query type (default 1,000; 200
+under ``BENCH_QUICK``) after 50 unmeasured warm-up queries, and report p50 / p99 / p999 /
+max with the load average before and after each type (the machine may be shared).
+``BENCH_QUERY_DATA=DIR`` builds the data set in DIR once and reuses it on later runs (so
+two code versions can be measured back to back on the same files);
+``BENCH_QUERY_LATENCY_ONLY=1`` skips the baselines and content sections, and
+``BENCH_QUERY_NAME`` names the result file (default ``query``).
+
 * append: prebuilt batches (200 records) appended through ``PartitionLog.append``
   (validation + CRC + write, opaque batches), records/s;
 * indexer: ``Indexer.catch_up`` over everything, one thread, records/s and its share of
@@ -31,7 +39,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from _common import QUICK, pick, save, summary_us
+from _common import QUICK, percentile, pick, save, summary_us
 from logtrove.query import (
     Contains,
     ContentQuery,
@@ -58,6 +66,11 @@ KEYS = 100_000
 PER_BATCH = 200
 T0 = 1_763_800_000_000
 RARE = "zqxjrare"
+SAMPLES = int(os.environ.get("BENCH_QUERY_SAMPLES", "0")) or pick(1000, 200)
+WARMUP = 50
+DATA = os.environ.get("BENCH_QUERY_DATA", "")
+LATENCY_ONLY = os.environ.get("BENCH_QUERY_LATENCY_ONLY", "") not in ("", "0")
+NAME = os.environ.get("BENCH_QUERY_NAME", "query")
 QUERY_NOTES = (
     "append is the storage layer's ceiling (prebuilt 200-record batches into the page cache, "
     "no network); real produce arrives through the broker, about 0.55 M msg/s here, and the "
@@ -110,14 +123,22 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - t, out
 
 
-def latencies(engine: QueryEngine, make: Callable[[random.Random], Query], runs: int) -> dict[str, float]:
+def latencies(engine: QueryEngine, make: Callable[[random.Random], Query], runs: int) -> dict[str, Any]:
+    """``runs`` timed queries with random arguments after :data:`WARMUP` untimed ones."""
     rng = random.Random(3)
+    for _ in range(min(WARMUP, runs)):
+        engine.run(make(rng)).all()
+    load_before = os.getloadavg()[0]
     samples = []
     for _ in range(runs):
         q = make(rng)
         took, _ = timed(lambda q=q: engine.run(q).all())
         samples.append(took)
-    return summary_us(samples)
+    out: dict[str, Any] = summary_us(samples)
+    out["p999_us"] = round(percentile([s * 1e6 for s in samples], 99.9), 1)
+    out["max_us"] = round(max(samples) * 1e6, 1)
+    out["loadavg_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+    return out
 
 
 def consume_and_filter(storage: Storage, keep: Callable[[Any], bool], limit: int | None) -> float:
@@ -133,44 +154,60 @@ def consume_and_filter(storage: Storage, keep: Callable[[Any], bool], limit: int
     return time.perf_counter() - t
 
 
-def main() -> None:
-    work = Path(tempfile.mkdtemp(prefix="query-bench-"))
-    results: dict[str, Any] = {"records": N, "partitions": PARTITIONS}
-    try:
-        rng = random.Random(1)
-        build_s, (batches, ids) = timed(lambda: build_batches(rng))
-        print(f"built {N} records in {build_s:.1f} s", flush=True)
-        storage = Storage.open(work / "data")
-        storage.create_topic("q", PARTITIONS, {"segment.bytes": str(64 << 20), "index.headers": "user"})
-        logs = [storage.log("q", p) for p in range(PARTITIONS)]
-        cpu0 = time.process_time()
-        append_s, _ = timed(lambda: [logs[p].append(b) for p, b in batches])
-        append_cpu_s = time.process_time() - cpu0
-        size = sum(log.size_bytes for log in logs)
-        batches.clear()  # free the memory before indexing
-        results["append"] = {
-            "records_per_s": round(N / append_s),
-            "mb_per_s": round(size / append_s / 1e6, 1),
-            "records_per_cpu_s": round(N / append_cpu_s),
-        }
-        results["log_mb"] = round(size / 1e6, 1)
-        cpu0 = time.process_time()
-        index_s, indexed = timed(lambda: Indexer(storage).catch_up())
-        index_cpu_s = time.process_time() - cpu0
-        assert indexed == N, indexed
-        results["indexer"] = {
-            "records_per_s": round(N / index_s),
-            "mb_per_s": round(size / index_s / 1e6, 1),
-            "share_of_append_rate": round((N / index_s) / (N / append_s), 3),
-            "records_per_cpu_s": round(N / index_cpu_s),  # the machine may be shared
-        }
-        print(f"append {N / append_s:,.0f} rec/s, indexer {N / index_s:,.0f} rec/s", flush=True)
-        storage.close()
+def build(data: Path, results: dict[str, Any]) -> list[str]:
+    """Write the data set into ``data``, index it, and return the client IDs to ask for;
+    append and indexer rates go into ``results``."""
+    rng = random.Random(1)
+    build_s, (batches, ids) = timed(lambda: build_batches(rng))
+    print(f"built {N} records in {build_s:.1f} s", flush=True)
+    storage = Storage.open(data)
+    storage.create_topic("q", PARTITIONS, {"segment.bytes": str(64 << 20), "index.headers": "user"})
+    logs = [storage.log("q", p) for p in range(PARTITIONS)]
+    cpu0 = time.process_time()
+    append_s, _ = timed(lambda: [logs[p].append(b) for p, b in batches])
+    append_cpu_s = time.process_time() - cpu0
+    size = sum(log.size_bytes for log in logs)
+    batches.clear()  # free the memory before indexing
+    results["append"] = {
+        "records_per_s": round(N / append_s),
+        "mb_per_s": round(size / append_s / 1e6, 1),
+        "records_per_cpu_s": round(N / append_cpu_s),
+    }
+    cpu0 = time.process_time()
+    index_s, indexed = timed(lambda: Indexer(storage).catch_up())
+    index_cpu_s = time.process_time() - cpu0
+    assert indexed == N, indexed
+    results["indexer"] = {
+        "records_per_s": round(N / index_s),
+        "mb_per_s": round(size / index_s / 1e6, 1),
+        "share_of_append_rate": round((N / index_s) / (N / append_s), 3),
+        "records_per_cpu_s": round(N / index_cpu_s),  # the machine may be shared
+    }
+    print(f"append {N / append_s:,.0f} rec/s, indexer {N / index_s:,.0f} rec/s", flush=True)
+    storage.close()
+    return ids
 
+
+def main() -> None:
+    keep = bool(DATA)
+    work = Path(DATA) if keep else Path(tempfile.mkdtemp(prefix="query-bench-"))
+    results: dict[str, Any] = {"records": N, "partitions": PARTITIONS}
+    ids_file = work / "ids.json"
+    try:
+        if keep and ids_file.exists():
+            ids = json.loads(ids_file.read_text())
+            print(f"reusing the data set in {work}", flush=True)
+        else:
+            work.mkdir(parents=True, exist_ok=True)
+            ids = build(work / "data", results)
+            ids_file.write_text(json.dumps(ids))
+        reader = Storage.open(work / "data", read_only=True)
+        size = sum(reader.log("q", p).size_bytes for p in range(PARTITIONS))
+        results["log_mb"] = round(size / 1e6, 1)
         reader = Storage.open(work / "data", read_only=True)
         engine = QueryEngine(reader)
         t_end = T0 + N
-        runs = pick(50, 30)
+        runs = SAMPLES
         queries: dict[str, Callable[[random.Random], Query]] = {
             "offset": lambda r: OffsetQuery("q", r.randrange(PARTITIONS), r.randrange(N // PARTITIONS // 2)),
             "time": lambda r: TimeQuery("q", r.randrange(T0, t_end)),
@@ -185,10 +222,18 @@ def main() -> None:
         }
         results["latency_us"] = {}
         for name, make in queries.items():
-            rounds = runs if not name.startswith("content_rare") else max(5, runs // 5)
+            if LATENCY_ONLY and name.startswith("content"):
+                continue
+            rounds = runs if not name.startswith("content") else max(5, runs // 20)
             results["latency_us"][name] = latencies(engine, make, rounds)
             print(name, results["latency_us"][name], flush=True)
 
+        if LATENCY_ONLY:
+            reader.close()
+            results["quick"] = QUICK
+            results["samples"] = SAMPLES
+            save(NAME, results)
+            return
         baseline_runs = pick(2, 3)
         key = b"key-4242"
         mid = ids[len(ids) // 2].encode()
@@ -242,10 +287,12 @@ def main() -> None:
         print(scan, flush=True)
         reader.close()
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
     results["quick"] = QUICK
+    results["samples"] = SAMPLES
     results["notes"] = QUERY_NOTES
-    save("query", results)
+    save(NAME, results)
 
 
 if __name__ == "__main__":

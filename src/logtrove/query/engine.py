@@ -61,7 +61,8 @@ from logtrove.query.partition import (
     lookup_newest_first,
     scan_forward,
 )
-from logtrove.records import Record, iter_records
+from logtrove.records import Record
+from logtrove.records.record import batch_payload, decode_record, record_span
 from logtrove.storage import OffsetOutOfRangeError, PartitionLog, Storage
 from logtrove.storage.keyindex import header_digest, id_digest, key_digest
 
@@ -185,9 +186,8 @@ class QueryEngine:
     def _exact(self, log: PartitionLog, offset: int) -> Record | None:
         if not log.log_start_offset <= offset < log.log_end_offset:
             return None
-        for record in log.records(offset, offset + 1):
-            return record
-        return None
+        record = _at_or_after(log, offset, data_only=False)
+        return record if record is not None and record.offset == offset else None
 
     def _by_time(self, q: TimeQuery) -> Generated:
         logs = self._logs(q.topic, q.partitions)
@@ -401,16 +401,18 @@ class QueryEngine:
         return Completion(Reason.EXHAUSTED, count, stats)
 
 
-def _at_or_after(log: PartitionLog, offset: int) -> Record | None:
-    """The first data record of ``log`` at or after ``max(offset, log start)``, skipping
-    control batches (transaction markers); ``None`` if there is none."""
+def _at_or_after(log: PartitionLog, offset: int, *, data_only: bool = True) -> Record | None:
+    """The first record of ``log`` at or after ``max(offset, log start)``, skipping
+    control batches (transaction markers) when ``data_only``; ``None`` if there is none.
+    Only that record is decoded (:func:`record_span` skips the ones before it)."""
     begin = max(offset, log.log_start_offset)
     for header, data in log.batches(begin):
-        if header.is_control:
+        if data_only and header.is_control:
             continue
-        for record in iter_records(data, 0, header):
-            if record.offset >= begin:
-                return record
+        payload = batch_payload(data, header)
+        span = record_span(payload, header, begin)
+        if span is not None:
+            return decode_record(payload[span[1] : span[2]], header)
     return None
 
 

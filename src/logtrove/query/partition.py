@@ -20,7 +20,6 @@ from logtrove.query.model import Stats
 from logtrove.query.predicates import Predicate
 from logtrove.records import (
     HEADER_SIZE,
-    LOG_OVERHEAD,
     BatchHeader,
     Record,
     RecordsError,
@@ -28,8 +27,7 @@ from logtrove.records import (
     read_header,
 )
 from logtrove.records.batch import MIN_BATCH_LENGTH
-from logtrove.records.record import batch_payload
-from logtrove.records.varint import decode_varint
+from logtrove.records.record import batch_payload, decode_record, record_span, timestamp_bounds
 from logtrove.storage import PartitionLog, Segment
 from logtrove.storage.indexview import KeyBlock, index_view
 
@@ -157,34 +155,19 @@ class RecordCache:
 
 def decode_record_at(payload: bytes, header: BatchHeader, offset: int) -> Record | None:
     """The record at ``offset`` in a batch's decompressed payload, or ``None``."""
-    want = offset - header.base_offset
-    end = len(payload)
-    p = 0
-    while p < end:
-        length, start = decode_varint(payload, p)
-        _, q = decode_varint(payload, start + 1)  # timestamp delta
-        delta, _ = decode_varint(payload, q)
-        if delta == want:
-            return _decode_one(payload[p : start + length], header)
-        if delta > want:
-            return None
-        p = start + length
-    return None
-
-
-def _decode_one(raw: bytes, header: BatchHeader) -> Record:
-    """Decode one record (length prefix included) as :func:`iter_records` would: wrap it
-    in a minimal uncompressed batch of one record."""
-    one = header._replace(
-        record_count=1,
-        attributes=header.attributes & ~0x07,
-        batch_length=HEADER_SIZE - LOG_OVERHEAD + len(raw),
-    )
-    return next(iter_records(bytes(HEADER_SIZE) + raw, 0, one))
+    span = record_span(payload, header, offset)
+    if span is None or span[0] != offset:
+        return None
+    return decode_record(payload[span[1] : span[2]], header)
 
 
 def in_window(ts: int, start_ms: int | None, end_ms: int | None) -> bool:
     return (start_ms is None or ts >= start_ms) and (end_ms is None or ts < end_ms)
+
+
+def in_window_bounds(lo: int, hi: int, start_ms: int | None, end_ms: int | None) -> bool:
+    """Whether timestamps spanning ``[lo, hi]`` may meet ``[start_ms, end_ms)``."""
+    return (start_ms is None or hi >= start_ms) and (end_ms is None or lo < end_ms)
 
 
 def lookup_newest_first(
@@ -224,32 +207,33 @@ def lookup_newest_first(
             tail = scan_records(seg, view.end_position, seg.size, stats, attr.needle)
             yield from reversed([r for r in tail if keep(r)])
         cache = RecordCache(seg, stats)
-        for i in reversed(range(len(view.key_blocks))):
-            kb = view.key_blocks[i]
-            if before is not None and kb.start_offset >= before:
-                continue
-            if kb.end_offset <= first:
-                break
-            if i < len(view.skip_blocks) and not view.skip_blocks[i].summary.overlaps(win_lo, win_hi):
-                stats.blocks_skipped += 1
-                continue
-            if not attr.indexed_by(kb):
-                found = scan_records(seg, kb.start_position, kb.end_position, stats, attr.needle)
-                yield from reversed([r for r in found if keep(r)])
-                continue
-            last = None
-            for offset in view.candidates(kb, attr.digest):
-                if offset == last or (before is not None and offset >= before):
+        with view.key_reader() as keys:  # one opening of the .keyidx per segment
+            for i in reversed(range(len(view.key_blocks))):
+                kb = view.key_blocks[i]
+                if before is not None and kb.start_offset >= before:
                     continue
-                if offset < first:
+                if kb.end_offset <= first:
                     break
-                last = offset
-                stats.index_candidates += 1
-                record = cache.record_at(offset)
-                if record is not None and keep(record):
-                    yield record
-                elif record is not None and not attr.matches(record):
-                    stats.index_false_hits += 1
+                if i < len(view.skip_blocks) and not view.skip_blocks[i].summary.overlaps(win_lo, win_hi):
+                    stats.blocks_skipped += 1
+                    continue
+                if not attr.indexed_by(kb):
+                    found = scan_records(seg, kb.start_position, kb.end_position, stats, attr.needle)
+                    yield from reversed([r for r in found if keep(r)])
+                    continue
+                last = None
+                for offset in keys.candidates(kb, attr.digest):
+                    if offset == last or (before is not None and offset >= before):
+                        continue
+                    if offset < first:
+                        break
+                    last = offset
+                    stats.index_candidates += 1
+                    record = cache.record_at(offset)
+                    if record is not None and keep(record):
+                        yield record
+                    elif record is not None and not attr.matches(record):
+                        stats.index_false_hits += 1
 
 
 Progress = int
@@ -374,6 +358,15 @@ def _scan_range(
             raise BudgetExhaustedError
         stats.bytes_scanned += header.size
         try:
+            if start_ms is not None or end_ms is not None:
+                # skip blocks are large (tens of thousands of records): a batch whose
+                # records all miss the window is not decoded (a range with no match in
+                # one partition read whole blocks of records otherwise)
+                lo, hi = timestamp_bounds(batch_payload(buf, header, rel), header)
+                if not in_window_bounds(lo, hi, start_ms, end_ms):
+                    stats.batches_prefiltered += 1
+                    yield header.next_offset
+                    continue
             if predicate is not None and not predicate.may_match_batch(
                 bytes(batch_payload(buf, header, rel))
             ):

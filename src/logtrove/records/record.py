@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from logtrove.records.batch import (
     ATTR_TIMESTAMP_TYPE,
     HEADER_SIZE,
+    LOG_OVERHEAD,
     BatchHeader,
     Buffer,
     read_header,
@@ -139,6 +140,93 @@ def iter_records(
         raise InvalidRecordCountError(
             f"batch at offset {base_offset} declares {header.record_count} records, holds {count}"
         )
+
+
+def record_span(payload: Buffer, header: BatchHeader, min_offset: int) -> tuple[int, int, int] | None:
+    """``(offset, start, end)`` of the first record of a batch's decompressed ``payload``
+    whose offset is ≥ ``min_offset``: ``payload[start:end]`` is the record, length prefix
+    included. ``None`` when every record is below it. Nothing is decoded but lengths and
+    offset deltas, so a point lookup costs one varint per record skipped instead of a
+    decoded :class:`Record` each.
+
+    A batch with one record per offset (``recordCount == lastOffsetDelta + 1``: every
+    produced batch, whose record ``i`` has offset delta ``i`` as produce validation
+    checks) is skipped into by record count; the delta found there is checked, and any
+    other batch (compacted) or a mismatch walks the offset deltas one by one.
+    """
+    want = min_offset - header.base_offset
+    end = len(payload)
+    if 0 < want < header.record_count == header.last_offset_delta + 1:
+        p = 0
+        try:
+            for _ in range(want):  # the length varint, its 1- and 2-byte forms inline
+                b = payload[p]
+                if b < 0x80:
+                    p += 1 + ((b >> 1) ^ -(b & 1))
+                    continue
+                c = payload[p + 1]
+                if c < 0x80:
+                    n = (b & 0x7F) | (c << 7)
+                    p += 2 + ((n >> 1) ^ -(n & 1))
+                    continue
+                length, p = decode_varint(payload, p)
+                p += length
+        except IndexError:
+            p = end  # a length ran past the payload: the walk below reports it
+        if 0 <= p < end:
+            length, start = decode_varint(payload, p)
+            _, q = decode_varint(payload, start + 1)  # timestamp delta
+            delta, _ = decode_varint(payload, q)
+            if delta == want and start + length <= end:
+                return header.base_offset + delta, p, start + length
+    p = 0
+    while p < end:
+        length, start = decode_varint(payload, p)
+        _, q = decode_varint(payload, start + 1)  # timestamp delta
+        delta, _ = decode_varint(payload, q)
+        if delta >= want:
+            if length < 0 or start + length > end:
+                raise CorruptRecordError("record overruns the batch payload")
+            return header.base_offset + delta, p, start + length
+        p = start + length
+    return None
+
+
+def timestamp_bounds(payload: Buffer, header: BatchHeader) -> tuple[int, int]:
+    """The smallest and largest record timestamp of a batch, as :func:`iter_records`
+    reports them, from its decompressed ``payload``: only each record's length prefix and
+    timestamp delta are read (a batch's header bounds the largest timestamp, not the
+    smallest: clients stamp records out of order)."""
+    if header.attributes & ATTR_TIMESTAMP_TYPE:
+        return header.max_timestamp, header.max_timestamp
+    end = len(payload)
+    p = 0
+    lo = hi = None
+    while p < end:
+        length, start = decode_varint(payload, p)
+        if length < 2 or start + length > end:
+            raise CorruptRecordError("record overruns the batch payload")
+        delta, _ = decode_varint(payload, start + 1)
+        if lo is None or delta < lo:
+            lo = delta
+        if hi is None or delta > hi:
+            hi = delta
+        p = start + length
+    if lo is None or hi is None:
+        raise CorruptRecordError("batch holds no record")
+    return header.base_timestamp + lo, header.base_timestamp + hi
+
+
+def decode_record(raw: Buffer, header: BatchHeader) -> Record:
+    """Decode one record of the batch ``header`` (its bytes, length prefix included, as
+    :func:`record_span` delimits them) exactly as :func:`iter_records` would: it is
+    wrapped in a minimal uncompressed batch of one record."""
+    one = header._replace(
+        record_count=1,
+        attributes=header.attributes & ~0x07,
+        batch_length=HEADER_SIZE - LOG_OVERHEAD + len(raw),
+    )
+    return next(iter_records(bytes(HEADER_SIZE) + bytes(raw), 0, one))
 
 
 def iter_keys(

@@ -121,10 +121,13 @@ def _native_little_endian() -> bool:
     return array("I", [1]).tobytes()[0] == 1
 
 
-def candidates(fd: int, counts_position: int, base_offset: int, digest: int) -> Iterator[int]:
+def candidates(
+    fd: int, counts_position: int, base_offset: int, digest: int, counts: tuple[int, int] | None = None
+) -> Iterator[int]:
     """Absolute offsets whose entry hash equals ``digest``'s, newest first, in the block
-    whose slot counts are at ``counts_position`` (from :func:`read_names`)."""
-    slots, n = _COUNTS.unpack(os.pread(fd, _COUNTS.size, counts_position))
+    whose slot counts are at ``counts_position`` (from :func:`read_names`); ``counts``,
+    when the caller read them already (:func:`read_counts`), saves reading them again."""
+    slots, n = counts if counts is not None else read_counts(fd, counts_position)
     if n == 0:
         return
     table_pos = counts_position + _COUNTS.size
@@ -140,6 +143,12 @@ def candidates(fd: int, counts_position: int, base_offset: int, digest: int) -> 
             return
         link = prev
         steps += 1
+
+
+def read_counts(fd: int, counts_position: int) -> tuple[int, int]:
+    """(slot count, entry count) of the block whose counts are at ``counts_position``."""
+    slots, n = _COUNTS.unpack(os.pread(fd, _COUNTS.size, counts_position))
+    return slots, n
 
 
 def read_entries(fd: int, block: Block) -> tuple[array[int], array[int]]:
