@@ -59,10 +59,10 @@ from typing import Protocol
 
 from logtrove.records.batch import Buffer
 from logtrove.records.errors import CorruptRecordError
+from logtrove.records.varint import varint_below as _varint
 
 LARGE_THRESHOLD = 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-_U64 = 2**64 - 1
 _BITS = bytes.maketrans(b"\x00\x01", b"01")
 
 Column = tuple[int, bytes | None, bytes, bytes, bool]
@@ -84,23 +84,6 @@ class Decoder(Protocol):
     ) -> int: ...
 
     def take(self) -> Taken: ...
-
-
-def _varint(b: bytes, end: int, p: int) -> tuple[int | None, int]:
-    """A zig-zag varint of at most 10 bytes below ``end``, 64 bits kept (as
-    ``varint.h`` reads it); ``(None, p)`` if it does not fit."""
-    r = shift = 0
-    while shift < 70:
-        if p >= end:
-            return None, p
-        c = b[p]
-        p += 1
-        r |= (c & 0x7F) << shift
-        if c < 0x80:
-            r &= _U64
-            return (r >> 1) ^ -(r & 1), p
-        shift += 7
-    return None, p
 
 
 def _malformed(record: int, what: str) -> CorruptRecordError:

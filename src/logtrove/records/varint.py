@@ -49,3 +49,28 @@ def decode_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, i
                 raise CorruptRecordError("varint longer than 10 bytes")
     except IndexError:
         raise CorruptRecordError("record ends inside a varint") from None
+
+
+_U64 = (1 << 64) - 1
+
+
+def varint_below(b: bytes | bytearray | memoryview, end: int, p: int) -> tuple[int | None, int]:
+    """A zig-zag varint of at most 10 bytes below ``end``, 64 bits kept and wrapped as
+    ``varint.h`` reads it (the compiled walks' rule, which their pure-Python twins must
+    match byte for byte); ``(None, p)`` if it does not fit. Never raises: the twins turn
+    ``None`` into their own error at the record it belongs to."""
+    if p < end and b[p] < 0x80:  # most varints in a record are one byte
+        c = b[p]
+        return (c >> 1) ^ -(c & 1), p + 1
+    r = shift = 0
+    while shift < 70:
+        if p >= end:
+            return None, p
+        c = b[p]
+        p += 1
+        r |= (c & 0x7F) << shift
+        if c < 0x80:
+            r &= _U64
+            return (r >> 1) ^ -(r & 1), p
+        shift += 7
+    return None, p

@@ -34,9 +34,7 @@ from logtrove.records.batch import BatchHeader, Buffer, validate_produced_batch
 from logtrove.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
 from logtrove.records.errors import CorruptRecordError, InvalidRecordCountError
 from logtrove.records.record import batch_payload, iter_records
-
-_U64 = (1 << 64) - 1
-
+from logtrove.records.varint import varint_below as _varint
 
 MAX_KEYLESS_REPORTED = 1000
 """How many keyless records a walk names (the first ones, in order). A compacted topic
@@ -211,23 +209,6 @@ def _walk_headers(b: memoryview, rec_end: int, p: int, record: int) -> int:
         if hlen >= 0:
             p += hlen
     return p
-
-
-def _varint(b: memoryview, end: int, p: int) -> tuple[int | None, int]:
-    """A zig-zag varint of at most 10 bytes below ``end``, 64 bits kept (as the C twin
-    reads it); ``(None, p)`` if it does not fit."""
-    r = shift = 0
-    while shift < 70:
-        if p >= end:
-            return None, p
-        c = b[p]
-        p += 1
-        r |= (c & 0x7F) << shift
-        if c < 0x80:
-            r &= _U64
-            return (r >> 1) ^ -(r & 1), p
-        shift += 7
-    return None, p
 
 
 def _malformed(record: int, what: str) -> ValueError:

@@ -42,6 +42,7 @@ from typing import NamedTuple
 import xxhash
 
 from logtrove.records.batch import Buffer
+from logtrove.records.varint import varint_below as _read_varint
 
 HASHED = 0
 SORTED = 1
@@ -276,26 +277,6 @@ def _latest(table: Table, layout: int, digest: bytes) -> int | None:
         else:
             return int.from_bytes(table[pos + DIGEST : pos + SLOT], "big", signed=True)
     return None
-
-
-def _read_varint(b: memoryview, end: int, p: int) -> tuple[int | None, int]:
-    """A zig-zag varint of at most 10 bytes below ``end``, 64 bits kept (as the C twin
-    reads it); ``(None, p)`` if it does not fit."""
-    if p < end and b[p] < 0x80:  # most varints in a record are one byte
-        c = b[p]
-        return (c >> 1) ^ -(c & 1), p + 1
-    r = shift = 0
-    while shift < 70:
-        if p >= end:
-            return None, p
-        c = b[p]
-        p += 1
-        r |= (c & 0x7F) << shift
-        if c < 0x80:
-            r &= _U64
-            return (r >> 1) ^ -(r & 1), p
-        shift += 7
-    return None, p
 
 
 def _varint(value: int) -> bytes:
