@@ -202,7 +202,8 @@ def test_tails_are_limited_per_server(server: HttpServer) -> None:
 def test_a_closed_stream_gives_its_slot_back(server: HttpServer) -> None:
     hub = server.server.config.app.state.tails
     with httpx.stream("GET", f"{server.url}/api/v1/topics/events/tail", timeout=5) as r:
-        Events(r).until("ready")
+        reader = Events(r)  # kept: a dropped reader's line iterator closes the stream at once
+        reader.until("ready")
         assert hub.open_tails == 1
     deadline = time.monotonic() + 5  # noticed at the next write at the latest (a heartbeat)
     while hub.open_tails and time.monotonic() < deadline:

@@ -23,9 +23,8 @@ validates input, shapes output and maps errors to RFC 7807 problems.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
-from fastapi import Depends, FastAPI, Request, Response
+from fastapi import Depends, FastAPI
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from logtrove import __version__
 from logtrove.http import console
@@ -146,18 +145,36 @@ def close(app: FastAPI) -> None:
         app.state.lag_sampler.stop()
 
 
-def _route_template(request: Request) -> str:
+def _route_template(scope: Scope) -> str:
     """The matched route's path template (``/api/v1/topics/{topic}``), so that metrics
     do not get one series per topic name."""
-    route = request.scope.get("route")
+    route = scope.get("route")
     return str(getattr(route, "path", "unmatched"))
 
 
 def _count_requests(app: FastAPI) -> None:
-    ctx: HttpContext = app.state.ctx
+    app.add_middleware(RequestCounter, ctx=app.state.ctx)
 
-    @app.middleware("http")
-    async def count(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        response = await call_next(request)
-        ctx.requests.add(request.method, _route_template(request), response.status_code)
-        return response
+
+class RequestCounter:
+    """Counts every answered request by method, route and status, when its response starts.
+
+    A plain ASGI middleware, not ``@app.middleware("http")``: Starlette's
+    BaseHTTPMiddleware runs the app in a task of its own, and cancelled a streaming
+    response (the live tail's server-sent events) right after its first event, at random."""
+
+    def __init__(self, app: ASGIApp, ctx: HttpContext) -> None:
+        self.app = app
+        self.ctx = ctx
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def counting_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                self.ctx.requests.add(scope["method"], _route_template(scope), int(message["status"]))
+            await send(message)
+
+        await self.app(scope, receive, counting_send)
