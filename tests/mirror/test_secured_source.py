@@ -7,6 +7,7 @@ tests: certificates from ``logtrove certs``, user ``alice`` from ``logtrove user
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import urllib.request
@@ -14,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.broker import test_security
-from tests.broker.conftest import HttpBrokerProcess, cli_in, free_port
+from tests.broker.conftest import BrokerProcess, HttpBrokerProcess, cli_in, free_port
 from tests.broker.test_security import PASSWORD, Secured
 from tests.mirror.conftest import DEADLINE_S, mirror_once, offsets, same_partitions, served
 
@@ -239,3 +240,55 @@ def test_serve_follow_mirrors_a_sasl_ssl_leader_and_stops_on_a_wrong_password(
     log = follower.log.read_text()
     assert log.count("authentication failed for user alice") == 1
     assert WRONG not in log
+
+
+def test_a_mirror_user_with_read_on_a_prefix_mirrors_just_those_topics_and_their_groups(
+    tmp_path: Path,
+) -> None:
+    """On a leader with an authorizer, the README's ACLs for the mirror's user are enough:
+    READ (which implies DESCRIBE) and DESCRIBE_CONFIGS on the topics, READ on the groups;
+    a topic it may not describe is not seen."""
+    certs, data = tmp_path / "certs", tmp_path / "leader"
+    assert cli_in(tmp_path, "certs", "--out", str(certs)).returncode == 0
+    added = cli_in(
+        tmp_path, "users", "add", "mirror", "--data", str(data), "--password-stdin", input_=PASSWORD + "\n"
+    )
+    assert added.returncode == 0, added.stderr
+    acl = ["acls", "add", "-p", "User:mirror", "--prefixed", "--data", str(data)]
+    for resource in (["--topic", "macl-"], ["--group", "g-macl"]):
+        out = cli_in(tmp_path, *acl, "-o", "READ", "-o", "DESCRIBE_CONFIGS", *resource)
+        assert out.returncode == 0, out.stderr
+    port = free_port()
+    tls = ["--ssl-certfile", str(certs / "server.pem"), "--ssl-keyfile", str(certs / "server.key")]
+    secured_listener = ["--listen", f"SASL_SSL://127.0.0.1:{port}", *tls]
+    rights = ["--authorizer", "--super-user", "User:ANONYMOUS"]  # the plaintext producer below
+    with BrokerProcess(data, free_port(), *secured_listener, *rights) as leader:
+        fake = Secured(leader, certs, data, port, 0, 0)
+        _topic(fake, "macl-orders", 2, 200)
+        _topic(fake, "hidden-orders", 1, 10)
+        consumer = Consumer({"bootstrap.servers": leader.bootstrap, "group.id": "g-macl-billing"})
+        consumer.commit(offsets=[TopicPartition("macl-orders", 0, 42)], asynchronous=False)
+        consumer.close()
+        config = _properties(
+            tmp_path / "source.properties",
+            security_protocol="SASL_SSL",
+            sasl_mechanism="SCRAM-SHA-256",
+            sasl_username="mirror",
+            sasl_password=PASSWORD,
+            ssl_ca_location=certs / "ca.pem",
+        )
+        mirror = tmp_path / "mirror"
+        mirror_once(f"127.0.0.1:{port}", mirror, ".*", "--source-config", str(config))
+        with served(mirror) as copy:
+            same_partitions(leader.bootstrap, copy.bootstrap, "macl-orders", 2)
+        assert (mirror / "macl-orders-0").is_dir()
+        assert not list(mirror.glob("hidden-orders*"))
+    lag = cli_in(tmp_path, "lag", "g-macl-billing", "--json", "--data", str(mirror))
+    assert lag.returncode == 0, lag.stderr
+    committed = {
+        (t["topic"], p["partition"]): p["committed_offset"]
+        for group in json.loads(lag.stdout)
+        for t in group["topics"]
+        for p in t["partitions"]
+    }
+    assert committed[("macl-orders", 0)] == 42
