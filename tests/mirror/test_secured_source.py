@@ -197,6 +197,18 @@ def test_an_unusable_source_config_is_a_usage_error_before_connecting(tmp_path: 
     assert f"--source-config {config}: ssl.ca.location {tmp_path / 'missing.pem'}" in out.stderr
 
 
+def test_serve_refuses_a_follow_config_it_cannot_use_before_serving(tmp_path: Path) -> None:
+    config = _properties(tmp_path / "source.properties", security_protocol="SASL_SSL")
+    data = ["--data", str(tmp_path / "d"), "--listen", f"127.0.0.1:{free_port()}", "--no-http"]
+    alone = cli_in(tmp_path, "serve", *data, "--follow-config", str(config), timeout=60)
+    assert alone.returncode == 2
+    assert "--follow-config is for --follow HOST:PORT" in alone.stderr
+    follow = ["--follow", "127.0.0.1:1", "--follow-config", str(config)]
+    unusable = cli_in(tmp_path, "serve", *data, *follow, timeout=60)
+    assert unusable.returncode == 2
+    assert "SASL_SSL needs sasl.username and sasl.password" in unusable.stderr
+
+
 def test_the_password_is_not_in_the_settings_repr() -> None:
     security = ClientSecurity.from_properties(
         f"security.protocol=SASL_SSL\nsasl.username=alice\nsasl.password={PASSWORD}\n"

@@ -419,6 +419,8 @@ def serve(
         transaction_max_timeout_ms=transaction_max_timeout_ms,
     )
     mirror_config = None
+    if follow is None and follow_config is not None:
+        fail("--follow-config is for --follow HOST:PORT, which is missing", 2)
     if follow is not None:
         try:
             re.compile(follow_topics)
