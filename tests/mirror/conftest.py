@@ -105,6 +105,18 @@ def _fetch(client: KafkaClient, topic: str, partition: int, offset: int) -> Any:
     return part
 
 
+def same_partitions(leader: str, mirror: str, topic: str, partitions: int) -> list[list[bytes]]:
+    """Asserts every partition's raw batches are equal at leader and mirror; returns them."""
+    out = []
+    for p in range(partitions):
+        theirs, ours = raw_batches(leader, topic, p), raw_batches(mirror, topic, p)
+        assert offsets_of(ours) == offsets_of(theirs), f"{topic}-{p}"
+        assert ours == theirs, f"{topic}-{p}: batches differ"
+        assert offsets(mirror, topic, p) == offsets(leader, topic, p)
+        out.append(theirs)
+    return out
+
+
 def log_bytes(data: Path, topic: str, partition: int) -> bytes:
     """The bytes of a partition's segment files, in offset order (what a restart recovers)."""
     segments = sorted((data / f"{topic}-{partition}").glob("*.log"))

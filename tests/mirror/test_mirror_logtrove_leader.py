@@ -25,6 +25,7 @@ from tests.mirror.conftest import (
     offsets,
     offsets_of,
     raw_batches,
+    same_partitions,
     served,
 )
 
@@ -48,18 +49,6 @@ def _produce(
     assert not errors, errors
 
 
-def _same_partitions(leader: str, mirror: str, topic: str, partitions: int) -> list[list[bytes]]:
-    """Asserts every partition's raw batches are equal at leader and mirror; returns them."""
-    out = []
-    for p in range(partitions):
-        theirs, ours = raw_batches(leader, topic, p), raw_batches(mirror, topic, p)
-        assert offsets_of(ours) == offsets_of(theirs), f"{topic}-{p}"
-        assert ours == theirs, f"{topic}-{p}: batches differ"
-        assert offsets(mirror, topic, p) == offsets(leader, topic, p)
-        out.append(theirs)
-    return out
-
-
 @pytest.fixture(scope="module")
 def orders(leader: BrokerProcess, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Topic ``orders`` (3 partitions, lz4 and uncompressed batches, an idempotent producer)
@@ -75,7 +64,7 @@ def orders(leader: BrokerProcess, tmp_path_factory: pytest.TempPathFactory) -> P
 
 def test_every_batch_offset_and_segment_byte_is_the_leaders(leader: BrokerProcess, orders: Path) -> None:
     with served(orders) as mirror:
-        batches = _same_partitions(leader.bootstrap, mirror.bootstrap, "orders", 3)
+        batches = same_partitions(leader.bootstrap, mirror.bootstrap, "orders", 3)
     assert sum(len(b) for b in batches) > 3
     for p in range(3):
         assert log_bytes(orders, "orders", p) == log_bytes(leader.data, "orders", p)
@@ -212,7 +201,7 @@ def test_a_mirror_killed_mid_stream_resumes_with_no_gap_and_no_duplicate(
     assert ends[0] < 20_000, "killed mid-stream"
     mirror_once(leader.bootstrap, data, "stream")
     with served(data) as mirror:
-        batches = _same_partitions(leader.bootstrap, mirror.bootstrap, "stream", 2)
+        batches = same_partitions(leader.bootstrap, mirror.bootstrap, "stream", 2)
     spans = [offsets_of(b) for b in batches]
     for partition in spans:
         assert [s[0] for s in partition[1:]] == [s[1] + 1 for s in partition[:-1]], "no gap, no duplicate"
@@ -235,8 +224,8 @@ def test_a_partition_and_a_topic_added_at_the_leader_are_followed(
     mirror_once(leader.bootstrap, data, "grow.*")
     assert json.loads((data / "topics" / "grow.json").read_text())["partitions"] == 3
     with served(data) as mirror:
-        _same_partitions(leader.bootstrap, mirror.bootstrap, "grow", 3)
-        _same_partitions(leader.bootstrap, mirror.bootstrap, "grown", 2)
+        same_partitions(leader.bootstrap, mirror.bootstrap, "grow", 3)
+        same_partitions(leader.bootstrap, mirror.bootstrap, "grown", 2)
 
 
 def _lag_rows(out: Any) -> dict[tuple[str, int], tuple[int, int]]:

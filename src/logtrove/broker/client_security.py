@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import socket
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,7 +54,7 @@ class ClientSecurity:
     protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
     mechanism: str = "PLAIN"
     username: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)  # never in a log line or a traceback
     cafile: str | None = None
     certfile: str | None = None
     keyfile: str | None = None
@@ -102,14 +102,30 @@ class ClientSecurity:
         except OSError as exc:
             raise ClientConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
+    def context(self) -> ssl.SSLContext:
+        """The TLS context: the server's certificate checked against ``ssl.ca.location``
+        (the system's CAs without it) and its name; our certificate when one is set.
+        Raises :class:`ClientConfigError` for a file that cannot be read or used, so a
+        long-running client (the mirror) can check its settings once at start."""
+        try:
+            context = ssl.create_default_context(cafile=self.cafile)
+        except OSError as exc:  # ssl.SSLError included: not a PEM certificate
+            raise ClientConfigError(f"ssl.ca.location {self.cafile}: {exc.strerror or exc}") from exc
+        if self.certfile:
+            try:
+                context.load_cert_chain(self.certfile, self.keyfile)
+            except OSError as exc:  # ssl.SSLError included: a key that does not match
+                raise ClientConfigError(
+                    f"ssl.certificate.location {self.certfile} / ssl.key.location {self.keyfile}: "
+                    f"{exc.strerror or exc}"
+                ) from exc
+        return context
+
     def wrap(self, sock: socket.socket, host: str) -> socket.socket:
         """``sock`` under TLS when the protocol says so (the server's name checked)."""
         if not self.protocol.tls:
             return sock
-        context = ssl.create_default_context(cafile=self.cafile)
-        if self.certfile:
-            context.load_cert_chain(self.certfile, self.keyfile)
-        return context.wrap_socket(sock, server_hostname=host)
+        return self.context().wrap_socket(sock, server_hostname=host)
 
     def authenticate(self, client: KafkaClient) -> None:
         """SASL over ``client``'s connection, when the protocol says so; raises

@@ -13,6 +13,9 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
+    # A crash's traceback must not print local variables: they hold passwords (a SASL
+    # token, a properties file's text, ``users add`` input) and tokens.
+    pretty_exceptions_show_locals=False,
 )
 
 

@@ -4,6 +4,11 @@
 Runs in the foreground until Ctrl-C or SIGTERM (the current round finishes, the status
 is written, the data directory is closed cleanly), or with ``--once`` until every
 followed partition has the source's log end. Progress goes to stderr every few seconds.
+
+A secured source is reached with ``--source-config FILE``: librdkafka's property names,
+as ``LOGTROVE_CLIENT_CONFIG`` takes them (:mod:`logtrove.broker.client_security`), so
+the password is in a file, never an argument ``ps`` shows. The file is read and its TLS
+files loaded before the mirror starts; a refusal by the source stops it (exit 1).
 """
 
 from __future__ import annotations
@@ -13,11 +18,13 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 from types import FrameType
 from typing import Annotated
 
 import typer
 
+from logtrove.broker.client_security import ClientConfigError, ClientSecurity
 from logtrove.cli.common import DEFAULT_DATA, DataOption, err_console, fail, open_storage
 from logtrove.cli.main import app
 from logtrove.groups import OffsetStore
@@ -32,6 +39,20 @@ FollowTopics = Annotated[
 ]
 
 
+def source_security(path: Path | None, option: str) -> ClientSecurity | None:
+    """The TLS / SASL settings of ``path`` (``None``: PLAINTEXT), checked now: a file
+    that cannot be read or used is a usage error before anything connects."""
+    if path is None:
+        return None
+    try:
+        security = ClientSecurity.load(path)
+        if security.protocol.tls:
+            security.context()
+    except ClientConfigError as exc:
+        fail(f"{option} {path}: {exc}", 2)
+    return security
+
+
 @app.command()
 def mirror(
     source: Annotated[
@@ -39,6 +60,15 @@ def mirror(
     ],
     topics: FollowTopics = ".*",
     data: DataOption = DEFAULT_DATA,
+    source_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--source-config",
+            help="TLS / SASL towards the source: a properties file with librdkafka's names "
+            "(security.protocol, sasl.mechanism, sasl.username, sasl.password, ssl.ca.location, "
+            "ssl.certificate.location, ssl.key.location).",
+        ),
+    ] = None,
     once: Annotated[
         bool, typer.Option("--once", help="Stop when every followed partition has the source's log end.")
     ] = False,
@@ -61,12 +91,17 @@ def mirror(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
 ) -> None:
     """Follow a Kafka cluster's topics: batches byte for byte at the same offsets,
-    read-only to clients, indexed like any topic."""
+    read-only to clients, indexed like any topic.
+
+    Example (a SASL_SSL cluster): logtrove mirror --from kafka1:9093 --source-config source.properties
+    """
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    security = source_security(source_config, "--source-config")
     config = MirrorConfig(
         source=source,
+        security=security,
         topics=topics,
         max_bytes_per_s=max_bytes_per_s,
         groups=groups,
@@ -157,4 +192,4 @@ def _progress(follower: Mirror) -> None:
     )
 
 
-__all__ = ["mirror", "promote"]
+__all__ = ["mirror", "promote", "source_security"]

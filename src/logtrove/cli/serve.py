@@ -37,6 +37,7 @@ from logtrove.cli.http import (
     start_beside,
 )
 from logtrove.cli.main import app
+from logtrove.cli.mirror import source_security
 from logtrove.groups import CommittedOffset
 from logtrove.mirror import Mirror, MirrorConfig, MirrorError, MirrorThread
 from logtrove.storage import DEFAULT_MAX_TOTAL_PARTITIONS, Storage
@@ -364,6 +365,15 @@ def serve(
             rich_help_panel="Mirror",
         ),
     ] = None,
+    follow_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--follow-config",
+            help="TLS / SASL towards the --follow cluster: a librdkafka-style properties file "
+            "(as `logtrove mirror --source-config`).",
+            rich_help_panel="Mirror",
+        ),
+    ] = None,
 ) -> None:
     """Serve the data directory over the Kafka protocol until SIGINT or SIGTERM."""
     http_listen = None if no_http else check_listen("--http", http)
@@ -409,13 +419,18 @@ def serve(
         transaction_max_timeout_ms=transaction_max_timeout_ms,
     )
     mirror_config = None
+    if follow is None and follow_config is not None:
+        fail("--follow-config is for --follow HOST:PORT, which is missing", 2)
     if follow is not None:
         try:
             re.compile(follow_topics)
         except re.error as exc:
             fail(f"--follow-topics {follow_topics!r} is not a regular expression: {exc}", 2)
         mirror_config = MirrorConfig(
-            source=follow, topics=follow_topics, max_bytes_per_s=follow_max_bytes_per_s
+            source=follow,
+            security=source_security(follow_config, "--follow-config"),
+            topics=follow_topics,
+            max_bytes_per_s=follow_max_bytes_per_s,
         )
     with cli_errors():
         storage = Storage.open(data, holder=f"logtrove serve {' '.join(map(str, listeners))}")

@@ -18,7 +18,13 @@ from logtrove.mirror.mirror import (
     MirrorThread,
     PartitionState,
 )
-from logtrove.mirror.source import MIRRORED_CONFIGS, Source, SourceError, SourceTopic
+from logtrove.mirror.source import (
+    MIRRORED_CONFIGS,
+    Source,
+    SourceError,
+    SourceRefusedError,
+    SourceTopic,
+)
 
 __all__ = [
     "MIRRORED_CONFIGS",
@@ -34,6 +40,7 @@ __all__ = [
     "PartitionState",
     "Source",
     "SourceError",
+    "SourceRefusedError",
     "SourceTopic",
     "append_fetched",
 ]

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
+from logtrove.broker.client_security import ClientSecurity
 from logtrove.clock import SYSTEM_CLOCK, Clock
 from logtrove.mirror.follower import DivergedError, append_fetched, tail_matches
 from logtrove.mirror.groups import CommitSink, GroupOffsetMirror
@@ -49,6 +50,7 @@ from logtrove.mirror.source import (
     FetchWant,
     Source,
     SourceError,
+    SourceRefusedError,
     SourceTopic,
 )
 from logtrove.records import BatchHeader, RecordsError
@@ -75,8 +77,8 @@ _LEADER_MOVED = {
 
 
 class MirrorError(Exception):
-    """The mirror cannot go on (the pattern is not a regex, the source is unreachable
-    for too long in ``once`` mode)."""
+    """The mirror cannot go on (the pattern is not a regex, the source refused the
+    mirror's credentials or TLS, the source is unreachable for too long in ``once`` mode)."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class MirrorConfig:
     """Settings of one mirror."""
 
     source: str  # HOST:PORT of any broker of the source cluster
+    security: ClientSecurity | None = None  # TLS / SASL towards the source (None: PLAINTEXT)
     topics: str = ".*"  # a regular expression the whole topic name must match
     max_bytes_per_s: int | None = None
     groups: bool = True  # copy the source's group commits on the followed topics
@@ -145,7 +148,7 @@ class Mirror:
         self.config = config
         self.clock = clock
         self.on_append = on_append
-        self.source = Source(config.source)
+        self.source = Source(config.source, security=config.security)
         self.group_offsets = GroupOffsetMirror(self.source, commit, clock=clock) if commit else None
         self.partitions: dict[tuple[str, int], PartitionState] = {}
         self.stats = MirrorStats()
@@ -171,7 +174,8 @@ class Mirror:
         progress_interval_s: float = 2.0,
     ) -> None:
         """Mirror until ``stop`` is set (or, with ``once``, until every followed partition
-        has reached the source's log end and the group commits are copied)."""
+        has reached the source's log end and the group commits are copied). A source
+        that refuses the mirror (credentials, TLS) raises :class:`MirrorError` at once."""
         failures = 0
         next_progress = time.monotonic() + progress_interval_s
         while not stop.is_set():
@@ -180,6 +184,9 @@ class Mirror:
                 failures = 0
                 if once and appended == 0 and self._caught_up():
                     break
+            except SourceRefusedError as exc:  # the caller reports it (exit, or a log line)
+                self.write_status()
+                raise MirrorError(str(exc)) from exc
             except SourceError as exc:
                 failures += 1
                 for state in self.partitions.values():
@@ -484,7 +491,8 @@ def _last_batch(plog: PartitionLog) -> tuple[BatchHeader, bytes] | None:
 
 class MirrorThread:
     """A :class:`Mirror` running in a thread of its own beside a broker (``serve
-    --follow``): it retries a failing source forever and stops on :meth:`stop`."""
+    --follow``): it retries a failing source forever and stops on :meth:`stop`, or when
+    the source refuses it (credentials, TLS: logged, the broker serves on)."""
 
     def __init__(self, mirror: Mirror) -> None:
         self.mirror = mirror
@@ -498,6 +506,9 @@ class MirrorThread:
         while not self._stop.is_set():
             try:
                 self.mirror.run(self._stop)
+            except MirrorError as exc:  # refused: retrying with the same settings cannot help
+                log.error("mirror of %s stopped: %s", self.mirror.config.source, exc)
+                return
             except Exception:  # one bad round must not end the mirror; it starts over
                 log.exception("mirror round failed; starting over")
                 self._stop.wait(self.mirror.config.retry_backoff_ms / 1000)

@@ -12,16 +12,29 @@ Fetch is a consumer's (replica id -1, READ_UNCOMMITTED): it returns every batch 
 high watermark, control batches included, as raw bytes, never decoded here. Everything
 the source answers is hostile input: a connection error or an unreadable answer raises
 :class:`SourceError`, and the mirror drops the connection and retries.
+
+A secured source (TLS, SASL) is reached with a
+:class:`~logtrove.broker.client_security.ClientSecurity` (librdkafka's property names):
+every connection, the bootstrap one and each leader's, is wrapped in TLS and
+authenticated before its first request. A refusal that retrying cannot mend raises
+:class:`SourceRefusedError` instead, and the mirror stops with its reason:
+
+* SaslAuthenticate answers SASL_AUTHENTICATION_FAILED (a wrong user or password), or
+  the handshake refuses the mechanism;
+* the source's certificate does not verify (an unknown CA, a name it does not carry);
+* the TLS peer refuses us (no or an untrusted client certificate), or is not TLS.
 """
 
 from __future__ import annotations
 
 import re
+import ssl
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from logtrove.broker.client import KafkaClient, KafkaProtocolError, fetch_body
+from logtrove.broker.client_security import ClientSecurity
 
 METADATA, FETCH, LIST_OFFSETS, OFFSET_FETCH, FIND_COORDINATOR, LIST_GROUPS, DESCRIBE_CONFIGS = (
     3,
@@ -35,6 +48,17 @@ METADATA, FETCH, LIST_OFFSETS, OFFSET_FETCH, FIND_COORDINATOR, LIST_GROUPS, DESC
 EARLIEST, LATEST = -2, -1
 TOPIC_RESOURCE = 2
 CLIENT_ID = "logtrove-mirror"
+SASL_AUTHENTICATION_FAILED = 58
+
+# OpenSSL's reasons for a refused TLS session that a retry cannot mend, with a hint.
+_TLS_HINTS = {
+    "TLSV13_ALERT_CERTIFICATE_REQUIRED": "the broker wants a client certificate "
+    "(ssl.certificate.location, ssl.key.location)",
+    "SSLV3_ALERT_BAD_CERTIFICATE": "the broker refused our client certificate",
+    "TLSV1_ALERT_UNKNOWN_CA": "the broker does not trust the CA of our client certificate",
+    "SSLV3_ALERT_CERTIFICATE_UNKNOWN": "the broker refused our client certificate",
+    "WRONG_VERSION_NUMBER": "is that a TLS listener? (security.protocol)",
+}
 
 # The topic configs a mirror copies: they decide what the log keeps (compaction,
 # retention) and what it may hold; the rest (segment sizes, flushing) are local choices.
@@ -52,7 +76,13 @@ MIRRORED_CONFIGS = (
 
 
 class SourceError(Exception):
-    """The source cluster could not be reached or answered something unusable."""
+    """The source cluster could not be reached or answered something unusable (retried)."""
+
+
+class SourceRefusedError(Exception):
+    """The source refused the mirror's credentials or TLS session, or its certificate did
+    not verify: retrying with the same settings cannot help, so this is not a
+    :class:`SourceError` (which the mirror retries)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +123,16 @@ class Fetched:
 class Source:
     """Connections to the source cluster, opened on first use and dropped on error."""
 
-    def __init__(self, bootstrap: str, *, timeout_s: float = 30, max_frame_bytes: int = 256 << 20) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        security: ClientSecurity | None = None,
+        timeout_s: float = 30,
+        max_frame_bytes: int = 256 << 20,
+    ) -> None:
         self.bootstrap = bootstrap
+        self.security = security
         self.timeout_s = timeout_s
         self.max_frame_bytes = max_frame_bytes
         self._nodes: dict[int, str] = {}
@@ -114,22 +152,57 @@ class Source:
                     timeout_s=self.timeout_s,
                     client_id=CLIENT_ID,
                     max_frame_bytes=self.max_frame_bytes,
+                    security=self.security,
                 )
+            except KafkaProtocolError as exc:  # only SASL speaks before the first request
+                raise self._sasl_refused(address, exc) from exc
+            except ssl.SSLError as exc:
+                refused = _tls_refused(address, exc)
+                raise refused or SourceError(f"cannot connect to {address}: {exc}") from exc
             except (OSError, ValueError) as exc:
-                raise SourceError(f"cannot connect to {address}: {exc}") from exc
+                raise SourceError(f"cannot connect to {address}: {exc}{self._closed_hint(exc)}") from exc
             self._clients[address] = client
         return client
 
     def _request(self, address: str, api_key: int, version: int, body: dict[str, Any]) -> Any:
         """One request; any failure drops the connection (it may be out of step) and
         raises :class:`SourceError`."""
+        fresh = address not in self._clients
         client = self._client(address)
         try:
             return client.request(api_key, version, body)
         except (OSError, KafkaProtocolError, ValueError, TypeError) as exc:
             self._clients.pop(address, None)
             client.close()
-            raise SourceError(f"{address}: api key {api_key} failed: {exc}") from exc
+            # TLS 1.3 refuses a client certificate after the handshake: at the first read
+            refused = _tls_refused(address, exc) if isinstance(exc, ssl.SSLError) else None
+            hint = self._closed_hint(exc) if fresh else ""
+            raise refused or SourceError(f"{address}: api key {api_key} failed: {exc}{hint}") from exc
+
+    def _closed_hint(self, exc: Exception) -> str:
+        """A hint for a TLS connection closed before its first answer while we sent no
+        client certificate: how a broker that requires one (and sends no TLS alert, as
+        logtrove's does not) refuses it. Retried all the same: a broker restarting looks
+        the same."""
+        security = self.security
+        if not isinstance(exc, ConnectionError) or security is None or not security.protocol.tls:
+            return ""
+        if security.certfile:
+            return ""
+        return (
+            " (closed before the first answer: if the broker requires a client certificate, "
+            "set ssl.certificate.location and ssl.key.location)"
+        )
+
+    def _sasl_refused(self, address: str, exc: KafkaProtocolError) -> SourceRefusedError:
+        """The error for a SASL exchange the source refused (the password never in it)."""
+        mechanism = self.security.mechanism if self.security else "?"
+        user = self.security.username if self.security else None
+        if exc.code == SASL_AUTHENTICATION_FAILED:
+            return SourceRefusedError(
+                f"authentication failed for user {user} at {address} ({mechanism}): {exc}"
+            )
+        return SourceRefusedError(f"SASL {mechanism} as user {user} refused at {address}: {exc}")
 
     def _node(self, node_id: int) -> str:
         """The address of a node (the bootstrap one if Metadata did not name it)."""
@@ -270,3 +343,18 @@ class Source:
         if int(resp.error_code):
             return self.bootstrap
         return f"{resp.host}:{int(resp.port)}"
+
+
+def _tls_refused(address: str, exc: ssl.SSLError) -> SourceRefusedError | None:
+    """The error for a TLS session that cannot succeed with these settings, naming the
+    certificate problem; ``None`` for a connection that merely broke (retried)."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return SourceRefusedError(
+            f"TLS: the certificate of {address} did not verify: {exc.verify_message} "
+            "(ssl.ca.location must name the CA that signed it, and it must name the host)"
+        )
+    if isinstance(exc, (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError)):
+        return None
+    reason = str(exc.reason or exc)
+    hint = _TLS_HINTS.get(reason)
+    return SourceRefusedError(f"TLS with {address} refused: {reason}" + (f" ({hint})" if hint else ""))
