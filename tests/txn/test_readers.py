@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +23,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.conftest import BrokerProcess, free_port
+from tests.broker.conftest import HttpBrokerProcess, free_port
 from typer.testing import CliRunner
 
 from logtrove.cli.main import app
@@ -47,7 +49,7 @@ Row = tuple[int, int, bytes | None, bytes | None, int]  # partition, offset, key
 @dataclass
 class Written:
     data: Path
-    broker: BrokerProcess
+    broker: HttpBrokerProcess
 
 
 def _producer(bootstrap: str, tid: str) -> Producer:
@@ -61,7 +63,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Written]:
     """Committed and aborted transactions of two producers and plain records, then an open
     transaction and plain records after it (held back from read_committed readers)."""
     data = tmp_path_factory.mktemp("txnread") / "data"
-    with BrokerProcess(data, free_port()) as broker:
+    with HttpBrokerProcess(data, free_port(), free_port()) as broker:
         bootstrap = broker.bootstrap
         admin = AdminClient({"bootstrap.servers": bootstrap})
         topic = NewTopic(TOPIC, PARTITIONS, 1, config={"segment.bytes": "4096"})
@@ -254,6 +256,83 @@ def test_cli_query_isolation(
     chosen = [] if isolation is None else ["--isolation", isolation]
     args = ["query", TOPIC, "--contains", "needle", "-n", "0", "--json", "--data", str(written.data), *chosen]
     assert _cli_values(*args) == [(r[0], r[1]) for r in expected if r[3] is not None and b"needle" in r[3]]
+
+
+@pytest.mark.parametrize("isolation", [None, "read_committed", "read_uncommitted"])
+def test_cli_consume_reads_committed_data_from_the_directory(
+    written: Written, oracle: tuple[list[Row], list[Row]], isolation: str | None
+) -> None:
+    expected = oracle[1] if isolation == "read_uncommitted" else oracle[0]
+    chosen = [] if isolation is None else ["--isolation", isolation]
+    got = _cli_values("consume", TOPIC, "--json", "--data", str(written.data), *chosen)
+    assert got == [(r[0], r[1]) for r in expected]
+
+
+@pytest.mark.parametrize("isolation", [None, "read_uncommitted"])
+def test_cli_consume_through_the_broker_uses_read_committed_fetch(
+    written: Written, oracle: tuple[list[Row], list[Row]], tmp_path: Path, isolation: str | None
+) -> None:
+    expected = oracle[1] if isolation == "read_uncommitted" else oracle[0]
+    chosen = [] if isolation is None else ["--isolation", isolation]
+    remote = ["--bootstrap", written.broker.bootstrap, "--http", written.broker.http, "--data", str(tmp_path)]
+    got = _cli_values("consume", TOPIC, "--json", *remote, *chosen)
+    assert got == [(r[0], r[1]) for r in expected]
+
+
+def _get(written: Written, path: str, **params: Any) -> Any:
+    url = f"{written.broker.http}/api/v1/{path}?{urllib.parse.urlencode(params)}"
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        return json.load(answer)
+
+
+def _http_rows(messages: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    return sorted((m["partition"], m["offset"]) for m in messages)
+
+
+@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
+def test_http_search_browse_and_tag_fetch(
+    written: Written, oracle: tuple[list[Row], list[Row]], isolation: str
+) -> None:
+    rows = oracle[0] if isolation == "read_committed" else oracle[1]
+    expected = [(r[0], r[1]) for r in rows]
+    needle = [(r[0], r[1]) for r in rows if r[3] is not None and b"needle" in r[3]]
+    found = _get(
+        written, f"topics/{TOPIC}/messages/search", contains="needle", limit=10_000, isolation=isolation
+    )
+    assert _http_rows(found["messages"]) == needle
+    by_key = _get(written, f"topics/{TOPIC}/messages/by-key", key="k1", limit=1000, isolation=isolation)
+    assert _http_rows(by_key["messages"]) == [(r[0], r[1]) for r in rows if r[2] == b"k1"]
+    browsed: list[tuple[int, int]] = []
+    fetched: list[tuple[int, int]] = []
+    for p in range(PARTITIONS):
+        offset: Any = 0
+        while offset is not None:
+            page = _get(
+                written,
+                f"topics/{TOPIC}/partitions/{p}/messages",
+                offset=offset,
+                limit=7,
+                isolation=isolation,
+            )
+            browsed += _http_rows(page["messages"])
+            offset = page["next_cursor"]
+        page = _get(
+            written,
+            f"topics/{TOPIC}/partitions/{p}/tags/fetch",
+            tags="*",
+            max_records=10_000,
+            isolation=isolation,
+        )
+        fetched += _http_rows(page["messages"])
+    assert sorted(browsed) == expected
+    assert sorted(fetched) == expected
+
+
+def test_http_defaults_to_committed(written: Written, oracle: tuple[list[Row], list[Row]]) -> None:
+    found = _get(written, f"topics/{TOPIC}/messages/search", contains="needle", limit=10_000)
+    assert _http_rows(found["messages"]) == [
+        (r[0], r[1]) for r in oracle[0] if r[3] is not None and b"needle" in r[3]
+    ]
 
 
 def test_a_new_query_sees_what_was_decided_since(written: Written) -> None:

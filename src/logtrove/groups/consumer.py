@@ -37,6 +37,7 @@ from logtrove.groups.offsets import CommittedOffset, OffsetStore
 from logtrove.groups.tags import TagFetch, TagFilter, fetch_matching
 from logtrove.records import Record
 from logtrove.storage import PartitionLog, Storage
+from logtrove.storage.txnview import committed_view
 
 EARLIEST = "earliest"
 LATEST = "latest"
@@ -136,11 +137,16 @@ class TagSource(Protocol):
 class StorageSource:
     """:class:`TagSource` over a data directory this process opened (read-only next to
     a running broker); a fetch scans at most about ``max_scan_records`` un-indexed
-    records."""
+    records. With ``read_committed`` (the default) it shows what a read_committed Kafka
+    consumer would: no records of aborted transactions, nothing past the last stable
+    offset (:mod:`logtrove.storage.txnview`)."""
 
-    def __init__(self, storage: Storage, *, max_scan_records: int = 50_000) -> None:
+    def __init__(
+        self, storage: Storage, *, max_scan_records: int = 50_000, read_committed: bool = True
+    ) -> None:
         self.storage = storage
         self.max_scan_records = max_scan_records
+        self.read_committed = read_committed
 
     def partition_count(self, topic: str) -> int:
         return self.storage.topic(topic).partitions
@@ -150,7 +156,10 @@ class StorageSource:
 
     def fetch(self, topic: str, partition: int, tags: TagFilter, offset: int, max_records: int) -> TagFetch:
         log = self.storage.log(topic, partition)
-        return fetch_matching(log, tags, offset, max_records, max_scan_records=self.max_scan_records)
+        view = committed_view(log) if self.read_committed else None
+        return fetch_matching(
+            log, tags, offset, max_records, max_scan_records=self.max_scan_records, committed=view
+        )
 
     def refresh(self) -> None:
         if self.storage.read_only:
@@ -179,11 +188,12 @@ class TagConsumer:
         partitions: Iterable[int] | None = None,
         ignore_committed: bool = False,
         max_scan_records: int = 50_000,
+        read_committed: bool = True,
     ) -> None:
         if group is not None and committer is None:
             raise ValueError("a group needs a committer (StoreCommitter, or a broker's)")
         if isinstance(source, Storage):
-            source = StorageSource(source, max_scan_records=max_scan_records)
+            source = StorageSource(source, max_scan_records=max_scan_records, read_committed=read_committed)
         self.source: TagSource = source
         self.topic = topic
         self.tags = TagFilter.parse(tags) if isinstance(tags, str) else tags
