@@ -99,6 +99,7 @@ class _Walk:
     open: dict[int, list[list[int]]] = field(default_factory=dict)  # producer → its batch ranges
     starts: list[int] = field(default_factory=list)  # aborted ranges, sorted by start
     ends: list[int] = field(default_factory=list)
+    frozen: tuple[tuple[int, ...], tuple[int, ...]] | None = None  # starts, ends as of the last view
 
     def fits(self, plog: PartitionLog) -> bool:
         """Whether the walk is still a prefix of the log: no walked segment shrank, and no
@@ -139,7 +140,8 @@ class _Walk:
         if kind is None:
             return
         ranges = self.open.pop(pid, [])
-        if kind == _ABORT:
+        if kind == _ABORT and ranges:
+            self.frozen = None
             for start, end in ranges:
                 i = bisect.bisect_left(self.starts, start)
                 self.starts.insert(i, start)
@@ -148,7 +150,9 @@ class _Walk:
     def view(self, plog: PartitionLog) -> CommittedView:
         firsts = [ranges[0][0] for ranges in self.open.values() if ranges]
         lso = min(firsts, default=max(self.end_offset, plog.log_start_offset))
-        return CommittedView(lso, tuple(self.starts), tuple(self.ends))
+        if self.frozen is None:  # copied only when an abort changed them, not per question
+            self.frozen = (tuple(self.starts), tuple(self.ends))
+        return CommittedView(lso, *self.frozen)
 
 
 class _Cache:
