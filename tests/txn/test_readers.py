@@ -117,11 +117,12 @@ def _end(producer: Producer, *, commit: bool) -> None:
         producer.abort_transaction(10)
 
 
-def brute_force(data: Path) -> tuple[list[Row], list[Row]]:
-    """(committed records below each partition's LSO, every data record), by decoding every
-    batch and applying the markers per producer."""
+def brute_force(data: Path) -> tuple[list[Row], list[Row], dict[int, int]]:
+    """(committed records below each partition's LSO, every data record, each partition's
+    LSO), by decoding every batch and applying the markers per producer."""
     committed: list[Row] = []
     everything: list[Row] = []
+    lsos: dict[int, int] = {}
     with Storage.open(data, read_only=True) as storage:
         for p in range(PARTITIONS):
             pending: dict[int, list[Row]] = {}
@@ -142,9 +143,9 @@ def brute_force(data: Path) -> tuple[list[Row], list[Row]]:
                     first_open.setdefault(header.producer_id, header.base_offset)
                 else:
                     decided += rows
-            lso = min(first_open.values(), default=1 << 62)
+            lso = lsos[p] = min(first_open.values(), default=storage.log(TOPIC, p).log_end_offset)
             committed += [row for row in decided if row[1] < lso]
-    return sorted(committed), sorted(everything)
+    return sorted(committed), sorted(everything), lsos
 
 
 def _rows(messages: Any) -> list[Row]:
@@ -153,7 +154,7 @@ def _rows(messages: Any) -> list[Row]:
 
 @pytest.fixture(scope="module")
 def oracle(written: Written) -> tuple[list[Row], list[Row]]:
-    committed, everything = brute_force(written.data)
+    committed, everything, _ = brute_force(written.data)
     aborted = {r[3] for r in everything} - {r[3] for r in committed}
     assert any(v is not None and v.startswith(b"a-1-") for v in aborted)  # the data has aborted records
     assert any(v is not None and v.startswith(b"open-") for v in aborted)  # … and an open transaction
@@ -266,6 +267,34 @@ def test_cli_consume_reads_committed_data_from_the_directory(
     chosen = [] if isolation is None else ["--isolation", isolation]
     got = _cli_values("consume", TOPIC, "--json", "--data", str(written.data), *chosen)
     assert got == [(r[0], r[1]) for r in expected]
+
+
+@pytest.mark.parametrize("remote", [False, True])
+def test_cli_consume_from_the_end_counts_back_from_the_last_stable_offset(
+    written: Written, oracle: tuple[list[Row], list[Row]], tmp_path: Path, remote: bool
+) -> None:
+    """``-o -N`` and ``-o end`` of a read_committed reader are relative to the LSO, as a
+    read_committed Kafka consumer's ``latest``: the open transaction's records stay ahead."""
+    lsos = brute_force(written.data)[2]
+    assert any(lso < written_end for lso, written_end in zip(lsos.values(), _ends(written), strict=True))
+    where = ["--data", str(written.data)]
+    if remote:
+        where = [
+            "--bootstrap",
+            written.broker.bootstrap,
+            "--http",
+            written.broker.http,
+            "--data",
+            str(tmp_path),
+        ]
+    got = _cli_values("consume", TOPIC, "--json", "-o", "-12", *where)
+    assert got == [(r[0], r[1]) for r in oracle[0] if r[1] >= lsos[r[0]] - 12]
+    assert _cli_values("consume", TOPIC, "--json", "-o", "end", *where) == []
+
+
+def _ends(written: Written) -> list[int]:
+    with Storage.open(written.data, read_only=True) as storage:
+        return [storage.log(TOPIC, p).log_end_offset for p in range(PARTITIONS)]
 
 
 @pytest.mark.parametrize("isolation", [None, "read_uncommitted"])

@@ -56,9 +56,14 @@ def topic_partitions(client: KafkaClient, topic: str) -> int | None:
     return None if int(found.error_code) else len(found.partitions)
 
 
-def list_offsets(client: KafkaClient, topic: str, partitions: list[int], timestamp: int) -> dict[int, int]:
+def list_offsets(
+    client: KafkaClient, topic: str, partitions: list[int], timestamp: int, *, read_committed: bool = False
+) -> dict[int, int]:
+    """ListOffsets v7 of ``timestamp`` (or EARLIEST / LATEST; LATEST is the last stable
+    offset with ``read_committed``)."""
     body = {
         "replica_id": -1,
+        "isolation_level": 1 if read_committed else 0,
         "topics": [
             {
                 "name": topic,

@@ -166,7 +166,10 @@ class RemoteTagSource:
 
     def start_offset(self, topic: str, partition: int, start: StartAt) -> int:
         def offsets(timestamp: int) -> int:
-            return remote_groups.list_offsets(self.client, topic, [partition], timestamp)[partition]
+            found = remote_groups.list_offsets(
+                self.client, topic, [partition], timestamp, read_committed=self.read_committed
+            )
+            return found[partition]
 
         def by_time(timestamp: int) -> int | None:
             found = offsets(timestamp)

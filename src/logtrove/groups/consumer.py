@@ -92,12 +92,15 @@ class StartAt:
     timestamp: int | None = None
     from_end: int | None = None
 
-    def resolve(self, log: PartitionLog) -> int:
+    def resolve(self, log: PartitionLog, end: int | None = None) -> int:
+        """The start offset in ``log``, whose end is taken to be ``end`` if given (a
+        read_committed reader's: the last stable offset)."""
+
         def by_time(timestamp: int) -> int | None:
             found = log.offset_for_timestamp(timestamp)
             return found.offset if found is not None else None
 
-        return self.pick(log.log_start_offset, log.log_end_offset, by_time)
+        return self.pick(log.log_start_offset, log.log_end_offset if end is None else end, by_time)
 
     def pick(self, log_start: int, log_end: int, by_time: Callable[[int], int | None]) -> int:
         """The start offset in a partition with these bounds; ``by_time(T)`` gives the
@@ -108,7 +111,7 @@ class StartAt:
             return min(max(self.offset, log_start), log_end)
         if self.timestamp is not None:
             found = by_time(self.timestamp)
-            return found if found is not None else log_end
+            return min(found, log_end) if found is not None else log_end
         return log_end if self.policy == LATEST else log_start
 
 
@@ -152,7 +155,8 @@ class StorageSource:
         return self.storage.topic(topic).partitions
 
     def start_offset(self, topic: str, partition: int, start: StartAt) -> int:
-        return start.resolve(self.storage.log(topic, partition))
+        log = self.storage.log(topic, partition)
+        return start.resolve(log, committed_view(log).last_stable_offset if self.read_committed else None)
 
     def fetch(self, topic: str, partition: int, tags: TagFilter, offset: int, max_records: int) -> TagFetch:
         log = self.storage.log(topic, partition)
