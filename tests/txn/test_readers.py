@@ -364,6 +364,26 @@ def test_http_defaults_to_committed(written: Written, oracle: tuple[list[Row], l
     ]
 
 
+def test_spark_planner_ends_at_the_last_stable_offset(written: Written) -> None:
+    """The Spark source's ``latest`` (direct mode) is the LSO when read_committed, so a
+    stream never commits offsets past an open transaction; the option parses as Kafka's."""
+    from logtrove.spark.options import OptionError, ReadOptions
+    from logtrove.spark.ranges import DirectCatalog
+
+    lsos = brute_force(written.data)[2]
+    with Storage.open(written.data, read_only=True) as storage:
+        for p in range(PARTITIONS):
+            end = storage.log(TOPIC, p).log_end_offset
+            assert DirectCatalog(storage).bounds(TOPIC, p) == (0, lsos[p])
+            assert DirectCatalog(storage, read_committed=False).bounds(TOPIC, p) == (0, end)
+    base = {"path": str(written.data), "subscribe": TOPIC}
+    assert ReadOptions.parse(base).read_committed
+    assert not ReadOptions.parse({**base, "isolation": "read_uncommitted"}).read_committed
+    assert not ReadOptions.parse({**base, "kafka.isolation.level": "READ_UNCOMMITTED"}).read_committed
+    with pytest.raises(OptionError):
+        ReadOptions.parse({**base, "isolation": "dirty"})
+
+
 def test_a_new_query_sees_what_was_decided_since(written: Written) -> None:
     """The walk is continued, not frozen: a transaction decided after a first query shows."""
     with Storage.open(written.data, read_only=True) as storage:
