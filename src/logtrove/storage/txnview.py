@@ -155,22 +155,39 @@ class _Walk:
         return CommittedView(lso, *self.frozen)
 
 
+@dataclass
+class _Entry:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    walk: _Walk = field(default_factory=_Walk)
+
+
 class _Cache:
+    """The walks by partition directory, least recently used dropped past
+    :data:`MAX_PARTITIONS`. One lock per partition: a long first walk of one partition
+    does not hold readers of others."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._walks: OrderedDict[str, _Walk] = OrderedDict()
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
 
     def view(self, plog: PartitionLog) -> CommittedView:
         key = str(plog.directory)
         with self._lock:
-            walk = self._walks.pop(key, None)
-            if walk is None or not walk.fits(plog):
-                walk = _Walk()
-            walk.advance(plog)
-            self._walks[key] = walk
-            while len(self._walks) > MAX_PARTITIONS:
-                self._walks.popitem(last=False)
-            return walk.view(plog)
+            entry = self._entries.get(key)
+            if entry is None:
+                entry = self._entries[key] = _Entry()
+            self._entries.move_to_end(key)
+            while len(self._entries) > MAX_PARTITIONS:
+                self._entries.popitem(last=False)
+        with entry.lock:
+            if not entry.walk.fits(plog):
+                entry.walk = _Walk()
+            try:
+                entry.walk.advance(plog)
+            except BaseException:
+                entry.walk = _Walk()  # half a segment walked: the next question starts afresh
+                raise
+            return entry.walk.view(plog)
 
 
 _CACHE = _Cache()
