@@ -137,16 +137,21 @@ def check(code: Any, message: str | None, what: str) -> None:
 
 
 def fetch_body(
-    wants: Mapping[str, Sequence[tuple[int, int, int]]], *, max_wait_ms: int, max_bytes: int
+    wants: Mapping[str, Sequence[tuple[int, int, int]]],
+    *,
+    max_wait_ms: int,
+    max_bytes: int,
+    isolation_level: int = 0,
 ) -> dict[str, Any]:
-    """The body of a consumer's Fetch (v4-v12: replica id -1, READ_UNCOMMITTED, no fetch
-    session) for ``wants``: topic -> (partition, fetch offset, partition max bytes)."""
+    """The body of a consumer's Fetch (v4-v12: replica id -1, READ_UNCOMMITTED unless
+    ``isolation_level`` is 1, no fetch session) for ``wants``: topic -> (partition, fetch
+    offset, partition max bytes)."""
     return {
         "replica_id": -1,
         "max_wait": max_wait_ms,
         "min_bytes": 1,
         "max_bytes": max_bytes,
-        "isolation_level": 0,
+        "isolation_level": isolation_level,
         "session_id": 0,
         "session_epoch": -1,
         "topics": [

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import enum
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +31,24 @@ DataOption = Annotated[
     typer.Option("--data", "-d", help="Data directory.", envvar="LOGTROVE_DATA", show_default=True),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+
+
+class Isolation(enum.StrEnum):
+    """What logtrove's readers show of transactional data (Kafka's isolation levels)."""
+
+    READ_COMMITTED = "read_committed"
+    READ_UNCOMMITTED = "read_uncommitted"
+
+
+IsolationOption = Annotated[
+    Isolation,
+    typer.Option(
+        "--isolation",
+        help="read_committed: no records of aborted transactions, nothing past an open one "
+        "(Kafka's last stable offset); read_uncommitted: every record. Markers never show.",
+        show_default=True,
+    ),
+]
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

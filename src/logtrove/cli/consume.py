@@ -32,7 +32,16 @@ from typing import Annotated
 import typer
 
 from logtrove.cli import remote_groups
-from logtrove.cli.common import DEFAULT_DATA, DataOption, JsonOption, cli_errors, fail, parse_time
+from logtrove.cli.common import (
+    DEFAULT_DATA,
+    DataOption,
+    Isolation,
+    IsolationOption,
+    JsonOption,
+    cli_errors,
+    fail,
+    parse_time,
+)
 from logtrove.cli.main import app
 from logtrove.cli.query import message_json
 from logtrove.cli.remote import BootstrapOption, connect
@@ -85,7 +94,7 @@ def _line(c: ConsumedRecord, show_headers: bool) -> str:
 
 @contextlib.contextmanager
 def _opened(
-    data: Path, group: str | None, bootstrap: str | None, http: str | None
+    data: Path, group: str | None, bootstrap: str | None, http: str | None, read_committed: bool
 ) -> Iterator[tuple[Storage | TagSource, OffsetCommitter | None]]:
     """Where records are read from, and where commits go."""
     if bootstrap is None:
@@ -105,7 +114,7 @@ def _opened(
         local = remote_groups.open_brokers_data(data, cluster) if http is None else None
         if local is None:
             api = HttpApi(http_url(bootstrap, http), cluster_id=cluster)
-            yield RemoteTagSource(client, api), committer
+            yield RemoteTagSource(client, api, read_committed=read_committed), committer
             return
         try:
             yield local, committer
@@ -142,6 +151,7 @@ def consume(
     headers: Annotated[
         bool, typer.Option("--headers/--no-headers", help="Print headers (text output).")
     ] = True,
+    isolation: IsolationOption = Isolation.READ_COMMITTED,
     data: DataOption = DEFAULT_DATA,
     bootstrap: BootstrapOption = None,
     http: HttpOption = None,
@@ -151,7 +161,8 @@ def consume(
     or JSON lines with --json. Reads the data directory (read-only); with --bootstrap,
     reads through the broker instead, from any machine: every record over the Kafka
     protocol, or with --tags the records of those tags from its HTTP API (--http,
-    filtered there); commits go over the Kafka protocol.
+    filtered there); commits go over the Kafka protocol. Committed data only (as a
+    read_committed Kafka consumer) unless --isolation read_uncommitted.
 
     Examples:
 
@@ -168,7 +179,8 @@ def consume(
         start = parse_offset(offset)
     except (InvalidTagExpressionError, ValueError) as exc:
         fail(str(exc), 2)
-    with _opened(data, group, bootstrap, http) as (source, committer):
+    read_committed = isolation is Isolation.READ_COMMITTED
+    with _opened(data, group, bootstrap, http, read_committed) as (source, committer):
         with cli_errors():
             consumer = TagConsumer(
                 source,
@@ -179,6 +191,7 @@ def consume(
                 start=start,
                 partitions=partition,
                 ignore_committed=ignore_committed,
+                read_committed=read_committed,
             )
         printed = 0
         try:

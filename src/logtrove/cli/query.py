@@ -14,6 +14,8 @@ from rich.table import Table
 from logtrove.cli.common import (
     DEFAULT_DATA,
     DataOption,
+    Isolation,
+    IsolationOption,
     JsonOption,
     console,
     err_console,
@@ -74,10 +76,12 @@ def query(
     exhaustive: Annotated[
         bool, typer.Option("--exhaustive", help="--id: search every segment, not only around the ID's time.")
     ] = False,
+    isolation: IsolationOption = Isolation.READ_COMMITTED,
     data: DataOption = DEFAULT_DATA,
     as_json: JsonOption = False,
 ) -> None:
-    """Find messages without consuming the topic: from indexes, exactly.
+    """Find messages without consuming the topic: from indexes, exactly. Committed data
+    only unless --isolation read_uncommitted.
 
     Examples:
 
@@ -118,7 +122,7 @@ def query(
         )
         engine = QueryEngine(storage)
         try:
-            result = engine.run(q)
+            result = engine.run(q, read_committed=isolation is Isolation.READ_COMMITTED)
             if as_json:
                 for message in result:
                     sys.stdout.write(json.dumps(message_json(message)) + "\n")

@@ -25,6 +25,7 @@ from logtrove.groups.tags import TagFetch, TagFilter, count_matching, first_matc
 from logtrove.records import NewRecord, Record, RecordsError, build_batch, iter_records, read_header
 from logtrove.records.batch import HEADER_SIZE
 from logtrove.storage import Storage, StorageError
+from logtrove.storage.txnview import marker_kind
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS = 0, 1, 2, 3, 8, 9, 16
 EARLIEST, LATEST = -2, -1
@@ -55,9 +56,14 @@ def topic_partitions(client: KafkaClient, topic: str) -> int | None:
     return None if int(found.error_code) else len(found.partitions)
 
 
-def list_offsets(client: KafkaClient, topic: str, partitions: list[int], timestamp: int) -> dict[int, int]:
+def list_offsets(
+    client: KafkaClient, topic: str, partitions: list[int], timestamp: int, *, read_committed: bool = False
+) -> dict[int, int]:
+    """ListOffsets v7 of ``timestamp`` (or EARLIEST / LATEST; LATEST is the last stable
+    offset with ``read_committed``)."""
     body = {
         "replica_id": -1,
+        "isolation_level": 1 if read_committed else 0,
         "topics": [
             {
                 "name": topic,
@@ -129,7 +135,15 @@ def commit(client: KafkaClient, group: str, topic: str, offsets: Mapping[int, in
             check(p.error_code, None, f"commit {group} on {t.name}-{p.partition_index}")
 
 
-def fetch(client: KafkaClient, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20) -> TagFetch:
+def fetch(
+    client: KafkaClient,
+    topic: str,
+    partition: int,
+    offset: int,
+    max_bytes: int = 1 << 20,
+    *,
+    read_committed: bool = False,
+) -> TagFetch:
     """The records of the first batches at ``offset`` or after (none at the end), as a
     fetch of every tag: ``next_offset`` is past the last whole batch in the answer
     (control batches and undecodable ones included, so a reader never stalls on them;
@@ -140,11 +154,19 @@ def fetch(client: KafkaClient, topic: str, partition: int, offset: int, max_byte
     the long poll of Kafka consumers (with a wait of 0, some brokers, tansu among them,
     answer without the partition at all).
 
+    With ``read_committed`` the Fetch asks for READ_COMMITTED: the broker answers up to the
+    last stable offset (then ``log_end_offset``) with the partition's aborted transactions,
+    and the records of those are dropped as Kafka's consumer does: a producer's batches are
+    aborted from its aborted transaction's first offset until its ABORT marker.
+
     Raises :class:`KafkaProtocolError` (code 1, OFFSET_OUT_OF_RANGE) for an offset below
     the log start or past the end, as Kafka does.
     """
     body = fetch_body(
-        {topic: [(partition, offset, max_bytes)]}, max_wait_ms=FETCH_WAIT_MS, max_bytes=max_bytes
+        {topic: [(partition, offset, max_bytes)]},
+        max_wait_ms=FETCH_WAIT_MS,
+        max_bytes=max_bytes,
+        isolation_level=1 if read_committed else 0,
     )
     answer = client.request(FETCH, 12, body).responses
     if not answer or not answer[0].partitions:
@@ -154,16 +176,24 @@ def fetch(client: KafkaClient, topic: str, partition: int, offset: int, max_byte
     data = bytes(part.records or b"")
     out: list[Record] = []
     pos, next_offset = 0, offset
+    aborted = sorted((a.first_offset, a.producer_id) for a in (part.aborted_transactions or ()))
+    aborting: set[int] = set()  # producers whose batches are now those of an aborted transaction
     while pos + HEADER_SIZE <= len(data):
         header = read_header(data, pos)
         if pos + header.size > len(data):
             break
-        if not header.is_control:
+        while aborted and aborted[0][0] <= header.last_offset:
+            aborting.add(aborted.pop(0)[1])
+        hidden = read_committed and header.is_transactional and header.producer_id in aborting
+        if header.is_control and hidden and marker_kind(data[pos : pos + header.size], header) == 0:
+            aborting.discard(header.producer_id)  # its ABORT marker ends the aborted transaction
+        if not header.is_control and not hidden:
             with contextlib.suppress(RecordsError):  # an undecodable batch: skipped, as the indexer does
                 out += [r for r in iter_records(data, pos, header) if r.offset >= offset]
         next_offset = max(next_offset, header.last_offset + 1)
         pos += header.size
-    return TagFetch(out, next_offset, int(part.high_watermark))
+    end = int(part.last_stable_offset) if read_committed and part.last_stable_offset >= 0 else None
+    return TagFetch(out, next_offset, int(part.high_watermark) if end is None else end)
 
 
 def produce(client: KafkaClient, topic: str, partition: int, records: list[NewRecord]) -> int:

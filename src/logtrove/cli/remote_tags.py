@@ -147,12 +147,16 @@ class RemoteTagSource:
     HTTP API (filtered there) or, for ``*``, from Kafka Fetch; start offsets from Kafka
     ListOffsets through ``client``.
     A fetch returns at most ``max_bytes`` of keys, values and headers (and at least one
-    record)."""
+    record). With ``read_committed`` (the default) both ask for committed data only (the
+    HTTP ``isolation`` parameter, Kafka's READ_COMMITTED Fetch)."""
 
-    def __init__(self, client: KafkaClient, api: HttpApi, *, max_bytes: int = 1 << 20) -> None:
+    def __init__(
+        self, client: KafkaClient, api: HttpApi, *, max_bytes: int = 1 << 20, read_committed: bool = True
+    ) -> None:
         self.client = client
         self.api = api
         self.max_bytes = max_bytes
+        self.read_committed = read_committed
 
     def partition_count(self, topic: str) -> int:
         n = remote_groups.topic_partitions(self.client, topic)
@@ -162,7 +166,10 @@ class RemoteTagSource:
 
     def start_offset(self, topic: str, partition: int, start: StartAt) -> int:
         def offsets(timestamp: int) -> int:
-            return remote_groups.list_offsets(self.client, topic, [partition], timestamp)[partition]
+            found = remote_groups.list_offsets(
+                self.client, topic, [partition], timestamp, read_committed=self.read_committed
+            )
+            return found[partition]
 
         def by_time(timestamp: int) -> int | None:
             found = offsets(timestamp)
@@ -178,6 +185,7 @@ class RemoteTagSource:
             "offset": offset,
             "max_records": min(max_records, MAX_RECORDS_PER_FETCH),
             "max_bytes": self.max_bytes,
+            "isolation": "read_committed" if self.read_committed else "read_uncommitted",
         }
         body = self.api.get(self.api.partition_path(topic, partition, "fetch"), params)
         records = [record_of(m) for m in body["messages"]]
@@ -188,13 +196,17 @@ class RemoteTagSource:
         HTTP API and against any Kafka broker. A position below the log start (retention
         deleted it) moves to the log start, as the HTTP endpoint does."""
         try:
-            got = remote_groups.fetch(self.client, topic, partition, offset, self.max_bytes)
+            got = remote_groups.fetch(
+                self.client, topic, partition, offset, self.max_bytes, read_committed=self.read_committed
+            )
         except KafkaProtocolError as exc:
             start = remote_groups.list_offsets(self.client, topic, [partition], remote_groups.EARLIEST)
             if exc.code != ErrorCode.offset_out_of_range or offset >= start[partition]:
                 raise
             offset = start[partition]
-            got = remote_groups.fetch(self.client, topic, partition, offset, self.max_bytes)
+            got = remote_groups.fetch(
+                self.client, topic, partition, offset, self.max_bytes, read_committed=self.read_committed
+            )
         records = got.records[:max_records]
         next_offset = records[-1].offset + 1 if len(got.records) > max_records else got.next_offset
         return TagFetch(records, next_offset, got.log_end_offset)

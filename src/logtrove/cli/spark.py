@@ -16,7 +16,17 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from logtrove.cli.common import DEFAULT_DATA, DataOption, JsonOption, cli_errors, console, fail, parse_time
+from logtrove.cli.common import (
+    DEFAULT_DATA,
+    DataOption,
+    Isolation,
+    IsolationOption,
+    JsonOption,
+    cli_errors,
+    console,
+    fail,
+    parse_time,
+)
 from logtrove.cli.main import app
 
 BootstrapOption = Annotated[
@@ -87,11 +97,13 @@ def export(
     trigger_seconds: Annotated[
         float, typer.Option("--every", help="With --stream: seconds between runs.")
     ] = 10.0,
+    isolation: IsolationOption = Isolation.READ_COMMITTED,
     data: DataOption = DEFAULT_DATA,
     bootstrap: BootstrapOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Export a topic to a Parquet table partitioned by date and hour, exactly once.
+    Committed data only unless --isolation read_uncommitted.
 
     Each run continues where the last one committed (a checkpoint inside the table
     directory), so rerunning adds only new records.
@@ -123,6 +135,7 @@ def export(
             until=until_ms,
             stream=stream,
             trigger_seconds=trigger_seconds,
+            read_committed=isolation is Isolation.READ_COMMITTED,
         )
         result = export_topic(spark, spec)
         total = spark.read.parquet(str(to)).count()

@@ -37,6 +37,7 @@ from logtrove.groups.offsets import CommittedOffset, OffsetStore
 from logtrove.groups.tags import TagFetch, TagFilter, fetch_matching
 from logtrove.records import Record
 from logtrove.storage import PartitionLog, Storage
+from logtrove.storage.txnview import committed_view
 
 EARLIEST = "earliest"
 LATEST = "latest"
@@ -91,12 +92,15 @@ class StartAt:
     timestamp: int | None = None
     from_end: int | None = None
 
-    def resolve(self, log: PartitionLog) -> int:
+    def resolve(self, log: PartitionLog, end: int | None = None) -> int:
+        """The start offset in ``log``, whose end is taken to be ``end`` if given (a
+        read_committed reader's: the last stable offset)."""
+
         def by_time(timestamp: int) -> int | None:
             found = log.offset_for_timestamp(timestamp)
             return found.offset if found is not None else None
 
-        return self.pick(log.log_start_offset, log.log_end_offset, by_time)
+        return self.pick(log.log_start_offset, log.log_end_offset if end is None else end, by_time)
 
     def pick(self, log_start: int, log_end: int, by_time: Callable[[int], int | None]) -> int:
         """The start offset in a partition with these bounds; ``by_time(T)`` gives the
@@ -107,7 +111,7 @@ class StartAt:
             return min(max(self.offset, log_start), log_end)
         if self.timestamp is not None:
             found = by_time(self.timestamp)
-            return found if found is not None else log_end
+            return min(found, log_end) if found is not None else log_end
         return log_end if self.policy == LATEST else log_start
 
 
@@ -136,21 +140,30 @@ class TagSource(Protocol):
 class StorageSource:
     """:class:`TagSource` over a data directory this process opened (read-only next to
     a running broker); a fetch scans at most about ``max_scan_records`` un-indexed
-    records."""
+    records. With ``read_committed`` (the default) it shows what a read_committed Kafka
+    consumer would: no records of aborted transactions, nothing past the last stable
+    offset (:mod:`logtrove.storage.txnview`)."""
 
-    def __init__(self, storage: Storage, *, max_scan_records: int = 50_000) -> None:
+    def __init__(
+        self, storage: Storage, *, max_scan_records: int = 50_000, read_committed: bool = True
+    ) -> None:
         self.storage = storage
         self.max_scan_records = max_scan_records
+        self.read_committed = read_committed
 
     def partition_count(self, topic: str) -> int:
         return self.storage.topic(topic).partitions
 
     def start_offset(self, topic: str, partition: int, start: StartAt) -> int:
-        return start.resolve(self.storage.log(topic, partition))
+        log = self.storage.log(topic, partition)
+        return start.resolve(log, committed_view(log).last_stable_offset if self.read_committed else None)
 
     def fetch(self, topic: str, partition: int, tags: TagFilter, offset: int, max_records: int) -> TagFetch:
         log = self.storage.log(topic, partition)
-        return fetch_matching(log, tags, offset, max_records, max_scan_records=self.max_scan_records)
+        view = committed_view(log) if self.read_committed else None
+        return fetch_matching(
+            log, tags, offset, max_records, max_scan_records=self.max_scan_records, committed=view
+        )
 
     def refresh(self) -> None:
         if self.storage.read_only:
@@ -179,11 +192,12 @@ class TagConsumer:
         partitions: Iterable[int] | None = None,
         ignore_committed: bool = False,
         max_scan_records: int = 50_000,
+        read_committed: bool = True,
     ) -> None:
         if group is not None and committer is None:
             raise ValueError("a group needs a committer (StoreCommitter, or a broker's)")
         if isinstance(source, Storage):
-            source = StorageSource(source, max_scan_records=max_scan_records)
+            source = StorageSource(source, max_scan_records=max_scan_records, read_committed=read_committed)
         self.source: TagSource = source
         self.topic = topic
         self.tags = TagFilter.parse(tags) if isinstance(tags, str) else tags

@@ -41,6 +41,7 @@ from logtrove.storage import PartitionLog, Segment
 from logtrove.storage import tagindex as tagidx
 from logtrove.storage.blockfile import Block, read_blocks
 from logtrove.storage.indexer import derived_path
+from logtrove.storage.txnview import CommittedView
 
 log = logging.getLogger(__name__)
 
@@ -318,11 +319,33 @@ def fetch_matching(
     max_records: int = 500,
     *,
     max_scan_records: int = 50_000,
+    committed: CommittedView | None = None,
 ) -> TagFetch:
     """Up to ``max_records`` records at offsets ≥ ``start`` that ``tags`` wants, found
     through ``.tagidx`` (only the batches holding them are read); un-indexed parts are
-    scanned, at most about ``max_scan_records`` records per call."""
+    scanned, at most about ``max_scan_records`` records per call.
+
+    With ``committed`` (read_committed) the fetch ends at the last stable offset, which
+    it answers as ``log_end_offset`` (as Kafka's Fetch does), and the records of aborted
+    transactions are examined but not returned."""
+    fetched = _fetch_matching(log, tags, start, max_records, max_scan_records, committed)
+    if committed is None:
+        return fetched
+    shown = [r for r in fetched.records if committed.visible(r.offset)]
+    return TagFetch(shown, fetched.next_offset, fetched.log_end_offset)
+
+
+def _fetch_matching(
+    log: PartitionLog,
+    tags: TagFilter,
+    start: int,
+    max_records: int,
+    max_scan_records: int,
+    committed: CommittedView | None,
+) -> TagFetch:
     end = log.log_end_offset
+    if committed is not None:
+        end = max(min(end, committed.last_stable_offset), log.log_start_offset)
     begin = max(start, log.log_start_offset)
     tag_header = log.config.message_tag_header
     out: list[Record] = []

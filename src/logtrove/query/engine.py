@@ -61,10 +61,11 @@ from logtrove.query.partition import (
     lookup_newest_first,
     scan_forward,
 )
-from logtrove.records import Record
+from logtrove.records import Record, iter_records
 from logtrove.records.record import batch_payload, decode_record, record_span
 from logtrove.storage import OffsetOutOfRangeError, PartitionLog, Storage
 from logtrove.storage.keyindex import header_digest, id_digest, key_digest
+from logtrove.storage.txnview import CommittedView, committed_view
 
 Generated = Generator[Message, None, Completion]
 _NEWEST = "newest"
@@ -87,10 +88,16 @@ class QueryEngine:
         self._seen: dict[str | None, tuple[int, ...] | None] = {}
 
     # -- entry point -----------------------------------------------------------------------
-    def run(self, query: Query) -> QueryResult:
+    def run(self, query: Query, *, read_committed: bool = True) -> QueryResult:
         """Start answering ``query``; iterate the result for messages, then read its
         ``completion``. Raises storage errors for unknown topics/partitions and
-        :class:`InvalidQueryError` for malformed questions before any result."""
+        :class:`InvalidQueryError` for malformed questions before any result.
+
+        ``read_committed`` (the default) shows what a read_committed consumer would see:
+        no record of an aborted transaction, nothing at or past a partition's last stable
+        offset (:mod:`logtrove.storage.txnview`); ``False`` shows every data record.
+        Transaction markers are never shown."""
+        c = read_committed
         topic = getattr(query, "topic", None)
         if self.storage.read_only:
             self._refresh(topic)
@@ -98,21 +105,22 @@ class QueryEngine:
             self._logs(topic, getattr(query, "partitions", None) or (getattr(query, "partition", 0),))
         match query:
             case OffsetQuery():
-                gen = self._one(self._by_offset(query.topic, query.partition, query.offset))
+                gen = self._one(self._by_offset(query.topic, query.partition, query.offset, c))
             case PositionQuery():
-                gen = self._one(self._by_position(query.position_id))
+                gen = self._one(self._by_position(query.position_id, c))
             case TimeQuery():
-                gen = self._by_time(query)
+                gen = self._by_time(query, c)
             case RangeQuery():
-                gen = self._by_range(query)
+                gen = self._by_range(query, c)
             case KeyQuery():
-                gen = self._by_hash(query.topic, "key", _key_attr(query.key), query)
+                gen = self._by_hash(query.topic, "key", _key_attr(query.key), query, committed=c)
             case HeaderQuery():
-                gen = self._by_hash(query.topic, "header", self._header_attr(query.name, query.value), query)
+                attr = self._header_attr(query.name, query.value)
+                gen = self._by_hash(query.topic, "header", attr, query, committed=c)
             case IdQuery():
-                gen = self._by_id(query)
+                gen = self._by_id(query, c)
             case ContentQuery():
-                gen = self._by_content(query)
+                gen = self._by_content(query, c)
         return QueryResult(gen)
 
     # -- helpers ----------------------------------------------------------------------------
@@ -147,6 +155,11 @@ class QueryEngine:
         return {p: self.storage.log(topic, p) for p in wanted}
 
     @staticmethod
+    def _view(log: PartitionLog, committed: bool) -> CommittedView | None:
+        """What a read_committed reader sees of ``log``, or ``None`` (everything)."""
+        return committed_view(log) if committed else None
+
+    @staticmethod
     def _check_limit(limit: int | None) -> None:
         if limit is not None and limit < 1:
             raise InvalidQueryError(f"limit must be at least 1, got {limit}")
@@ -156,7 +169,7 @@ class QueryEngine:
         return Completion(Reason.EXHAUSTED, 1, Stats())
 
     # -- offset, position, time -----------------------------------------------------------
-    def _by_offset(self, topic: str, partition: int, offset: int) -> Message:
+    def _by_offset(self, topic: str, partition: int, offset: int, committed: bool) -> Message:
         """The record at ``offset``, or the next surviving one: compaction, transaction
         markers and offset gaps leave offsets without a record, and an offset below the
         log start (retention, DeleteRecords) gives the first record. An offset at or
@@ -171,17 +184,18 @@ class QueryEngine:
                 log_start_offset=start,
                 log_end_offset=end,
             )
-        record = _at_or_after(log, offset)
+        record = _at_or_after(log, offset, self._view(log, committed))
         if record is None:
-            raise MessageNotFoundError(f"no record at or after offset {offset} in {topic}-{partition}")
+            what = "committed record" if committed else "record"
+            raise MessageNotFoundError(f"no {what} at or after offset {offset} in {topic}-{partition}")
         return Message.of(topic, partition, record)
 
-    def _by_position(self, position_id: str) -> Message:
+    def _by_position(self, position_id: str, committed: bool) -> Message:
         """What :meth:`_by_offset` gives for the decoded (topic, partition, offset)."""
         decoded = decode_position_id(position_id)
         if decoded is None:
             raise InvalidQueryError(f"{position_id!r} is not a position ID")
-        return self._by_offset(*decoded)
+        return self._by_offset(*decoded, committed)
 
     def _exact(self, log: PartitionLog, offset: int) -> Record | None:
         if not log.log_start_offset <= offset < log.log_end_offset:
@@ -189,20 +203,38 @@ class QueryEngine:
         record = _at_or_after(log, offset, data_only=False)
         return record if record is not None and record.offset == offset else None
 
-    def _by_time(self, q: TimeQuery) -> Generated:
+    @staticmethod
+    def _first_visible_at(
+        log: PartitionLog, offset: int, timestamp: int, view: CommittedView
+    ) -> Record | None:
+        """The first record from ``offset`` on stamped ≥ ``timestamp`` that ``view``
+        shows (the time index's answer may belong to an aborted transaction)."""
+        for header, data in log.batches(offset, view.last_stable_offset):
+            if view.hides_batch(header):
+                continue
+            for record in iter_records(data, 0, header):
+                if record.offset >= offset and record.timestamp >= timestamp:
+                    return record
+        return None
+
+    def _by_time(self, q: TimeQuery, committed: bool) -> Generated:
         logs = self._logs(q.topic, q.partitions)
         found = 0
         for p, log in logs.items():
             hit = log.offset_for_timestamp(q.timestamp)
+            view = self._view(log, committed)
             if hit is not None:
-                record = self._exact(log, hit.offset)
+                if view is None:
+                    record = self._exact(log, hit.offset)
+                else:
+                    record = self._first_visible_at(log, hit.offset, q.timestamp, view)
                 if record is not None:
                     found += 1
                     yield Message.of(q.topic, p, record)
         return Completion(Reason.EXHAUSTED, found, Stats())
 
     # -- time range ---------------------------------------------------------------------------
-    def _by_range(self, q: RangeQuery) -> Generated:
+    def _by_range(self, q: RangeQuery, committed: bool) -> Generated:
         if q.end_ms <= q.start_ms:
             raise InvalidQueryError(f"empty time range: --from {q.start_ms} is not before --to {q.end_ms}")
         self._check_limit(q.limit)
@@ -212,9 +244,13 @@ class QueryEngine:
             logs = {p: log for p, log in logs.items() if p in resume}
         stats = Stats()
 
+        views = {p: self._view(log, committed) for p, log in logs.items()}
+
         def stream(p: int, log: PartitionLog) -> Iterator[Record]:
             start = resume.get(p, 0) if resume else 0
-            for item in scan_forward(log, stats, from_offset=start, start_ms=q.start_ms, end_ms=q.end_ms):
+            for item in scan_forward(
+                log, stats, from_offset=start, start_ms=q.start_ms, end_ms=q.end_ms, view=views[p]
+            ):
                 if not isinstance(item, int):
                     yield item
 
@@ -241,6 +277,7 @@ class QueryEngine:
         window: tuple[int, int] | None = None,
         stats: Stats | None = None,
         limit: int | None = None,
+        committed: bool = True,
     ) -> Generated:
         """Records matching ``attr``, newest first; ``window`` overrides the question's
         time window (the hint stage of a by-ID query)."""
@@ -252,9 +289,13 @@ class QueryEngine:
         stats = stats if stats is not None else Stats()
         start_ms, end_ms = window or (getattr(q, "start_ms", None), getattr(q, "end_ms", None))
 
+        views = {p: self._view(log, committed) for p, log in logs.items()}
+
         def stream(p: int, log: PartitionLog) -> Iterator[Record]:
             before = resume.get(p) if resume else None
-            return lookup_newest_first(log, attr, stats, before=before, start_ms=start_ms, end_ms=end_ms)
+            return lookup_newest_first(
+                log, attr, stats, before=before, start_ms=start_ms, end_ms=end_ms, committed=views[p]
+            )
 
         limit = q.limit if limit is None else limit
         return (
@@ -263,7 +304,7 @@ class QueryEngine:
             )
         )
 
-    def _by_id(self, q: IdQuery) -> Generated:
+    def _by_id(self, q: IdQuery, committed: bool) -> Generated:
         """The record a position ID names, then client-ID matches newest first.
 
         A time-ordered ID's time is a hint: first only records stamped within
@@ -288,7 +329,8 @@ class QueryEngine:
             _, partition, offset = position
             if 0 <= partition < info.partitions and (q.partitions is None or partition in q.partitions):
                 log = self.storage.log(q.topic, partition)
-                record = _at_or_after(log, offset) if offset < log.log_end_offset else None
+                view = self._view(log, committed)
+                record = _at_or_after(log, offset, view) if offset < log.log_end_offset else None
                 if record is not None:  # as a position query answers it
                     found += 1
                     yield Message.of(q.topic, partition, record)
@@ -298,12 +340,20 @@ class QueryEngine:
         if hinted is not None and q.cursor is None and not q.exhaustive:
             window = (hinted - q.hint_window_ms, hinted + q.hint_window_ms)
             limit = None if q.limit is None else q.limit - found
-            first = yield from self._by_hash(q.topic, "id", attr, q, window=window, stats=stats, limit=limit)
+            first = yield from self._by_hash(
+                q.topic, "id", attr, q, window=window, stats=stats, limit=limit, committed=committed
+            )
             if first.results:
                 note = "searched the records stamped around the ID's time; pass exhaustive for all"
                 return Completion(Reason.HINT, found + first.results, stats, None, (note,))
         rest = yield from self._by_hash(
-            q.topic, "id", attr, q, stats=stats, limit=None if q.limit is None else q.limit - found
+            q.topic,
+            "id",
+            attr,
+            q,
+            stats=stats,
+            limit=None if q.limit is None else q.limit - found,
+            committed=committed,
         )
         return Completion(rest.reason, found + rest.results, stats, rest.cursor, rest.notes)
 
@@ -356,7 +406,7 @@ class QueryEngine:
         return log.log_start_offset if ascending else log.log_end_offset
 
     # -- content --------------------------------------------------------------------------------
-    def _by_content(self, q: ContentQuery) -> Generated:
+    def _by_content(self, q: ContentQuery, committed: bool) -> Generated:
         self._check_limit(q.limit)
         if q.start_ms is not None and q.end_ms is not None and q.end_ms <= q.start_ms:
             raise InvalidQueryError(f"empty time range: --from {q.start_ms} is not before --to {q.end_ms}")
@@ -365,7 +415,8 @@ class QueryEngine:
         if resume is not None:
             logs = {p: log for p, log in logs.items() if p in resume}
         stats = Stats()
-        workers = _ContentWorkers(q, stats, resume, Budget(q.budget_bytes, self.content_time_limit_s))
+        views = {p: self._view(log, committed) for p, log in logs.items()}
+        workers = _ContentWorkers(q, stats, resume, Budget(q.budget_bytes, self.content_time_limit_s), views)
         progress = {p: (resume.get(p, 0) if resume else (q.start_offset or 0)) for p in logs}
         finished: dict[int, str] = {}
         count = 0
@@ -401,13 +452,16 @@ class QueryEngine:
         return Completion(Reason.EXHAUSTED, count, stats)
 
 
-def _at_or_after(log: PartitionLog, offset: int, *, data_only: bool = True) -> Record | None:
+def _at_or_after(
+    log: PartitionLog, offset: int, view: CommittedView | None = None, *, data_only: bool = True
+) -> Record | None:
     """The first record of ``log`` at or after ``max(offset, log start)``, skipping
-    control batches (transaction markers) when ``data_only``; ``None`` if there is none.
-    Only that record is decoded (:func:`record_span` skips the ones before it)."""
+    control batches (transaction markers) when ``data_only`` and what ``view`` hides;
+    ``None`` if there is none. Only that record is decoded (:func:`record_span` skips the
+    ones before it)."""
     begin = max(offset, log.log_start_offset)
-    for header, data in log.batches(begin):
-        if data_only and header.is_control:
+    for header, data in log.batches(begin, None if view is None else view.last_stable_offset):
+        if (data_only and header.is_control) or (view is not None and view.hides_batch(header)):
             continue
         payload = batch_payload(data, header)
         span = record_span(payload, header, begin)
@@ -427,8 +481,16 @@ class _ContentWorkers:
     """Per-partition scans of a content query, feeding one queue: matches, progress
     offsets, then a final outcome string ("done", "budget", "stopped", "error: …")."""
 
-    def __init__(self, q: ContentQuery, stats: Stats, resume: dict[int, int] | None, budget: Budget) -> None:
+    def __init__(
+        self,
+        q: ContentQuery,
+        stats: Stats,
+        resume: dict[int, int] | None,
+        budget: Budget,
+        views: dict[int, CommittedView | None],
+    ) -> None:
         self.q = q
+        self.views = views
         self.stats = stats
         self.resume = resume
         self.budget = budget
@@ -450,6 +512,7 @@ class _ContentWorkers:
                 predicate=q.predicate,
                 budget=self.budget,
                 stop=self.stop,
+                view=self.views[p],
             ):
                 if not self.put((p, item)):
                     outcome = "stopped"

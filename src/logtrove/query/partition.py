@@ -30,6 +30,7 @@ from logtrove.records.batch import MIN_BATCH_LENGTH
 from logtrove.records.record import batch_payload, decode_record, record_span, timestamp_bounds
 from logtrove.storage import PartitionLog, Segment
 from logtrove.storage.indexview import KeyBlock, index_view
+from logtrove.storage.txnview import CommittedView
 
 _log = logging.getLogger(__name__)
 
@@ -178,10 +179,12 @@ def lookup_newest_first(
     before: int | None = None,
     start_ms: int | None = None,
     end_ms: int | None = None,
+    committed: CommittedView | None = None,
 ) -> Iterator[Record]:
     """Records matching ``attr`` with offsets below ``before``, newest (highest offset)
     first, optionally within ``[start_ms, end_ms)``: segments and blocks whose
-    timestamps miss the window are skipped."""
+    timestamps miss the window are skipped. With ``committed``, only records it shows
+    (committed, below the last stable offset)."""
     first = log.log_start_offset
     win_lo, win_hi = start_ms, end_ms
 
@@ -191,6 +194,7 @@ def lookup_newest_first(
             and (before is None or r.offset < before)
             and in_window(r.timestamp, start_ms, end_ms)
             and attr.matches(r)
+            and (committed is None or committed.visible(r.offset))
         )
 
     for seg in reversed(log.segments):
@@ -251,13 +255,19 @@ def scan_forward(
     predicate: Predicate | None = None,
     budget: Budget | None = None,
     stop: threading.Event | None = None,
+    view: CommittedView | None = None,
 ) -> Iterator[Record | Progress]:
     """Matching records in offset order, interleaved with progress offsets.
 
     Skips segments and ``.skip`` blocks whose time bounds miss the window or whose token
     filter lacks a token the predicate requires, and batches whose raw bytes fail the
     predicate's prefilter. Raises :class:`BudgetExhaustedError` when the budget runs out.
+    With ``view`` (read_committed) the scan ends at the last stable offset and skips the
+    batches of aborted transactions.
     """
+    if view is not None:
+        lso = view.last_stable_offset
+        to_offset = lso if to_offset is None else min(to_offset, lso)
     begin = max(from_offset, log.log_start_offset)
     if start_ms is not None:
         found = log.offset_for_timestamp(start_ms)
@@ -282,7 +292,9 @@ def scan_forward(
             continue
         stats.segments_scanned += 1
         for a, b in ranges:
-            for item in _scan_range(seg, a, b, begin, to_offset, start_ms, end_ms, predicate, stats, budget):
+            for item in _scan_range(
+                seg, a, b, begin, to_offset, start_ms, end_ms, predicate, stats, budget, view
+            ):
                 if isinstance(item, int) and to_offset is not None and item >= to_offset:
                     return
                 yield item
@@ -344,12 +356,16 @@ def _scan_range(
     predicate: Predicate | None,
     stats: Stats,
     budget: Budget | None,
+    view: CommittedView | None = None,
 ) -> Iterator[Record | Progress]:
     for _, header, buf, rel in iter_batches(seg, a, b):
         if to_offset is not None and header.base_offset >= to_offset:
             yield to_offset
             return
         if header.last_offset < begin or header.is_control:
+            continue
+        if view is not None and view.hides_batch(header):
+            yield header.next_offset
             continue
         if start_ms is not None and header.max_timestamp < start_ms:
             yield header.next_offset

@@ -11,6 +11,11 @@ record, the unindexed tail scanned), ``contains`` by its content scan with the `
 token filters and raw-batch prefilter, bounded to the task's offset range. Every result
 is checked again here with the column semantics (the last header of a name is the
 record's id / tag), so the rows equal a ``WHERE`` over a full scan.
+
+With ``read_committed`` (the default) a full scan skips the batches of aborted
+transactions whole (a transactional batch belongs to one producer's one transaction), as
+derived from the log's markers (:mod:`logtrove.storage.txnview`); the planner already
+ended the ranges at the last stable offset. Control batches are never rows.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from logtrove.spark.columns import BATCH_BYTES, BATCH_ROWS, ColumnBuffer, add_ba
 from logtrove.spark.options import RecordFilter
 from logtrove.spark.ranges import OffsetRange
 from logtrove.storage import Storage, TopicConfig
+from logtrove.storage.txnview import committed_view
 
 
 def record_matches(record: Record, flt: RecordFilter, config: TopicConfig) -> bool:
@@ -58,11 +64,14 @@ def _engine_query(rng: OffsetRange, flt: RecordFilter, config: TopicConfig) -> Q
     )
 
 
-def query_range(storage: Storage, rng: OffsetRange, flt: RecordFilter) -> list[Record]:
+def query_range(
+    storage: Storage, rng: OffsetRange, flt: RecordFilter, *, read_committed: bool = True
+) -> list[Record]:
     """Records of ``rng`` passing ``flt``, found through the query engine, in offset order."""
     config = storage.topic(rng.topic).config
     found: list[Record] = []
-    for msg in QueryEngine(storage, workers=1).run(_engine_query(rng, flt, config)):
+    engine = QueryEngine(storage, workers=1)
+    for msg in engine.run(_engine_query(rng, flt, config), read_committed=read_committed):
         if rng.start <= msg.offset < rng.end:
             record = Record(msg.offset, msg.timestamp, msg.key, msg.value, msg.headers)
             if record_matches(record, flt, config):
@@ -71,7 +80,9 @@ def query_range(storage: Storage, rng: OffsetRange, flt: RecordFilter) -> list[R
     return found
 
 
-def read_range(path: str, rng: OffsetRange, flt: RecordFilter, include_headers: bool) -> Iterator[Any]:
+def read_range(
+    path: str, rng: OffsetRange, flt: RecordFilter, include_headers: bool, *, read_committed: bool = True
+) -> Iterator[Any]:
     """Arrow record batches of the rows of ``rng`` (executor side)."""
     storage = Storage.open(path, read_only=True)
     try:
@@ -80,8 +91,10 @@ def read_range(path: str, rng: OffsetRange, flt: RecordFilter, include_headers: 
             decoder = new_decoder(
                 config.message_id_header.encode(), config.message_tag_header.encode(), include_headers
             )
-            for header, data in storage.log(rng.topic, rng.partition).batches(rng.start, rng.end):
-                if not header.is_control:
+            log = storage.log(rng.topic, rng.partition)
+            view = committed_view(log) if read_committed else None
+            for header, data in log.batches(rng.start, rng.end):
+                if not header.is_control and (view is None or not view.hides_batch(header)):
                     add_batch(decoder, data, header, rng.start, rng.end)
                 if decoder.rows >= BATCH_ROWS or decoder.nbytes >= BATCH_BYTES:
                     yield arrow_batch(decoder.take(), rng.topic, rng.partition)
@@ -92,7 +105,7 @@ def read_range(path: str, rng: OffsetRange, flt: RecordFilter, include_headers: 
             rng.topic, rng.partition, config.message_id_header, config.message_tag_header, include_headers
         )
         append_time = config.message_timestamp_type == "LogAppendTime"
-        for record in query_range(storage, rng, flt):
+        for record in query_range(storage, rng, flt, read_committed=read_committed):
             buf.add(record, append_time)
             if len(buf) >= BATCH_ROWS:
                 yield buf.take_batch()

@@ -48,9 +48,14 @@ class ExportSpec:
     until: int | None = None
     stream: bool = False
     trigger_seconds: float = 10.0
+    read_committed: bool = True  # else every record, those of aborted transactions too
 
     def source_options(self) -> dict[str, str]:
-        opts = {"subscribe": self.topic, "startingOffsets": "earliest"}
+        opts = {
+            "subscribe": self.topic,
+            "startingOffsets": "earliest",
+            "isolation": "read_committed" if self.read_committed else "read_uncommitted",
+        }
         if self.path:
             opts["path"] = self.path
         if self.bootstrap:
@@ -76,11 +81,11 @@ def _sample_endings(spec: ExportSpec) -> str:
         from logtrove.storage import Storage
 
         with Storage.open(options.path, read_only=True) as storage:
-            ranges = plan_batch(options, DirectCatalog(storage))
+            ranges = plan_batch(options, DirectCatalog(storage, read_committed=options.read_committed))
     else:
         from logtrove.spark.remote import RemoteCatalog
 
-        catalog = RemoteCatalog(str(options.bootstrap))
+        catalog = RemoteCatalog(str(options.bootstrap), read_committed=options.read_committed)
         try:
             ranges = plan_batch(options, catalog)
         finally:

@@ -21,6 +21,10 @@ against logtrove by changing the format and ``kafka.bootstrap.servers`` into ``p
 ``includeHeaders``             add the ``headers`` column
 ``key`` / ``id`` / ``tag``     only records with this key / message ID / tag (exact)
 ``contains``                   only records whose value contains this substring
+``isolation``                  ``read_committed`` (default): no records of aborted transactions,
+                               ``latest`` is the last stable offset (nothing past an open
+                               transaction); ``read_uncommitted``: every record (Spark's Kafka
+                               source: ``kafka.isolation.level``, also accepted)
 =============================  ==============================================================
 
 In offset JSON, ``-2`` means earliest and ``-1`` latest, as in Kafka.
@@ -79,6 +83,7 @@ class ReadOptions:
     min_partitions: int | None = None
     include_headers: bool = False
     filter: RecordFilter = field(default_factory=RecordFilter)
+    read_committed: bool = True
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
@@ -130,6 +135,7 @@ class ReadOptions:
                 tag=opts.get("tag"),
                 contains=opts["contains"].encode() if opts.get("contains") else None,
             ),
+            read_committed=_parse_isolation(opts.get("isolation") or opts.get("kafka.isolation.level")),
         )
 
     def select_topics(self, available: list[str]) -> list[str]:
@@ -142,6 +148,14 @@ class ReadOptions:
         if missing:
             raise OptionError(f"unknown topic(s): {', '.join(missing)}")
         return wanted
+
+
+def _parse_isolation(raw: str | None) -> bool:
+    """Whether the read is read_committed (the default)."""
+    value = (raw or "read_committed").strip().lower()
+    if value not in ("read_committed", "read_uncommitted"):
+        raise OptionError(f"isolation must be read_committed or read_uncommitted, got {raw!r}")
+    return value == "read_committed"
 
 
 def _opt_int(name: str, raw: str | None, *, low: int | None = None) -> int | None:

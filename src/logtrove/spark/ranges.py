@@ -17,6 +17,7 @@ from typing import Protocol
 
 from logtrove.spark.options import EARLIEST, LATEST, OffsetSpec, OptionError, ReadOptions
 from logtrove.storage import Storage
+from logtrove.storage.txnview import committed_view
 
 
 @dataclass(frozen=True, order=True)
@@ -58,10 +59,14 @@ class Catalog(Protocol):
 
 
 class DirectCatalog:
-    """A catalog over a data directory opened read-only (safe while a broker writes)."""
+    """A catalog over a data directory opened read-only (safe while a broker writes).
+    With ``read_committed`` (the default) a partition ends at its last stable offset
+    (:mod:`logtrove.storage.txnview`), so ``latest`` never passes an open transaction and
+    a stream's committed offsets never skip records that commit later."""
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Storage, *, read_committed: bool = True) -> None:
         self.storage = storage
+        self.read_committed = read_committed
 
     def topic_names(self) -> list[str]:
         return [t.name for t in self.storage.topics()]
@@ -71,6 +76,8 @@ class DirectCatalog:
 
     def bounds(self, topic: str, partition: int) -> tuple[int, int]:
         log = self.storage.log(topic, partition)
+        if self.read_committed:
+            return log.log_start_offset, committed_view(log).last_stable_offset
         return log.log_start_offset, log.log_end_offset
 
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:

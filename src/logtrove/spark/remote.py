@@ -5,6 +5,11 @@ for topics, watermarks and offsets by time (:class:`RemoteCatalog`); each execut
 fetches its offset range with a plain Kafka consumer (confluent-kafka, no group, no
 commits) and stops at the range end. The same filters as in direct mode are applied to
 the fetched records.
+
+Read committed (the default): the consumer's ``isolation.level`` is read_committed (the
+broker stops it at the last stable offset, librdkafka drops aborted transactions), and the
+planner's ``latest`` is the last stable offset (ListOffsets READ_COMMITTED), so a task
+never waits for offsets an open transaction holds back.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ _DEFAULT_ID_HEADER = "id"
 _DEFAULT_TAG_HEADER = "tag"
 
 
-def _consumer(bootstrap: str) -> Any:
+def _consumer(bootstrap: str, read_committed: bool = True) -> Any:
     from confluent_kafka import Consumer
 
     return Consumer(
@@ -37,6 +42,7 @@ def _consumer(bootstrap: str) -> Any:
             "auto.offset.reset": "earliest",
             "enable.partition.eof": True,
             "fetch.max.bytes": 52_428_800,
+            "isolation.level": "read_committed" if read_committed else "read_uncommitted",
         }
     )
 
@@ -44,9 +50,10 @@ def _consumer(bootstrap: str) -> Any:
 class RemoteCatalog:
     """A :class:`~logtrove.spark.ranges.Catalog` backed by a broker's metadata."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, *, read_committed: bool = True) -> None:
         self.bootstrap = bootstrap
-        self._consumer = _consumer(bootstrap)
+        self.read_committed = read_committed
+        self._consumer = _consumer(bootstrap, read_committed)
         self._metadata = self._consumer.list_topics(timeout=TIMEOUT_S)
 
     def topic_names(self) -> list[str]:
@@ -59,7 +66,21 @@ class RemoteCatalog:
         from confluent_kafka import TopicPartition
 
         low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_S)
+        if self.read_committed:
+            return int(low), self._last_stable_offset(topic, partition)
         return int(low), int(high)
+
+    def _last_stable_offset(self, topic: str, partition: int) -> int:
+        """ListOffsets latest at READ_COMMITTED: the last stable offset."""
+        from confluent_kafka import IsolationLevel, TopicPartition
+        from confluent_kafka.admin import AdminClient
+        from confluent_kafka.admin._listoffsets import OffsetSpec
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        tp = TopicPartition(topic, partition)
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        futures = admin.list_offsets({tp: latest}, isolation_level=IsolationLevel.READ_COMMITTED)
+        return int(futures[tp].result(timeout=TIMEOUT_S).offset)
 
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
         from confluent_kafka import TopicPartition
@@ -109,11 +130,14 @@ def _matches(record: Record, flt: RecordFilter, id_header: str, tag_header: str)
     return flt.contains is None or (record.value is not None and flt.contains in record.value)
 
 
-def fetch_range(bootstrap: str, rng: OffsetRange) -> Iterator[tuple[Record, bool]]:
-    """(record, is LogAppendTime) for each record of ``rng``, in offset order."""
+def fetch_range(
+    bootstrap: str, rng: OffsetRange, *, read_committed: bool = True
+) -> Iterator[tuple[Record, bool]]:
+    """(record, is LogAppendTime) for each record of ``rng`` (with ``read_committed``,
+    each committed one), in offset order."""
     from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, KafkaError, KafkaException, TopicPartition
 
-    consumer = _consumer(bootstrap)
+    consumer = _consumer(bootstrap, read_committed)
     try:
         consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
         position = rng.start
@@ -152,10 +176,12 @@ def read_range(
     include_headers: bool,
     id_header: str = _DEFAULT_ID_HEADER,
     tag_header: str = _DEFAULT_TAG_HEADER,
+    *,
+    read_committed: bool = True,
 ) -> Iterator[Any]:
     """Arrow record batches of the rows of ``rng`` fetched from the broker."""
     buf = ColumnBuffer(rng.topic, rng.partition, id_header, tag_header, include_headers)
-    for record, append_time in fetch_range(bootstrap, rng):
+    for record, append_time in fetch_range(bootstrap, rng, read_committed=read_committed):
         if flt.empty or _matches(record, flt, id_header, tag_header):
             buf.add(record, append_time)
             if len(buf) >= BATCH_ROWS:

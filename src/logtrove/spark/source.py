@@ -75,9 +75,9 @@ def _open_catalog(options: ReadOptions) -> tuple[Catalog, Any]:
     """A catalog and the thing to close afterwards."""
     if options.path:
         storage = Storage.open(options.path, read_only=True)
-        return DirectCatalog(storage), storage
+        return DirectCatalog(storage, read_committed=options.read_committed), storage
     assert options.bootstrap is not None
-    catalog = remote.RemoteCatalog(options.bootstrap)
+    catalog = remote.RemoteCatalog(options.bootstrap, read_committed=options.read_committed)
     return catalog, catalog
 
 
@@ -92,10 +92,22 @@ def _partitions(options: ReadOptions, catalog: Catalog, ranges: list[OffsetRange
 
 def _read(options: ReadOptions, part: RangePartition) -> Iterator[Any]:
     if options.path:
-        return direct.read_range(options.path, part.rng, options.filter, options.include_headers)
+        return direct.read_range(
+            options.path,
+            part.rng,
+            options.filter,
+            options.include_headers,
+            read_committed=options.read_committed,
+        )
     assert options.bootstrap is not None
     return remote.read_range(
-        options.bootstrap, part.rng, options.filter, options.include_headers, part.id_header, part.tag_header
+        options.bootstrap,
+        part.rng,
+        options.filter,
+        options.include_headers,
+        part.id_header,
+        part.tag_header,
+        read_committed=options.read_committed,
     )
 
 

@@ -23,7 +23,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
-from logtrove.http.api.messages import CtxDep, EngineDep, id_header
+from logtrove.http.api.messages import READ_COMMITTED, CtxDep, EngineDep, IsolationParam, id_header
 from logtrove.http.api.topics import StorageDep, TopicPath
 from logtrove.http.models import MessagePage, ScanStats
 from logtrove.http.problems import bad_request, problem_from_exception, problem_responses
@@ -86,8 +86,10 @@ def at_time(
     ctx: CtxDep,
     time: Annotated[str, Query(max_length=64, description="Epoch ms or ISO-8601.")],
     partition: Partition = None,
+    isolation: IsolationParam = READ_COMMITTED,
 ) -> MessagePage:
-    result = engine.run(TimeQuery(topic, parse_time(time, "time"), _parts(partition)))
+    question = TimeQuery(topic, parse_time(time, "time"), _parts(partition))
+    result = engine.run(question, read_committed=isolation == READ_COMMITTED)
     cli = cli_command(str(ctx.storage.path), topic, [("--partition", partition), ("--time", time)])
     return _page(id_header(storage, topic), result, cli, stats=False)
 
@@ -107,6 +109,7 @@ def time_range(
     partition: Partition = None,
     limit: Limit = 50,
     cursor: Cursor = None,
+    isolation: IsolationParam = READ_COMMITTED,
 ) -> MessagePage:
     start, end = _time(from_, "from"), _time(to, "to")
     question = RangeQuery(
@@ -123,7 +126,9 @@ def time_range(
             ("--cursor", cursor),
         ],
     )
-    return _page(id_header(storage, topic), engine.run(question), cli)
+    return _page(
+        id_header(storage, topic), engine.run(question, read_committed=isolation == READ_COMMITTED), cli
+    )
 
 
 def _key_bytes(key: str | None, key_b64: str | None) -> bytes:
@@ -152,6 +157,7 @@ def by_key(
     partition: Partition = None,
     limit: Limit = 50,
     cursor: Cursor = None,
+    isolation: IsolationParam = READ_COMMITTED,
 ) -> MessagePage:
     raw = _key_bytes(key, key_b64)
     question = KeyQuery(topic, raw, _parts(partition), _time(from_, "from"), _time(to, "to"), limit, cursor)
@@ -167,7 +173,9 @@ def by_key(
             ("--cursor", cursor),
         ],
     )
-    return _page(id_header(storage, topic), engine.run(question), cli)
+    return _page(
+        id_header(storage, topic), engine.run(question, read_committed=isolation == READ_COMMITTED), cli
+    )
 
 
 @router.get(
@@ -187,6 +195,7 @@ def by_header(
     partition: Partition = None,
     limit: Limit = 50,
     cursor: Cursor = None,
+    isolation: IsolationParam = READ_COMMITTED,
 ) -> MessagePage:
     question = HeaderQuery(
         topic, name, value.encode(), _parts(partition), _time(from_, "from"), _time(to, "to"), limit, cursor
@@ -203,7 +212,9 @@ def by_header(
             ("--cursor", cursor),
         ],
     )
-    return _page(id_header(storage, topic), engine.run(question), cli)
+    return _page(
+        id_header(storage, topic), engine.run(question, read_committed=isolation == READ_COMMITTED), cli
+    )
 
 
 @router.get(
@@ -223,6 +234,7 @@ def by_id(
     partition: Partition = None,
     limit: Limit = 50,
     cursor: Cursor = None,
+    isolation: IsolationParam = READ_COMMITTED,
 ) -> MessagePage:
     question = IdQuery(topic, id, _parts(partition), limit, cursor, exhaustive)
     cli = cli_command(
@@ -236,7 +248,9 @@ def by_id(
             ("--cursor", cursor),
         ],
     )
-    return _page(id_header(storage, topic), engine.run(question), cli)
+    return _page(
+        id_header(storage, topic), engine.run(question, read_committed=isolation == READ_COMMITTED), cli
+    )
 
 
 def _predicate(
@@ -299,6 +313,7 @@ def search(
     limit: Annotated[int, Query(ge=1, le=100_000, description="Most messages.")] = 50,
     cursor: Cursor = None,
     stream: Annotated[bool, Query(description="Stream NDJSON as results are found.")] = False,
+    isolation: IsolationParam = READ_COMMITTED,
 ) -> Any:
     predicate, option = _predicate(contains, regex, json_field)
     budget = int(budget_mb * 1024 * 1024) or None
@@ -328,7 +343,7 @@ def search(
             ("--cursor", cursor),
         ],
     )
-    result = engine.run(question)
+    result = engine.run(question, read_committed=isolation == READ_COMMITTED)
     header = id_header(storage, topic)
     if not stream:
         return _page(header, result, cli)

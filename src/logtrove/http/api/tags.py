@@ -27,6 +27,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from logtrove.groups.tags import TagFilter, count_matching, fetch_matching, first_matching
+from logtrove.http.api.messages import READ_COMMITTED, IsolationParam
 from logtrove.http.api.topics import PartitionPath, StorageDep, TopicPath
 from logtrove.http.models import Message
 from logtrove.http.problems import bad_request, problem_responses
@@ -34,6 +35,7 @@ from logtrove.http.render import render_message
 from logtrove.query import Message as QueryMessage
 from logtrove.records import Record
 from logtrove.storage import OffsetOutOfRangeError, PartitionLog, Storage
+from logtrove.storage.txnview import committed_view
 
 router = APIRouter(prefix="/api/v1", tags=["tags"])
 
@@ -145,11 +147,15 @@ def tag_fetch(
             description="Budget of key, value and header bytes (one record is returned even if larger).",
         ),
     ] = 1 << 20,
+    isolation: IsolationParam = READ_COMMITTED,
 ) -> TagFetchPage:
     wanted = _parse_tags(tags)
     log = storage.log(topic, partition)
     start = _checked_start(log, offset)
-    fetched = fetch_matching(log, wanted, start, max_records, max_scan_records=MAX_SCAN_RECORDS)
+    view = committed_view(log) if isolation == READ_COMMITTED else None
+    fetched = fetch_matching(
+        log, wanted, start, max_records, max_scan_records=MAX_SCAN_RECORDS, committed=view
+    )
     records = _within_bytes(fetched.records, max_bytes)
     next_offset = fetched.next_offset if len(records) == len(fetched.records) else records[-1].offset + 1
     if next_offset >= fetched.log_end_offset:

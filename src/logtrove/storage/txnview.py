@@ -1,0 +1,199 @@
+"""What a read_committed reader may show of a partition, derived from the log alone.
+
+logtrove's own readers (query, HTTP, ``consume``, the Spark source, export) open the data
+directory read-only and cannot ask the broker's transaction coordinator, so they derive
+the outcome of every transaction from the log, as Kafka's consumer does from the markers:
+
+* a **transactional data batch** of producer ``P`` belongs to ``P``'s transaction that
+  began with ``P``'s first transactional batch after its previous marker and ends at
+  ``P``'s next marker (a control batch whose one record's key is ``(version 0, type)``,
+  0 = ABORT, 1 = COMMIT; see :mod:`logtrove.txn.markers`);
+* an ABORT marker hides that transaction's batches; a COMMIT shows them;
+* a transaction without a marker yet is **open**: the last stable offset (LSO) is the
+  first offset of the earliest open transaction (the log end when none is open), and a
+  read_committed reader shows nothing at or past it, non-transactional data included
+  (Kafka's Fetch stops there too);
+* control batches are never shown.
+
+The walk reads batch headers only (control batches whole, one record). Its state is kept
+per partition directory (at most :data:`MAX_PARTITIONS`, least recently used dropped) and
+continued from where it stopped, keyed by each walked segment's ``(base offset, size)``:
+a repeated question walks only what was appended since; a segment that shrank or was
+replaced (the cleaner, a truncation) restarts the walk of that partition. Memory: the
+offset ranges of aborted batches (consecutive batches merged) and the open transactions'.
+
+This module sits in storage (below ``txn``) so that the query engine can use it; the
+broker's own state (:mod:`logtrove.txn.partition`) follows the same rules from appends.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from logtrove.records import BatchHeader, RecordsError, iter_records
+from logtrove.storage.log import PartitionLog
+
+MAX_PARTITIONS = 1024
+_MARKER_KEY = struct.Struct(">hh")  # version, type
+_ABORT, _COMMIT = 0, 1
+
+
+def marker_kind(batch: bytes, header: BatchHeader) -> int | None:
+    """0 (ABORT) or 1 (COMMIT) for a transaction marker batch, ``None`` for any other
+    control batch (Kafka ignores control records it does not know)."""
+    try:
+        for record in iter_records(batch, 0, header):
+            key = record.key
+            if key is None or len(key) < _MARKER_KEY.size:
+                return None
+            version, kind = _MARKER_KEY.unpack_from(key, 0)
+            return kind if version == 0 and kind in (_ABORT, _COMMIT) else None
+    except RecordsError:
+        return None
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedView:
+    """A snapshot of one partition for a read_committed reader: offsets at or past
+    ``last_stable_offset`` and offsets in the sorted, disjoint ``[start, end]`` ranges of
+    aborted batches are hidden."""
+
+    last_stable_offset: int
+    _starts: tuple[int, ...] = ()
+    _ends: tuple[int, ...] = ()
+
+    def aborted(self, offset: int) -> bool:
+        """Whether ``offset`` lies in a batch of an aborted transaction."""
+        i = bisect.bisect_right(self._starts, offset) - 1
+        return i >= 0 and offset <= self._ends[i]
+
+    def visible(self, offset: int) -> bool:
+        """Whether a data record at ``offset`` is committed (or not transactional) and
+        below the LSO."""
+        return offset < self.last_stable_offset and not self.aborted(offset)
+
+    def hides_batch(self, header: BatchHeader) -> bool:
+        """Whether a whole batch is hidden: a control batch, one of an aborted
+        transaction, or one at or past the LSO. A transactional batch belongs to one
+        producer's one transaction, so the batch decides for all its records."""
+        return (
+            header.is_control
+            or header.base_offset >= self.last_stable_offset
+            or (header.is_transactional and self.aborted(header.base_offset))
+        )
+
+
+@dataclass
+class _Walk:
+    """The continued walk of one partition (see the module docstring)."""
+
+    sizes: dict[int, int] = field(default_factory=dict)  # segment base → bytes walked
+    segment: int = -1  # base of the segment the walk stopped in
+    position: int = 0  # … and the position it stopped at
+    end_offset: int = 0  # the offset after the last batch walked
+    open: dict[int, list[list[int]]] = field(default_factory=dict)  # producer → its batch ranges
+    starts: list[int] = field(default_factory=list)  # aborted ranges, sorted by start
+    ends: list[int] = field(default_factory=list)
+    frozen: tuple[tuple[int, ...], tuple[int, ...]] | None = None  # starts, ends as of the last view
+
+    def fits(self, plog: PartitionLog) -> bool:
+        """Whether the walk is still a prefix of the log: no walked segment shrank, and no
+        segment appeared below where it stopped."""
+        for seg in plog.segments:
+            walked = self.sizes.get(seg.base_offset)
+            if walked is None:
+                if seg.base_offset < self.segment:
+                    return False
+            elif seg.size < walked or (walked != seg.size and seg.base_offset != self.segment):
+                return False
+        return True
+
+    def advance(self, plog: PartitionLog) -> None:
+        for seg in plog.segments:
+            if seg.base_offset < self.segment:
+                continue
+            pos = self.position if seg.base_offset == self.segment else 0
+            for at, header in seg.batches(pos):
+                self._on_batch(header, seg.read(at, header.size) if header.is_control else b"")
+                pos = at + header.size
+                self.end_offset = header.next_offset
+            self.segment, self.position = seg.base_offset, pos
+            self.sizes[seg.base_offset] = pos
+
+    def _on_batch(self, header: BatchHeader, data: bytes) -> None:
+        if header.producer_id < 0 or not header.is_transactional:
+            return
+        pid = header.producer_id
+        if not header.is_control:
+            ranges = self.open.setdefault(pid, [])
+            if ranges and ranges[-1][1] + 1 == header.base_offset:
+                ranges[-1][1] = header.last_offset
+            else:
+                ranges.append([header.base_offset, header.last_offset])
+            return
+        kind = marker_kind(data, header)
+        if kind is None:
+            return
+        ranges = self.open.pop(pid, [])
+        if kind == _ABORT and ranges:
+            self.frozen = None
+            for start, end in ranges:
+                i = bisect.bisect_left(self.starts, start)
+                self.starts.insert(i, start)
+                self.ends.insert(i, end)
+
+    def view(self, plog: PartitionLog) -> CommittedView:
+        firsts = [ranges[0][0] for ranges in self.open.values() if ranges]
+        lso = min(firsts, default=max(self.end_offset, plog.log_start_offset))
+        if self.frozen is None:  # copied only when an abort changed them, not per question
+            self.frozen = (tuple(self.starts), tuple(self.ends))
+        return CommittedView(lso, *self.frozen)
+
+
+@dataclass
+class _Entry:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    walk: _Walk = field(default_factory=_Walk)
+
+
+class _Cache:
+    """The walks by partition directory, least recently used dropped past
+    :data:`MAX_PARTITIONS`. One lock per partition: a long first walk of one partition
+    does not hold readers of others."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+
+    def view(self, plog: PartitionLog) -> CommittedView:
+        key = str(plog.directory)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                entry = self._entries[key] = _Entry()
+            self._entries.move_to_end(key)
+            while len(self._entries) > MAX_PARTITIONS:
+                self._entries.popitem(last=False)
+        with entry.lock:
+            if not entry.walk.fits(plog):
+                entry.walk = _Walk()
+            try:
+                entry.walk.advance(plog)
+            except BaseException:
+                entry.walk = _Walk()  # half a segment walked: the next question starts afresh
+                raise
+            return entry.walk.view(plog)
+
+
+_CACHE = _Cache()
+
+
+def committed_view(plog: PartitionLog) -> CommittedView:
+    """The partition as a read_committed reader sees it now (walking only what was
+    appended since the last call for this partition directory)."""
+    return _CACHE.view(plog)
