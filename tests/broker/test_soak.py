@@ -20,6 +20,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from http.client import HTTPException
 from pathlib import Path
 from typing import Any
 
@@ -56,11 +57,12 @@ class Ledger:
 
 def _loop(stop: threading.Event, pause_s: float, body: Callable[[], None]) -> Callable[[], None]:
     """``body`` again and again until ``stop``; a failure while the broker is down is
-    expected and only delays the next round."""
+    expected and only delays the next round (an HTTP answer cut by a restart is one:
+    ``IncompleteRead`` is not an ``OSError``, and it used to end the searcher thread)."""
 
     def run() -> None:
         while not stop.is_set():
-            with contextlib.suppress(KafkaException, OSError, RuntimeError, ValueError):
+            with contextlib.suppress(KafkaException, OSError, HTTPException, RuntimeError, ValueError):
                 body()
             stop.wait(pause_s)
 
