@@ -20,7 +20,18 @@ from typing import Any
 from _common import RESULTS, machine
 
 ROOT = Path(__file__).resolve().parent.parent
-ORDER = ["storage", "broker", "query", "indexer", "compaction", "lag", "spark", "partitions", "validation"]
+ORDER = [
+    "storage",
+    "broker",
+    "query",
+    "indexer",
+    "compaction",
+    "lag",
+    "spark",
+    "partitions",
+    "validation",
+    "recompress",
+]
 TITLES = {
     "storage": "Storage: append, read, lookups, recovery",
     "broker": "Broker: logtrove vs tansu (same run, same clients)",
@@ -29,6 +40,7 @@ TITLES = {
     "compaction": "Compaction",
     "lag": "Lag: tag-aware from .tagidx vs scanning the log",
     "validation": "Produce validation: its share of an append",
+    "recompress": "compression.type: recompressing on append, off the event loop",
     "partitions": "Partitions: opening thousands (checkpoints read once, lazy segment files)",
     "spark": "Spark: data source vs Parquet",
 }
