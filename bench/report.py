@@ -31,6 +31,7 @@ ORDER = [
     "spark",
     "partitions",
     "validation",
+    "recompress",
 ]
 TITLES = {
     "storage": "Storage: append, read, lookups, recovery",
@@ -41,6 +42,7 @@ TITLES = {
     "compaction": "Compaction",
     "lag": "Lag: tag-aware from .tagidx vs scanning the log",
     "validation": "Produce validation: its share of an append",
+    "recompress": "compression.type: recompressing on append, off the event loop",
     "partitions": "Partitions: opening thousands (checkpoints read once, lazy segment files)",
     "spark": "Spark: data source vs Parquet",
 }

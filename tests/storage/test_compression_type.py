@@ -185,3 +185,19 @@ def test_other_values_are_refused_naming_the_valid_ones(tmp_path: Path, value: s
     with pytest.raises(InvalidConfigError, match=r"compression\.type"):
         storage.alter_topic_configs(TOPIC, {"compression.type": value})
     storage.close()
+
+
+def test_the_broker_level_setting_is_the_default_of_topics_without_their_own(tmp_path: Path) -> None:
+    """As Kafka's broker ``compression.type``: the default of every topic that does not set it."""
+    storage, log = open_topic(tmp_path)
+    storage.create_topic("own", 1, {"compression.type": "producer"})
+    storage.alter_broker_configs("cluster", {"compression.type": "zstd"})
+    assert log.config.compression_type == "zstd"
+    log.append(build_batch(records(5), compression=Compression.LZ4))
+    own = storage.log("own", 0)
+    own.append(build_batch(records(5), compression=Compression.LZ4))
+    assert [codec for codec, _ in stored(storage)] == [Compression.ZSTD]
+    assert read_header(own.read(0, 1 << 20).data()).compression is Compression.LZ4
+    with pytest.raises(InvalidConfigError):
+        storage.alter_broker_configs("broker", {"compression.type": "brotli"})
+    storage.close()
