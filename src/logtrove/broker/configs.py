@@ -1,7 +1,12 @@
-"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and the broker.
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics, the broker and
+groups.
 
-Topic configs are storage's (:data:`logtrove.storage.CONFIG_DEFS`, Kafka names). Broker
-configs are of three kinds:
+Topic configs are storage's (:data:`logtrove.storage.CONFIG_DEFS`, Kafka names). Group
+configs (resource type 32, KIP-848) are the consumer protocol's session timeout and
+heartbeat interval per group (:mod:`logtrove.groups.group_configs`), source
+``GROUP_CONFIG`` when the group sets them. With an authorizer, describing needs
+DESCRIBE_CONFIGS and altering ALTER_CONFIGS on the topic, the group, or the cluster for the
+broker. Broker configs are of three kinds:
 
 * **static**: how this process was started (``broker.id``, ``listeners``,
   ``num.partitions``…); described read-only with source ``STATIC_BROKER_CONFIG``, and an
