@@ -180,3 +180,14 @@ def test_an_unknown_user_costs_the_same_pbkdf2_as_a_default_one(
     assert not store.check_password("alice", "wrong")
     assert not store.check_password("mallory", "wrong")
     assert rounds[0] == rounds[1]
+
+
+def test_an_oversized_acl_file_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """A state file somebody else wrote must not take the broker's memory: past 64 MiB
+    (a sparse file here, so the test writes nothing) it is not read, and the store fails
+    closed as for any damaged file."""
+    with (tmp_path / "acls.json").open("wb") as f:
+        f.truncate((64 << 20) + 1)
+    store = AclStore.load(tmp_path)
+    assert store.unreadable is not None and "more than the" in store.unreadable
+    assert not Authorizer(store, allow_if_no_acl=True).authorize("User:a", "h", Op.READ, T, "t")

@@ -263,3 +263,15 @@ def _wait_topic(admin: AdminClient, name: str) -> None:
         if name in admin.list_topics(timeout=10).topics:
             return
     raise AssertionError(f"topic {name} was not created")
+
+
+def test_an_oversized_broker_config_file_is_not_read(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    with Storage.open(data) as storage:
+        storage.create_topic("t", 1)
+    with (data / BROKER_CONFIGS_FILE).open("wb") as f:
+        f.truncate((64 << 20) + 1)  # sparse: nothing is written
+    with Storage.open(data) as storage:
+        assert storage.topic("t").config.retention_ms == 604_800_000
+        with pytest.raises(InvalidConfigError, match="more than the"):
+            storage.alter_broker_configs("cluster", {"log.retention.ms": "1"})

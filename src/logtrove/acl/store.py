@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from logtrove.acl.model import AclBinding, AclError, AclFilter
-from logtrove.storage.checkpoint import atomic_write
+from logtrove.storage.checkpoint import atomic_write, read_state_file
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class AclStore:
     def load(cls, data_dir: Path) -> AclStore:
         path = data_dir / ACLS_FILE
         try:
-            data = json.loads(path.read_text("utf-8"))
+            data = json.loads(read_state_file(path))
         except FileNotFoundError:
             return cls(path)
         except (OSError, ValueError) as exc:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from logtrove.storage.checkpoint import atomic_write
+from logtrove.storage.checkpoint import atomic_write, read_state_file
 from logtrove.storage.errors import InvalidConfigError
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class GroupConfigs:
 
     def _load(self) -> dict[str, dict[str, int]]:
         try:
-            data = json.loads(self.path.read_text("utf-8"))
+            data = json.loads(read_state_file(self.path))
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as exc:

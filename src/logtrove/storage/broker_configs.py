@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from logtrove.storage.checkpoint import atomic_write
+from logtrove.storage.checkpoint import atomic_write, read_state_file
 from logtrove.storage.config import CONFIG_BY_NAME, validate_overrides
 from logtrove.storage.errors import InvalidConfigError
 
@@ -133,7 +133,7 @@ def load_broker_configs(data_dir: Path) -> BrokerConfigs:
     """Read ``broker-configs.json`` (absent: none set); see the module doc for bad files."""
     path = data_dir / BROKER_CONFIGS_FILE
     try:
-        data = json.loads(path.read_text("utf-8"))
+        data = json.loads(read_state_file(path))
     except FileNotFoundError:
         return BrokerConfigs()
     except (OSError, ValueError) as exc:

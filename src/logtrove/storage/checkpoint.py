@@ -148,6 +148,20 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644, *, sync: bool = Tru
         fsync_dir(path.parent)
 
 
+MAX_STATE_FILE_BYTES = 64 << 20
+
+
+def read_state_file(path: Path, max_bytes: int = MAX_STATE_FILE_BYTES) -> str:
+    """The text of a small state file of the data directory (ACLs, broker or group
+    configs), refusing one larger than ``max_bytes`` with ValueError before reading it: a
+    file somebody else wrote must not take the broker's memory. FileNotFoundError and
+    OSError pass through, as do decoding errors (ValueError)."""
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise ValueError(f"it is {size} bytes, more than the {max_bytes} a state file may have")
+    return path.read_text("utf-8")
+
+
 def remove_temp_files(directory: Path, names: tuple[str, ...] | None = None) -> None:
     """Remove what a crash in :func:`atomic_write` can leave for the files ``names`` of
     ``directory``, or for any file when ``names`` is None (a folder only logtrove writes).
