@@ -39,6 +39,7 @@ from _common import percentile, pick, save
 from logtrove.broker.client import KafkaClient
 from logtrove.mirror import Mirror, MirrorConfig, MirrorThread
 from logtrove.storage import Storage
+from logtrove.wire import ApiKey
 
 RUNS = 3
 RECORDS = pick(1_000_000, 100_000)
@@ -114,7 +115,7 @@ def leader_ends(client: KafkaClient) -> list[int]:
     """The leader's log end offsets now (ListOffsets latest)."""
     parts = [{"partition_index": p, "timestamp": -1} for p in range(PARTITIONS)]
     body = {"replica_id": -1, "topics": [{"name": TOPIC, "partitions": parts}]}
-    answer = client.request(2, 7, body).topics[0].partitions
+    answer = client.request(ApiKey.LIST_OFFSETS, 7, body).topics[0].partitions
     return [int(p.offset) for p in sorted(answer, key=lambda p: p.partition_index)]
 
 

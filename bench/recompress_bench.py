@@ -41,6 +41,7 @@ from logtrove.broker.client import KafkaClient
 from logtrove.records import Compression, NewRecord, build_batch, recompress_batch
 from logtrove.storage import Storage
 from logtrove.storage.config import COMPRESSION_TYPES, TopicConfig
+from logtrove.wire import ApiKey
 
 BATCHES = pick(200, 40)
 PROBE_S = pick(8, 3)
@@ -203,7 +204,7 @@ def start_broker(data: Path) -> tuple[subprocess.Popen[bytes], str]:
 def create_topic(bootstrap: str, name: str, setting: str) -> None:
     with KafkaClient(bootstrap) as client:
         resp = client.request(
-            19,
+            ApiKey.CREATE_TOPICS,
             4,
             {
                 "topics": [
@@ -241,7 +242,7 @@ def probe_run(bootstrap: str, topic: str, data: list[bytes]) -> dict[str, Any]:
                         {"name": topic, "partition_data": [{"index": 0, "records": data[i % len(data)]}]}
                     ],
                 }
-                part = client.request(0, 9, body).responses[0].partition_responses[0]
+                part = client.request(ApiKey.PRODUCE, 9, body).responses[0].partition_responses[0]
                 assert part.error_code == 0, part
                 produced[0] += 1
                 i += 1
@@ -255,7 +256,7 @@ def probe_run(bootstrap: str, topic: str, data: list[bytes]) -> dict[str, Any]:
             deadline = time.monotonic() + PROBE_S
             while time.monotonic() < deadline:
                 started = time.perf_counter()
-                probe.request(18, 0, {})
+                probe.request(ApiKey.API_VERSIONS, 0, {})
                 samples.append(time.perf_counter() - started)
                 time.sleep(0.002)
     finally:

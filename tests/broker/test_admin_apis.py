@@ -25,6 +25,7 @@ from tests.broker.conftest import BrokerProcess
 from tests.broker.wire import WireClient
 
 from logtrove.records import NewRecord, build_batch
+from logtrove.wire import ApiKey
 
 
 def _admin(broker: BrokerProcess) -> AdminClient:
@@ -123,7 +124,7 @@ def test_groups_are_listed_and_described(shared_broker: BrokerProcess) -> None:
 def _produce_batch(client: WireClient, topic: str, pid: int, seq: int, value: bytes) -> tuple[int, int]:
     batch = bytes(build_batch([NewRecord(value)], producer_id=pid, producer_epoch=0, base_sequence=seq))
     resp = client.request(
-        0,
+        ApiKey.PRODUCE,
         9,
         {
             "acks": -1,
@@ -137,8 +138,10 @@ def _produce_batch(client: WireClient, topic: str, pid: int, seq: int, value: by
 
 def test_idempotent_retries_are_not_appended_twice(shared_broker: BrokerProcess) -> None:
     with WireClient(shared_broker.port) as client:
-        client.request(3, 12, {"topics": [{"name": "idem"}], "allow_auto_topic_creation": True})
-        pid = client.request(22, 4, {"transactional_id": None, "transaction_timeout": 60000}).producer_id
+        client.request(ApiKey.METADATA, 12, {"topics": [{"name": "idem"}], "allow_auto_topic_creation": True})
+        pid = client.request(
+            ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout": 60000}
+        ).producer_id
         assert pid >= 0
         assert _produce_batch(client, "idem", pid, 0, b"a") == (0, 0)
         assert _produce_batch(client, "idem", pid, 1, b"b") == (0, 1)
@@ -150,8 +153,12 @@ def test_idempotent_retries_are_not_appended_twice(shared_broker: BrokerProcess)
 
 def test_idempotent_retry_after_a_restart_is_recognised(broker: BrokerProcess) -> None:
     with WireClient(broker.port) as client:
-        client.request(3, 12, {"topics": [{"name": "idem2"}], "allow_auto_topic_creation": True})
-        pid = client.request(22, 4, {"transactional_id": None, "transaction_timeout": 60000}).producer_id
+        client.request(
+            ApiKey.METADATA, 12, {"topics": [{"name": "idem2"}], "allow_auto_topic_creation": True}
+        )
+        pid = client.request(
+            ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout": 60000}
+        ).producer_id
         for seq in range(3):
             assert _produce_batch(client, "idem2", pid, seq, b"v%d" % seq) == (0, seq)
     broker.stop()

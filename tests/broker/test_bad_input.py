@@ -13,6 +13,7 @@ from tests.broker.conftest import BrokerProcess
 from tests.broker.wire import WireClient
 
 from logtrove.records import NewRecord, build_batch
+from logtrove.wire import ApiKey
 
 FUZZ = settings(
     max_examples=150,
@@ -25,11 +26,13 @@ def _healthy(broker: BrokerProcess, bystander: WireClient | None = None) -> None
     assert broker.alive(), broker.log.read_text()
     with WireClient(broker.port) as fresh:
         assert (
-            fresh.request(18, 3, {"client_software_name": "t", "client_software_version": "1"}).error_code
+            fresh.request(
+                ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
+            ).error_code
             == 0
         )
     if bystander is not None:
-        assert bystander.request(3, 12, {"topics": None}).brokers[0].port == broker.port
+        assert bystander.request(ApiKey.METADATA, 12, {"topics": None}).brokers[0].port == broker.port
 
 
 def _send_raw(port: int, data: bytes) -> None:
@@ -46,10 +49,14 @@ def _send_raw(port: int, data: bytes) -> None:
 def _valid_frames(client: WireClient) -> list[bytes]:
     batch = bytes(build_batch([NewRecord(b"value", key=b"key", headers=(("h", b"v"),))]))
     return [
-        client.encode_request(18, 3, {"client_software_name": "fuzz", "client_software_version": "1"}),
-        client.encode_request(3, 12, {"topics": [{"name": "fuzzed"}], "allow_auto_topic_creation": True}),
         client.encode_request(
-            0,
+            ApiKey.API_VERSIONS, 3, {"client_software_name": "fuzz", "client_software_version": "1"}
+        ),
+        client.encode_request(
+            ApiKey.METADATA, 12, {"topics": [{"name": "fuzzed"}], "allow_auto_topic_creation": True}
+        ),
+        client.encode_request(
+            ApiKey.PRODUCE,
             9,
             {
                 "acks": 1,
@@ -58,7 +65,7 @@ def _valid_frames(client: WireClient) -> list[bytes]:
             },
         ),
         client.encode_request(
-            1,
+            ApiKey.FETCH,
             11,
             {
                 "replica_id": -1,
@@ -74,7 +81,9 @@ def _valid_frames(client: WireClient) -> list[bytes]:
             },
         ),
         client.encode_request(
-            2, 7, {"replica_id": -1, "topics": [{"name": "fuzzed", "partitions": [{"timestamp": -3}]}]}
+            ApiKey.LIST_OFFSETS,
+            7,
+            {"replica_id": -1, "topics": [{"name": "fuzzed", "partitions": [{"timestamp": -3}]}]},
         ),
     ]
 
@@ -150,9 +159,11 @@ def test_produce_errors_are_kafka_error_codes(shared_broker: BrokerProcess) -> N
 
     def produce(topic: str, partition: int, records: bytes) -> int:
         with WireClient(shared_broker.port) as client:
-            client.request(3, 12, {"topics": [{"name": "errs"}], "allow_auto_topic_creation": True})
+            client.request(
+                ApiKey.METADATA, 12, {"topics": [{"name": "errs"}], "allow_auto_topic_creation": True}
+            )
             resp = client.request(
-                0,
+                ApiKey.PRODUCE,
                 9,
                 {
                     "acks": -1,
@@ -175,9 +186,9 @@ def test_produce_errors_are_kafka_error_codes(shared_broker: BrokerProcess) -> N
 
 def test_fetch_out_of_range_offset(shared_broker: BrokerProcess) -> None:
     with WireClient(shared_broker.port) as client:
-        client.request(3, 12, {"topics": [{"name": "oor"}], "allow_auto_topic_creation": True})
+        client.request(ApiKey.METADATA, 12, {"topics": [{"name": "oor"}], "allow_auto_topic_creation": True})
         resp = client.request(
-            1,
+            ApiKey.FETCH,
             11,
             {
                 "replica_id": -1,

@@ -28,6 +28,7 @@ from tests.broker.wire import WireClient
 from logtrove.storage import Storage
 from logtrove.storage.broker_configs import BROKER_CONFIGS_FILE
 from logtrove.storage.errors import InvalidConfigError
+from logtrove.wire import ApiKey
 
 
 def _admin(broker: BrokerProcess) -> AdminClient:
@@ -57,7 +58,9 @@ def _alter_default(broker: BrokerProcess, name: str, value: str | None) -> int:
     config = {"name": name, "config_operation": op.value, "value": value}
     resource = {"resource_type": ResourceType.BROKER.value, "resource_name": "", "configs": [config]}
     with WireClient(broker.port) as client:
-        resp = client.request(44, 1, {"resources": [resource], "validate_only": False})
+        resp = client.request(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [resource], "validate_only": False}
+        )
     (answer,) = resp.responses
     return int(answer.error_code)
 
@@ -144,7 +147,9 @@ def test_synonyms_list_every_level_highest_first(shared_broker: BrokerProcess) -
         }
         with WireClient(shared_broker.port) as client:
             resp = client.request(
-                32, 4, {"resources": [resource], "include_synonyms": True, "include_documentation": False}
+                ApiKey.DESCRIBE_CONFIGS,
+                4,
+                {"resources": [resource], "include_synonyms": True, "include_documentation": False},
             )
         ((entry,),) = [r.configs for r in resp.results]
         chain = [(s.name, s.value, s.source) for s in entry.synonyms]
@@ -176,7 +181,9 @@ def test_bad_broker_resources_fail_alone(shared_broker: BrokerProcess) -> None:
     config = {"name": "log.retention.ms", "config_operation": 0, "value": "1"}
     resource = {"resource_type": ResourceType.BROKER.value, "resource_name": "4242", "configs": [config]}
     with WireClient(shared_broker.port) as client:
-        (answer,) = client.request(44, 1, {"resources": [resource], "validate_only": False}).responses
+        (answer,) = client.request(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [resource], "validate_only": False}
+        ).responses
     assert answer.error_code == ErrorCode.invalid_request
     assert "unexpected broker id '4242'" in answer.error_message
     invalid = _alter(admin, _set(admin, ResourceType.BROKER, node, log_retention_ms="soon"))
@@ -194,7 +201,9 @@ def test_legacy_alter_configs_replaces_the_whole_set(shared_broker: BrokerProces
         "configs": [{"name": "segment.ms", "value": "60000"}],
     }
     with WireClient(shared_broker.port) as client:
-        (answer,) = client.request(33, 2, {"resources": [change], "validate_only": False}).responses
+        (answer,) = client.request(
+            ApiKey.ALTER_CONFIGS, 2, {"resources": [change], "validate_only": False}
+        ).responses
     assert answer.error_code == 0
     configs = _describe(admin, ResourceType.TOPIC, "bc-legacy")
     assert configs["segment.ms"].value == "60000"

@@ -16,6 +16,7 @@ from tests.broker.conftest import SERVE, BrokerProcess, HttpBrokerProcess, cli_i
 from logtrove.broker.client import KafkaClient
 from logtrove.cli.remote_tags import HttpApi, RemoteTagSource
 from logtrove.groups.tags import TagFilter
+from logtrove.wire import ApiKey
 
 
 def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -115,7 +116,9 @@ def test_consume_every_record_through_a_broker_without_http(
     clients.produce_confluent(shared_broker.bootstrap, "plain-c", [(b"k", b"v%d" % i, []) for i in range(30)])
     with KafkaClient(shared_broker.bootstrap) as client:
         body = {"topics": [{"name": "plain-c", "partitions": [{"partition_index": 0, "offset": 5}]}]}
-        done = client.request(21, 2, {**body, "timeout_ms": 10_000}).topics[0].partitions[0]
+        done = (
+            client.request(ApiKey.DELETE_RECORDS, 2, {**body, "timeout_ms": 10_000}).topics[0].partitions[0]
+        )
         assert int(done.error_code) == 0 and done.low_watermark == 5
         source = RemoteTagSource(client, HttpApi(f"http://127.0.0.1:{free_port()}"), max_bytes=64)
         below_start = source.fetch("plain-c", 0, TagFilter.parse("*"), 0, 1000)

@@ -19,6 +19,8 @@ from kio.schema.errors import ErrorCode
 from tests.broker.conftest import BrokerProcess
 from tests.broker.wire import WireClient
 
+from logtrove.wire import ApiKey
+
 TOPIC_OPS = {"READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"}
 
 
@@ -90,7 +92,7 @@ def test_describe_producers_lists_an_idempotent_producer(shared_broker: BrokerPr
         producer.flush(10)
     with WireClient(shared_broker.port) as client:
         resp = client.request(
-            61,
+            ApiKey.DESCRIBE_PRODUCERS,
             0,
             {
                 "topics": [
@@ -122,7 +124,7 @@ def test_reassignments_accept_only_this_broker_and_none_are_in_progress(shared_b
     me = admin.describe_cluster().result(10).nodes[0].id
     with WireClient(shared_broker.port) as client:
         resp = client.request(
-            45,
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS,
             0,
             {
                 "timeout": 5000,
@@ -146,5 +148,5 @@ def test_reassignments_accept_only_this_broker_and_none_are_in_progress(shared_b
             ErrorCode.no_reassignment_in_progress,
             ErrorCode.unknown_topic_or_partition,
         ]
-        listed = client.request(46, 0, {"timeout": 5000, "topics": None})
+        listed = client.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout": 5000, "topics": None})
         assert listed.error_code == 0 and list(listed.topics) == []

@@ -19,6 +19,8 @@ from tests.broker.clients import poll_until
 from tests.broker.conftest import BrokerProcess
 from tests.broker.wire import WireClient
 
+from logtrove.wire import ApiKey
+
 TOPIC = "payments"
 PARTITIONS = 4
 GROUP = "settlement"
@@ -114,7 +116,7 @@ def test_commit_in_revoke_callback_is_accepted_and_new_owner_does_not_reread(bro
 
 def _join(wire: WireClient, member_id: str, instance: str | None = None) -> Any:
     return wire.request(
-        11,
+        ApiKey.JOIN_GROUP,
         5,
         {
             "group_id": "raw",
@@ -130,7 +132,7 @@ def _join(wire: WireClient, member_id: str, instance: str | None = None) -> Any:
 
 def _commit(wire: WireClient, member_id: str, generation: int) -> int:
     resp = wire.request(
-        8,
+        ApiKey.OFFSET_COMMIT,
         8,
         {
             "group_id": "raw",
@@ -155,14 +157,14 @@ def test_offset_commit_rules_by_group_state(broker: BrokerProcess) -> None:
         assert _commit(leader_conn, leader, 1) == ErrorCode.rebalance_in_progress  # CompletingRebalance
         sync = {"group_id": "raw", "generation_id": 1, "member_id": leader, "group_instance_id": None}
         assignment = [{"member_id": leader, "assignment": b"a"}]
-        assert leader_conn.request(14, 3, {**sync, "assignments": assignment}).error_code == 0
+        assert leader_conn.request(ApiKey.SYNC_GROUP, 3, {**sync, "assignments": assignment}).error_code == 0
         assert _commit(leader_conn, leader, 1) == ErrorCode.none  # Stable
 
         # a second member asks to join: PreparingRebalance, generation 1 still current
         other = _join(other_conn, "").member_id
         other_conn.send_frame(
             other_conn.encode_request(
-                11,
+                ApiKey.JOIN_GROUP,
                 5,
                 {
                     "group_id": "raw",
@@ -177,7 +179,9 @@ def test_offset_commit_rules_by_group_state(broker: BrokerProcess) -> None:
         )
         heartbeat = {"group_id": "raw", "generation_id": 1, "member_id": leader, "group_instance_id": None}
         deadline = time.monotonic() + 10
-        while leader_conn.request(12, 3, heartbeat).error_code != ErrorCode.rebalance_in_progress:
+        while (
+            leader_conn.request(ApiKey.HEARTBEAT, 3, heartbeat).error_code != ErrorCode.rebalance_in_progress
+        ):
             assert time.monotonic() < deadline, "the group never started rebalancing"
             time.sleep(0.05)
         assert _commit(leader_conn, leader, 1) == ErrorCode.none  # PreparingRebalance

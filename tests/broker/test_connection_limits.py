@@ -16,6 +16,8 @@ import pytest
 from tests.broker.conftest import BrokerProcess, free_port
 from tests.broker.wire import WireClient
 
+from logtrove.wire import ApiKey
+
 API_VERSIONS = {"client_software_name": "limits-test", "client_software_version": "1"}
 
 
@@ -35,7 +37,7 @@ def _broker(started: list[BrokerProcess], tmp_path: Path, *flags: str) -> Broker
 
 
 def _works(client: WireClient) -> bool:
-    return bool(client.request(18, 3, API_VERSIONS).error_code == 0)
+    return bool(client.request(ApiKey.API_VERSIONS, 3, API_VERSIONS).error_code == 0)
 
 
 def _closed_by_broker(sock: socket.socket, within_s: float = 15) -> bool:
@@ -101,7 +103,7 @@ def test_connection_over_the_limit_is_closed_while_the_first_ones_work(
 def test_slow_sender_is_cut_off_while_others_work(start_broker: list[BrokerProcess], tmp_path: Path) -> None:
     broker = _broker(start_broker, tmp_path, "--request-read-timeout-ms", "1000")
     with WireClient(broker.port) as bystander, WireClient(broker.port) as slow:
-        frame = slow.encode_request(18, 3, API_VERSIONS)
+        frame = slow.encode_request(ApiKey.API_VERSIONS, 3, API_VERSIONS)
         slow.sock.sendall(struct.pack(">i", len(frame)) + frame[: len(frame) // 2])
         started = time.monotonic()
         while time.monotonic() - started < 0.8:

@@ -26,6 +26,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.broker.conftest import BrokerProcess, HttpBrokerProcess, free_port
 from tests.broker.wire import WireClient
 
+from logtrove.wire import ApiKey
+
 PARTITIONS = 6
 SESSION_MS = 3000
 BROKER_ARGS = (
@@ -121,7 +123,9 @@ def test_single_member_gets_every_partition_and_reads_everything(kip848_broker: 
 
 def describe(bootstrap_port: int, group: str) -> Any:
     with WireClient(bootstrap_port) as wire:
-        return wire.request(69, 1, {"group_ids": [group], "include_authorized_operations": False}).groups[0]
+        return wire.request(
+            ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [group], "include_authorized_operations": False}
+        ).groups[0]
 
 
 def test_second_member_takes_half_after_the_first_revokes_and_every_record_is_read_once(

@@ -17,7 +17,7 @@ from kio.schema.errors import ErrorCode
 from tests.broker.conftest import BrokerProcess, free_port
 from tests.broker.wire import WireClient
 
-from logtrove.broker.protocol import ZERO_UUID
+from logtrove.wire import ZERO_UUID, ApiKey
 
 HEARTBEAT, DESCRIBE = 68, 69
 PARTITIONS = 4
@@ -38,7 +38,7 @@ def topic_id(wire: WireClient, name: str) -> uuid.UUID:
         "allow_auto_topic_creation": True,
         "include_topic_authorized_operations": False,
     }
-    found: uuid.UUID = wire.request(3, 12, body).topics[0].topic_id
+    found: uuid.UUID = wire.request(ApiKey.METADATA, 12, body).topics[0].topic_id
     return found
 
 
@@ -84,7 +84,7 @@ def test_metadata_finds_a_topic_by_id(broker: BrokerProcess) -> None:
             "allow_auto_topic_creation": False,
             "include_topic_authorized_operations": False,
         }
-        found, missing = wire.request(3, 12, body).topics
+        found, missing = wire.request(ApiKey.METADATA, 12, body).topics
     assert (found.error_code, found.name, len(found.partitions)) == (ErrorCode.none, "by-id", PARTITIONS)
     assert missing.error_code == ErrorCode.unknown_topic_id
 
@@ -187,7 +187,7 @@ def commit(wire: WireClient, group: str, member: str, epoch: int, version: int =
         "group_instance_id": None,
         "topics": [{"name": "offs", "partitions": [{"partition_index": 0, "committed_offset": 7}]}],
     }
-    code: ErrorCode = wire.request(8, version, body).topics[0].partitions[0].error_code
+    code: ErrorCode = wire.request(ApiKey.OFFSET_COMMIT, version, body).topics[0].partitions[0].error_code
     return code
 
 
@@ -196,7 +196,7 @@ def fetch(wire: WireClient, group: str, member: str | None, epoch: int) -> Any:
         "groups": [{"group_id": group, "member_id": member, "member_epoch": epoch, "topics": None}],
         "require_stable": False,
     }
-    return wire.request(9, 9, body).groups[0]
+    return wire.request(ApiKey.OFFSET_FETCH, 9, body).groups[0]
 
 
 def test_offset_apis_check_the_member_epoch(broker: BrokerProcess) -> None:
@@ -230,31 +230,43 @@ def test_other_group_apis_on_a_consumer_protocol_group(broker: BrokerProcess) ->
             "protocols": [{"name": "range", "metadata": b""}],
             "reason": None,
         }
-        assert wire.request(11, 9, classic_join).error_code == ErrorCode.inconsistent_group_protocol
-        listed = wire.request(16, 5, {"states_filter": [], "types_filter": ["CONSUMER"]}).groups
+        assert (
+            wire.request(ApiKey.JOIN_GROUP, 9, classic_join).error_code
+            == ErrorCode.inconsistent_group_protocol
+        )
+        listed = wire.request(
+            ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["CONSUMER"]}
+        ).groups
         assert [(g.group_id, g.group_type) for g in listed if g.group_id == "kinds-g"] == [
             ("kinds-g", "consumer")
         ]
         assert all(g.group_type == "consumer" for g in listed)
-        v5 = wire.request(15, 5, {"groups": ["kinds-g"], "include_authorized_operations": False}).groups[0]
+        v5 = wire.request(
+            ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["kinds-g"], "include_authorized_operations": False}
+        ).groups[0]
         assert (v5.error_code, v5.group_state, v5.members) == (ErrorCode.none, "Dead", ())
-        v6 = wire.request(15, 6, {"groups": ["kinds-g"], "include_authorized_operations": False}).groups[0]
+        v6 = wire.request(
+            ApiKey.DESCRIBE_GROUPS, 6, {"groups": ["kinds-g"], "include_authorized_operations": False}
+        ).groups[0]
         assert (v6.error_code, v6.error_message) == (
             ErrorCode.group_id_not_found,
             "Group kinds-g is not a classic group.",
         )
         assert (
-            wire.request(42, 2, {"groups_names": ["kinds-g"]}).results[0].error_code
+            wire.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["kinds-g"]}).results[0].error_code
             == ErrorCode.non_empty_group
         )
         offset_delete = {
             "group_id": "kinds-g",
             "topics": [{"name": "kinds", "partitions": [{"partition_index": 0}]}],
         }
-        answer = wire.request(47, 0, offset_delete)
+        answer = wire.request(ApiKey.OFFSET_DELETE, 0, offset_delete)
         assert answer.topics[0].partitions[0].error_code == ErrorCode.group_subscribed_to_topic
         assert heartbeat(wire, "kinds-g", "k1", -1).member_epoch == -1
-        assert wire.request(42, 2, {"groups_names": ["kinds-g"]}).results[0].error_code == ErrorCode.none
+        assert (
+            wire.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["kinds-g"]}).results[0].error_code
+            == ErrorCode.none
+        )
         described = wire.request(
             DESCRIBE, 1, {"group_ids": ["kinds-g"], "include_authorized_operations": False}
         )
@@ -275,7 +287,7 @@ def test_heartbeat_for_a_classic_group_with_members_is_group_id_not_found(broker
     }
     with WireClient(broker.port) as wire:
         topic_id(wire, "old-topic")
-        assert wire.request(11, 9, classic_join).error_code == ErrorCode.none
+        assert wire.request(ApiKey.JOIN_GROUP, 9, classic_join).error_code == ErrorCode.none
         answer = join(wire, "old-style", "new-member", "old-topic")
     assert answer.error_code == ErrorCode.group_id_not_found
 

@@ -28,6 +28,7 @@ from tests.records.helpers import patch_header, with_payload, zstd_zeros
 
 from logtrove.records import Compression, NewRecord, build_batch
 from logtrove.storage import Storage
+from logtrove.wire import ApiKey
 
 MEMORY_LIMIT_KIB = 300 << 10
 
@@ -59,7 +60,9 @@ def api_versions_ms(port: int) -> float:
     started = time.perf_counter()
     with WireClient(port) as client:
         assert (
-            client.request(18, 3, {"client_software_name": "t", "client_software_version": "1"}).error_code
+            client.request(
+                ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
+            ).error_code
             == 0
         )
     return (time.perf_counter() - started) * 1000

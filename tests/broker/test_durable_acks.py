@@ -20,6 +20,7 @@ from tests.broker.conftest import HttpBrokerProcess, free_port
 from tests.broker.wire import WireClient
 
 from logtrove.storage import Storage
+from logtrove.wire import ApiKey
 
 
 def metric(broker: HttpBrokerProcess, name: str, topic: str, partition: int = 0) -> int:
@@ -118,7 +119,9 @@ class ApiVersionsProbe(threading.Thread):
         with WireClient(self.port, timeout=30) as client:
             while not self.done.is_set():
                 start = time.monotonic()
-                client.request(18, 3, {"client_software_name": "probe", "client_software_version": "1"})
+                client.request(
+                    ApiKey.API_VERSIONS, 3, {"client_software_name": "probe", "client_software_version": "1"}
+                )
                 self.latencies.append(time.monotonic() - start)
                 time.sleep(0.02)
 

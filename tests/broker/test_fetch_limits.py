@@ -17,13 +17,14 @@ from tests.broker.conftest import BrokerProcess, free_port
 from tests.broker.wire import WireClient
 
 from logtrove.records import NewRecord, build_batch
+from logtrove.wire import ApiKey
 
 BATCH = struct.Struct(">qi")  # base offset, length of the rest
 
 
 def _create(client: WireClient, topic: str, partitions: int) -> None:
     created = client.request(
-        19,
+        ApiKey.CREATE_TOPICS,
         4,
         {
             "topics": [{"name": topic, "num_partitions": partitions, "replication_factor": 1}],
@@ -37,7 +38,7 @@ def _produce(client: WireClient, topic: str, partition: int, values: list[bytes]
     for value in values:
         batch = bytes(build_batch([NewRecord(value)]))
         answer = client.request(
-            0,
+            ApiKey.PRODUCE,
             9,
             {
                 "acks": 1,
@@ -88,7 +89,7 @@ def test_duplicate_partitions_are_merged_as_kafka_does(shared_broker: BrokerProc
         _produce(client, topic, 0, [b"a", b"b", b"c"])
         _produce(client, topic, 1, [b"x"])
         if version >= 13:
-            meta = client.request(3, 12, {"topics": [{"name": topic}]})
+            meta = client.request(ApiKey.METADATA, 12, {"topics": [{"name": topic}]})
             key: dict[str, Any] = {"topic_id": meta.topics[0].topic_id}
         else:
             key = {"topic": topic}
@@ -97,7 +98,7 @@ def test_duplicate_partitions_are_merged_as_kafka_does(shared_broker: BrokerProc
             {**key, "partitions": [_want(0, 0), _want(0, 2), _want(1, 0)]},
             {**key, "partitions": [_want(0, 1)]},
         ]
-        answer = client.request(1, version, _fetch_body(topics, 1 << 20))
+        answer = client.request(ApiKey.FETCH, version, _fetch_body(topics, 1 << 20))
     assert len(answer.responses) == 1
     got = answer.responses[0]
     assert got.topic_id == key["topic_id"] if version >= 13 else got.topic == topic
@@ -115,7 +116,7 @@ def test_response_stays_within_max_bytes_but_the_first_batch(shared_broker: Brok
         everything = [{"topic": topic, "partitions": [_want(p) for p in range(4)]}]
 
         def record_bytes(max_bytes: int) -> list[int]:
-            answer = client.request(1, 11, _fetch_body(everything, max_bytes))
+            answer = client.request(ApiKey.FETCH, 11, _fetch_body(everything, max_bytes))
             return [len(p.records) for p in answer.responses[0].partitions]
 
         one_batch = record_bytes(1)[0]
@@ -169,7 +170,7 @@ def test_unread_duplicate_partition_fetch_holds_no_memory(quiet_broker: BrokerPr
         for p in range(2):
             _produce(client, topic, p, [os.urandom(900_000) for _ in range(27)])
         request = client.encode_request(
-            1,
+            ApiKey.FETCH,
             11,
             _fetch_body(
                 [{"topic": topic, "partitions": [_want(p, 0, 100 << 20) for p in (0, 1)] * 10}], 2**31 - 1
@@ -191,7 +192,9 @@ def test_unread_duplicate_partition_fetch_holds_no_memory(quiet_broker: BrokerPr
     )
     with WireClient(quiet_broker.port) as client:  # and the broker serves on
         assert (
-            client.request(18, 3, {"client_software_name": "t", "client_software_version": "1"}).error_code
+            client.request(
+                ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
+            ).error_code
             == 0
         )
 
@@ -222,7 +225,7 @@ def test_unread_replies_of_many_clients_share_one_memory_budget(tmp_path: Path) 
             for p in range(2):
                 _produce(client, topic, p, [os.urandom(900_000) for _ in range(27)])
             request = client.encode_request(
-                1,
+                ApiKey.FETCH,
                 11,
                 _fetch_body(
                     [{"topic": topic, "partitions": [_want(0, 0, 100 << 20), _want(1, 0, 100 << 20)]}],
@@ -246,7 +249,9 @@ def test_unread_replies_of_many_clients_share_one_memory_budget(tmp_path: Path) 
             )
             with WireClient(broker.port) as reader:
                 answer = reader.request(
-                    1, 11, _fetch_body([{"topic": topic, "partitions": [_want(0, 0, 50 << 20)]}], 50 << 20)
+                    ApiKey.FETCH,
+                    11,
+                    _fetch_body([{"topic": topic, "partitions": [_want(0, 0, 50 << 20)]}], 50 << 20),
                 )
                 assert len(_base_offsets(answer.responses[0].partitions[0].records)) == 1
         finally:
@@ -256,7 +261,9 @@ def test_unread_replies_of_many_clients_share_one_memory_budget(tmp_path: Path) 
         assert after[-1] < baseline + 24
         with WireClient(broker.port) as reader:  # the budget is back: a whole reply again
             answer = reader.request(
-                1, 11, _fetch_body([{"topic": topic, "partitions": [_want(0, 0, 50 << 20)]}], 50 << 20)
+                ApiKey.FETCH,
+                11,
+                _fetch_body([{"topic": topic, "partitions": [_want(0, 0, 50 << 20)]}], 50 << 20),
             )
             assert len(_base_offsets(answer.responses[0].partitions[0].records)) > 1
     finally:

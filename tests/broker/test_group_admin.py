@@ -16,6 +16,8 @@ from kio.schema.errors import ErrorCode
 from tests.broker.conftest import BrokerProcess, free_port
 from tests.broker.wire import WireClient
 
+from logtrove.wire import ApiKey
+
 
 def _topic(admin: AdminClient, name: str, partitions: int = 2) -> None:
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
@@ -43,7 +45,9 @@ def _offset_delete(
         topics.setdefault(t, []).append({"partition_index": p})
     with WireClient(port) as client:
         resp = client.request(
-            47, 0, {"group_id": group, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+            ApiKey.OFFSET_DELETE,
+            0,
+            {"group_id": group, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]},
         )
     errors = {(t.name, int(p.partition_index)): int(p.error_code) for t in resp.topics for p in t.partitions}
     return int(resp.error_code), errors

@@ -15,6 +15,7 @@ from tests.broker.wire import WireClient
 
 from logtrove.groups.group_configs import GROUP_CONFIGS_FILE, GroupConfigs
 from logtrove.storage.errors import InvalidConfigError
+from logtrove.wire import ApiKey
 
 GROUP_CONFIG_SOURCE = 8
 STATIC_SOURCE = 4
@@ -47,7 +48,7 @@ def _heartbeat_interval(broker: BrokerProcess, group: str) -> int:
         "topic_partitions": [],
     }
     with WireClient(broker.port) as client:
-        resp = client.request(68, 0, body)
+        resp = client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, body)
     assert resp.error_code == ErrorCode.none, resp
     return int(resp.heartbeat_interval.total_seconds() * 1000)
 

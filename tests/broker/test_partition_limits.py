@@ -19,6 +19,7 @@ from tests.broker.conftest import BrokerProcess, cli_in, free_port
 from tests.broker.wire import WireClient
 
 from logtrove.records import NewRecord, build_batch, iter_records, read_header
+from logtrove.wire import ApiKey
 
 POLICY_VIOLATION = int(ErrorCode.policy_violation)
 KAFKA_STORAGE_ERROR = int(ErrorCode.kafka_storage_error)
@@ -29,19 +30,19 @@ def _create_topic(client: WireClient, name: str, partitions: int) -> tuple[int, 
         "topics": [{"name": name, "num_partitions": partitions, "replication_factor": -1}],
         "timeout": 120_000,
     }
-    result = client.request(19, 7, body).topics[0]
+    result = client.request(ApiKey.CREATE_TOPICS, 7, body).topics[0]
     return int(result.error_code), result.error_message
 
 
 def _create_partitions(client: WireClient, name: str, count: int) -> tuple[int, str | None]:
     body = {"topics": [{"name": name, "count": count, "assignments": None}], "timeout_ms": 60_000}
-    result = client.request(37, 3, body).results[0]
+    result = client.request(ApiKey.CREATE_PARTITIONS, 3, body).results[0]
     return int(result.error_code), result.error_message
 
 
 def _metadata(client: WireClient, names: list[str], *, create: bool = False) -> dict[str, Any]:
     body = {"topics": [{"name": n} for n in names], "allow_auto_topic_creation": create}
-    return {t.name: t for t in client.request(3, 12, body).topics}
+    return {t.name: t for t in client.request(ApiKey.METADATA, 12, body).topics}
 
 
 def _produce(client: WireClient, topic: str, partitions: range, value: bytes) -> list[int]:
@@ -49,7 +50,9 @@ def _produce(client: WireClient, topic: str, partitions: range, value: bytes) ->
     batch = build_batch([NewRecord(value)])
     data = [{"index": p, "records": batch} for p in partitions]
     resp = client.request(
-        0, 9, {"acks": -1, "timeout": 5000, "topic_data": [{"name": topic, "partition_data": data}]}
+        ApiKey.PRODUCE,
+        9,
+        {"acks": -1, "timeout": 5000, "topic_data": [{"name": topic, "partition_data": data}]},
     )
     by_index = {p.index: int(p.error_code) for p in resp.responses[0].partition_responses}
     return [by_index[p] for p in partitions]
@@ -64,7 +67,7 @@ def _fetch_values(client: WireClient, topic: str, partition: int) -> list[bytes 
         "max_bytes": 1 << 20,
         "topics": [{"topic": topic, "partitions": [part]}],
     }
-    answer = client.request(1, 11, body).responses[0].partitions[0]
+    answer = client.request(ApiKey.FETCH, 11, body).responses[0].partitions[0]
     assert int(answer.error_code) == 0
     data = bytes(answer.records or b"")
     values: list[bytes | None] = []
@@ -108,7 +111,9 @@ def _api_versions_latency(port: int) -> float:
         client = WireClient.__new__(WireClient)
         client.sock, client.correlation = sock, 0
         started = time.monotonic()
-        client.request(18, 3, {"client_software_name": "probe", "client_software_version": "1"})
+        client.request(
+            ApiKey.API_VERSIONS, 3, {"client_software_name": "probe", "client_software_version": "1"}
+        )
         return time.monotonic() - started
 
 
@@ -190,7 +195,9 @@ def test_a_low_ulimit_refuses_clearly_and_the_broker_keeps_serving_and_restarts(
 
             # it keeps serving what it has, and accepts connections again
             assert int(_metadata(client, ["t3"])["t3"].error_code) == 0
-            assert "one-too-many" not in {t.name for t in client.request(3, 12, {"topics": None}).topics}
+            assert "one-too-many" not in {
+                t.name for t in client.request(ApiKey.METADATA, 12, {"topics": None}).topics
+            }
             assert _produce(client, "t3", range(100), b"again") == [0] * 100
             assert _fetch_values(client, "t3", 42) == [b"r3", b"again"]
         deadline = time.monotonic() + 10

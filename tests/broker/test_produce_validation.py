@@ -18,6 +18,7 @@ from tests.records.helpers import patch_header, with_payload, zstd_zeros
 
 from logtrove.records import Compression, NewRecord, build_batch
 from logtrove.records.record import encode_record
+from logtrove.wire import ApiKey
 
 
 def good(value: bytes, n: int = 2, codec: Compression = Compression.NONE) -> bytes:
@@ -50,7 +51,7 @@ def malformed_kinds() -> dict[str, tuple[bytes, ErrorCode]]:
 
 def produce_raw(client: WireClient, topic: str, records: bytes) -> tuple[int, str | None, int]:
     resp = client.request(
-        0,
+        ApiKey.PRODUCE,
         9,
         {
             "acks": -1,
@@ -88,7 +89,7 @@ def test_malformed_batch_is_refused_and_a_consumer_reaches_the_next_good_record(
     batch, code = malformed_kinds()[kind]
     topic = f"bad-{kind}"
     with WireClient(shared_broker.port) as client:
-        client.request(3, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": True})
+        client.request(ApiKey.METADATA, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": True})
         assert produce_raw(client, topic, good(b"before"))[0] == 0
         end = log_end(client, topic)
 
@@ -105,7 +106,7 @@ def test_a_bomb_is_refused_with_a_message_naming_the_limit(shared_broker: Broker
     batch, _ = malformed_kinds()["zstd-bomb-1GiB"]
     assert len(batch) < 64 << 10
     with WireClient(shared_broker.port) as client:
-        client.request(3, 12, {"topics": [{"name": "bomb"}], "allow_auto_topic_creation": True})
+        client.request(ApiKey.METADATA, 12, {"topics": [{"name": "bomb"}], "allow_auto_topic_creation": True})
         error, message, _ = produce_raw(client, "bomb", batch)
     assert ErrorCode(error) is ErrorCode.invalid_record
     assert message is not None and "decompresses to more than" in message
@@ -117,6 +118,6 @@ def test_valid_batches_of_every_codec_are_still_accepted(
 ) -> None:
     topic = f"ok-{codec.name.lower()}"
     with WireClient(shared_broker.port) as client:
-        client.request(3, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": True})
+        client.request(ApiKey.METADATA, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": True})
         assert produce_raw(client, topic, good(b"v", n=100, codec=codec))[0] == 0
     assert len(consume_all(shared_broker, topic, 100)) == 100

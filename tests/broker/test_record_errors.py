@@ -19,6 +19,7 @@ from tests.broker.wire import WireClient
 
 from logtrove.records import Compression, NewRecord, build_batch
 from logtrove.records.walk import MAX_KEYLESS_REPORTED
+from logtrove.wire import ApiKey
 
 
 def _compacted(broker: BrokerProcess, topic: str) -> None:
@@ -34,7 +35,7 @@ def test_a_raw_produce_names_every_keyless_record_of_the_batch(shared_broker: Br
     with WireClient(shared_broker.port) as client:
         for version in (8, 9):  # the last classic and the first flexible encoding
             resp = client.request(
-                0,
+                ApiKey.PRODUCE,
                 version,
                 {
                     "acks": -1,
@@ -62,7 +63,7 @@ def test_a_raw_v9_produce_names_the_first_keyless_records_up_to_the_cap(shared_b
     batch = build_batch(recs, compression=Compression.ZSTD)
     with WireClient(shared_broker.port) as client:
         resp = client.request(
-            0,
+            ApiKey.PRODUCE,
             9,
             {
                 "acks": -1,

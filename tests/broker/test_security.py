@@ -31,6 +31,8 @@ from confluent_kafka.admin import (
 from tests.broker.conftest import SERVE, BrokerProcess, free_port
 from tests.broker.wire import WireClient
 
+from logtrove.wire import ApiKey
+
 PASSWORD = "alice-secret"
 
 
@@ -247,7 +249,7 @@ def test_a_wrong_password_fails_fast_with_sasl_authentication_failed(secured: Se
 
 
 def _sasl_handshake(client: WireClient, mechanism: str, version: int = 1) -> Any:
-    return client.request(17, version, {"mechanism": mechanism})
+    return client.request(ApiKey.SASL_HANDSHAKE, version, {"mechanism": mechanism})
 
 
 def _closed(client: WireClient) -> bool:
@@ -260,7 +262,7 @@ def _closed(client: WireClient) -> bool:
 def test_plain_wrong_password_answers_58_with_a_message_then_closes(secured: Secured) -> None:
     with WireClient(secured.sasl_plain) as client:
         assert _sasl_handshake(client, "PLAIN").error_code == 0
-        resp = client.request(36, 2, {"auth_bytes": b"\0alice\0nope"})
+        resp = client.request(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\0alice\0nope"})
         assert resp.error_code == 58
         assert "Invalid username or password" in resp.error_message
         assert _closed(client)
@@ -268,9 +270,13 @@ def test_plain_wrong_password_answers_58_with_a_message_then_closes(secured: Sec
 
 def test_a_client_without_sasl_on_a_sasl_listener_is_refused(secured: Secured) -> None:
     with WireClient(secured.sasl_plain) as client:
-        versions = client.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+        versions = client.request(
+            ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
+        )
         assert versions.error_code == 0  # ApiVersions is served before authentication
-        client.send_frame(client.encode_request(3, 9, {"topics": None, "allow_auto_topic_creation": False}))
+        client.send_frame(
+            client.encode_request(ApiKey.METADATA, 9, {"topics": None, "allow_auto_topic_creation": False})
+        )
         assert _closed(client)
     # and a real client that does not speak SASL gets no metadata
     admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{secured.sasl_plain}"})
@@ -282,11 +288,18 @@ def test_a_client_without_sasl_on_a_sasl_listener_is_refused(secured: Secured) -
 
 def test_requests_before_the_end_of_authentication_close_the_connection(secured: Secured) -> None:
     with WireClient(secured.sasl_plain) as client:  # SaslAuthenticate before SaslHandshake
-        assert client.request(36, 2, {"auth_bytes": b"\0alice\0" + PASSWORD.encode()}).error_code == 34
+        assert (
+            client.request(
+                ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\0alice\0" + PASSWORD.encode()}
+            ).error_code
+            == 34
+        )
         assert _closed(client)
     with WireClient(secured.sasl_plain) as client:  # Metadata between handshake and authentication
         assert _sasl_handshake(client, "SCRAM-SHA-512").error_code == 0
-        client.send_frame(client.encode_request(3, 9, {"topics": None, "allow_auto_topic_creation": False}))
+        client.send_frame(
+            client.encode_request(ApiKey.METADATA, 9, {"topics": None, "allow_auto_topic_creation": False})
+        )
         assert _closed(client)
     with WireClient(secured.sasl_plain) as client:
         resp = _sasl_handshake(client, "GSSAPI")
@@ -305,7 +318,7 @@ def test_hostile_sasl_bytes_get_errors_and_the_broker_keeps_serving(secured: Sec
     ]:
         with WireClient(secured.sasl_plain) as client:
             assert _sasl_handshake(client, mechanism).error_code == 0
-            resp = client.request(36, 2, {"auth_bytes": token})
+            resp = client.request(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token})
             assert resp.error_code == 58, (mechanism, token[:20])
             assert resp.error_message
             assert _closed(client)
@@ -314,13 +327,20 @@ def test_hostile_sasl_bytes_get_errors_and_the_broker_keeps_serving(secured: Sec
         assert _closed(client)
     with WireClient(secured.sasl_plain) as client:  # the broker still authenticates others
         assert _sasl_handshake(client, "PLAIN").error_code == 0
-        assert client.request(36, 2, {"auth_bytes": b"\0alice\0" + PASSWORD.encode()}).error_code == 0
-        meta = client.request(3, 9, {"topics": None, "allow_auto_topic_creation": False})
+        assert (
+            client.request(
+                ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\0alice\0" + PASSWORD.encode()}
+            ).error_code
+            == 0
+        )
+        meta = client.request(ApiKey.METADATA, 9, {"topics": None, "allow_auto_topic_creation": False})
         assert meta.brokers[0].port == secured.sasl_plain
         # re-authentication is refused (session lifetime 0), and the connection stays
         assert _sasl_handshake(client, "PLAIN").error_code == 34
         assert (
-            client.request(18, 3, {"client_software_name": "t", "client_software_version": "1"}).error_code
+            client.request(
+                ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
+            ).error_code
             == 0
         )
 
@@ -330,7 +350,7 @@ def test_sasl_handshake_v0_takes_bare_tokens(secured: Secured) -> None:
         assert _sasl_handshake(client, "PLAIN", version=0).error_code == 0
         client.send_frame(b"\0alice\0" + PASSWORD.encode())
         assert client.recv_frame() == b""  # an empty server token: authenticated
-        meta = client.request(3, 9, {"topics": None, "allow_auto_topic_creation": False})
+        meta = client.request(ApiKey.METADATA, 9, {"topics": None, "allow_auto_topic_creation": False})
         assert meta.brokers[0].port == secured.sasl_plain
     with WireClient(secured.sasl_plain) as client:  # a wrong password: closed, v0 cannot say why
         assert _sasl_handshake(client, "PLAIN", version=0).error_code == 0
@@ -438,17 +458,24 @@ def test_a_sasl_connection_not_authenticated_in_time_is_closed_and_advertised_en
             started = time.monotonic()
             with pytest.raises(ConnectionError):
                 while time.monotonic() - started < 10:
-                    client.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+                    client.request(
+                        ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
+                    )
                     time.sleep(0.1)
             assert time.monotonic() - started < 5
         with WireClient(sasl_port) as client:
             assert _sasl_handshake(client, "PLAIN").error_code == 0
-            assert client.request(36, 2, {"auth_bytes": b"\0alice\0" + PASSWORD.encode()}).error_code == 0
+            assert (
+                client.request(
+                    ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\0alice\0" + PASSWORD.encode()}
+                ).error_code
+                == 0
+            )
             time.sleep(1.5)  # past the deadline: an authenticated connection stays
-            meta = client.request(3, 9, {"topics": None, "allow_auto_topic_creation": False})
+            meta = client.request(ApiKey.METADATA, 9, {"topics": None, "allow_auto_topic_creation": False})
             assert (meta.brokers[0].host, meta.brokers[0].port) == ("adv.example", 1234)
         with WireClient(broker.port) as client:
-            meta = client.request(3, 9, {"topics": None, "allow_auto_topic_creation": False})
+            meta = client.request(ApiKey.METADATA, 9, {"topics": None, "allow_auto_topic_creation": False})
             assert (meta.brokers[0].host, meta.brokers[0].port) == ("127.0.0.1", broker.port)
 
 
@@ -473,14 +500,18 @@ def test_connections_to_a_tls_listener_count_against_the_limits_before_their_han
         time.sleep(0.5)
         with WireClient(broker.port) as client:
             client.send_frame(
-                client.encode_request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+                client.encode_request(
+                    ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
+                )
             )
             assert _closed(client)  # refused: the three handshakes-to-be hold every connection
         for sock in silent:
             sock.close()
         time.sleep(0.5)
         with WireClient(broker.port) as client:
-            versions = client.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+            versions = client.request(
+                ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
+            )
             assert versions.error_code == 0
         context = ssl.create_default_context(cafile=str(certs / "ca.pem"))
         with (
@@ -518,7 +549,9 @@ def test_the_cli_works_through_sasl_ssl_sasl_plaintext_and_mtls_listeners(
     b = ["--bootstrap", f"127.0.0.1:{secured.sasl_ssl}"]
     out = _cli_with_config(scram, tmp_path, "topics", "create", "sec-cli", "--partitions", "2", *b)
     assert out.returncode == 0, out.stderr
-    out = _cli_with_config(scram, tmp_path, "produce", "sec-cli", *b, stdin='{"value": "one"}\n{"value": "two"}\n')
+    out = _cli_with_config(
+        scram, tmp_path, "produce", "sec-cli", *b, stdin='{"value": "one"}\n{"value": "two"}\n'
+    )
     assert out.returncode == 0, out.stderr
     plain = f"# PLAIN, no TLS\nsecurity.protocol=SASL_PLAINTEXT\nsasl.mechanisms=PLAIN\nsasl.username=alice\nsasl.password={PASSWORD}\n"
     listing = _cli_with_config(

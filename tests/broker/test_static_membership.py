@@ -19,6 +19,8 @@ from tests.broker.clients import poll_until
 from tests.broker.conftest import BrokerProcess
 from tests.broker.wire import WireClient
 
+from logtrove.wire import ApiKey
+
 TOPIC = "sensors"
 PARTITIONS = 4
 GROUP = "dashboards"
@@ -110,7 +112,7 @@ def test_restarted_static_member_takes_its_partitions_back_without_a_rebalance(b
                 "member_id": old_member_id,
                 "group_instance_id": "node-a",
             }
-            assert wire.request(12, 3, heartbeat).error_code == ErrorCode.fenced_instance_id
+            assert wire.request(ApiKey.HEARTBEAT, 3, heartbeat).error_code == ErrorCode.fenced_instance_id
 
         # node-a goes away for good: after its session timeout node-b gets everything
         restarted.consumer.close()

@@ -15,6 +15,7 @@ from tests.broker.conftest import BrokerProcess, cli_in, free_port
 from tests.broker.wire import WireClient
 
 from logtrove.storage import Storage
+from logtrove.wire import ApiKey
 
 ANON = "User:ANONYMOUS"
 
@@ -61,14 +62,14 @@ def test_a_transaction_on_granted_resources_commits_and_others_are_refused(secur
 def test_transaction_requests_need_write_on_the_transactional_id(secured: BrokerProcess) -> None:
     with WireClient(secured.port) as wire:
         ids = {"transactional_id": "other-tx", "producer_id": 1, "producer_epoch": 0}
-        assert wire.request(26, 3, {**ids, "committed": True}).error_code == (
+        assert wire.request(ApiKey.END_TXN, 3, {**ids, "committed": True}).error_code == (
             ErrorCode.transactional_id_authorization_failed
         )
-        assert wire.request(25, 3, {**ids, "group_id": "readers"}).error_code == (
+        assert wire.request(ApiKey.ADD_OFFSETS_TO_TXN, 3, {**ids, "group_id": "readers"}).error_code == (
             ErrorCode.transactional_id_authorization_failed
         )
         granted = {"transactional_id": "granted-tx", "producer_id": 1, "producer_epoch": 0}
-        assert wire.request(25, 3, {**granted, "group_id": "writers"}).error_code == (
+        assert wire.request(ApiKey.ADD_OFFSETS_TO_TXN, 3, {**granted, "group_id": "writers"}).error_code == (
             ErrorCode.group_authorization_failed
         )
         commit = {
@@ -76,9 +77,15 @@ def test_transaction_requests_need_write_on_the_transactional_id(secured: Broker
             "group_id": "readers",
             "topics": [{"name": "secret", "partitions": [{"partition_index": 0, "committed_offset": 1}]}],
         }
-        answer = wire.request(28, 3, commit)
+        answer = wire.request(ApiKey.TXN_OFFSET_COMMIT, 3, commit)
         assert answer.topics[0].partitions[0].error_code == ErrorCode.topic_authorization_failed
-        described = wire.request(65, 0, {"transactional_ids": ["other-tx"]}).transaction_states[0]
+        described = wire.request(
+            ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["other-tx"]}
+        ).transaction_states[0]
         assert described.error_code == ErrorCode.transactional_id_authorization_failed
-        listed = wire.request(66, 1, {"state_filters": [], "producer_id_filters": [], "duration_filter": -1})
+        listed = wire.request(
+            ApiKey.LIST_TRANSACTIONS,
+            1,
+            {"state_filters": [], "producer_id_filters": [], "duration_filter": -1},
+        )
         assert {t.transactional_id for t in listed.transaction_states} <= {"granted-tx"}

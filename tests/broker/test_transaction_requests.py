@@ -15,16 +15,19 @@ from tests.broker.wire import WireClient
 
 from logtrove.records import NewRecord, build_batch
 from logtrove.txn import marker_batch
+from logtrove.wire import ApiKey
 
 
 def _topic(wire: WireClient, name: str) -> str:
     body = {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1}], "timeout": 10_000}
-    assert wire.request(19, 5, body).topics[0].error_code == ErrorCode.none
+    assert wire.request(ApiKey.CREATE_TOPICS, 5, body).topics[0].error_code == ErrorCode.none
     return name
 
 
 def _init(wire: WireClient, tid: str, version: int = 4) -> tuple[int, int]:
-    answer = wire.request(22, version, {"transactional_id": tid, "transaction_timeout": 60_000})
+    answer = wire.request(
+        ApiKey.INIT_PRODUCER_ID, version, {"transactional_id": tid, "transaction_timeout": 60_000}
+    )
     assert answer.error_code == ErrorCode.none
     return int(answer.producer_id), int(answer.producer_epoch)
 
@@ -38,7 +41,7 @@ def _add(
         "v3_and_below_producer_epoch": epoch,
         "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
     }
-    answer = wire.request(24, version, body)
+    answer = wire.request(ApiKey.ADD_PARTITIONS_TO_TXN, version, body)
     return {
         (t.name, p.partition_index): p.partition_error_code
         for t in answer.results_by_topic_v3_and_below
@@ -48,7 +51,7 @@ def _add(
 
 def _end(wire: WireClient, tid: str, pid: int, epoch: int, commit: bool, version: int = 3) -> ErrorCode:
     body = {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch, "committed": commit}
-    return ErrorCode(wire.request(26, version, body).error_code)
+    return ErrorCode(wire.request(ApiKey.END_TXN, version, body).error_code)
 
 
 def _txn_batch(pid: int, epoch: int, seq: int, value: bytes) -> bytes:
@@ -71,7 +74,7 @@ def _fetch_committed(wire: WireClient, topic: str, offset: int = 0) -> Any:
             }
         ],
     }
-    return wire.request(1, 11, body).responses[0].partitions[0]
+    return wire.request(ApiKey.FETCH, 11, body).responses[0].partitions[0]
 
 
 def test_unknown_partitions_fail_the_request_and_the_rest_is_not_attempted(
@@ -104,13 +107,16 @@ def test_old_versions_get_invalid_producer_epoch_for_a_fenced_producer(shared_br
         assert _end(wire, "tr-fenced-tx", pid, old, True, version=3) == ErrorCode.producer_fenced
         stale = {"transactional_id": "tr-fenced-tx", "transaction_timeout": 60_000, "producer_id": pid}
         assert (
-            wire.request(22, 3, {**stale, "producer_epoch": old}).error_code
+            wire.request(ApiKey.INIT_PRODUCER_ID, 3, {**stale, "producer_epoch": old}).error_code
             == ErrorCode.invalid_producer_epoch
         )
-        assert wire.request(22, 4, {**stale, "producer_epoch": old}).error_code == ErrorCode.producer_fenced
-        assert wire.request(22, 4, {"transactional_id": "", "transaction_timeout": 60_000}).error_code == (
-            ErrorCode.invalid_request
+        assert (
+            wire.request(ApiKey.INIT_PRODUCER_ID, 4, {**stale, "producer_epoch": old}).error_code
+            == ErrorCode.producer_fenced
         )
+        assert wire.request(
+            ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": "", "transaction_timeout": 60_000}
+        ).error_code == (ErrorCode.invalid_request)
 
 
 def test_batched_add_partitions_answers_each_transaction(shared_broker: BrokerProcess) -> None:
@@ -126,7 +132,7 @@ def test_batched_add_partitions_answers_each_transaction(shared_broker: BrokerPr
                 "verify_only": verify_only,
                 "topics": [{"name": topic, "partitions": [0]}],
             }
-            answer = wire.request(24, 4, {"transactions": [txn]})
+            answer = wire.request(ApiKey.ADD_PARTITIONS_TO_TXN, 4, {"transactions": [txn]})
             assert answer.error_code == ErrorCode.none
             return {
                 r.transactional_id: r.topic_results[0].results_by_partition[0].partition_error_code
@@ -149,7 +155,9 @@ def test_produce_refuses_batches_outside_the_transaction_rules(shared_broker: Br
         assert produce_raw(wire, topic, _txn_batch(pid, epoch - 1 if epoch else 5, 0, b"x"))[0] == (
             ErrorCode.invalid_producer_epoch
         )
-        described = wire.request(61, 0, {"topics": [{"name": topic, "partition_indexes": [0]}]})
+        described = wire.request(
+            ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [{"name": topic, "partition_indexes": [0]}]}
+        )
         (producer,) = described.topics[0].partitions[0].active_producers
         assert (producer.producer_id, producer.current_txn_start_offset) == (pid, 0)
         forged = marker_batch(pid, epoch, True, coordinator_epoch=0, now_ms=1)
@@ -180,13 +188,16 @@ def test_offset_fetch_require_stable_waits_for_the_transaction(shared_broker: Br
         topic = _topic(wire, "tr-stable")
         pid, epoch = _init(wire, "tr-stable-tx")
         ids = {"transactional_id": "tr-stable-tx", "producer_id": pid, "producer_epoch": epoch}
-        assert wire.request(25, 3, {**ids, "group_id": "tr-g"}).error_code == ErrorCode.none
+        assert (
+            wire.request(ApiKey.ADD_OFFSETS_TO_TXN, 3, {**ids, "group_id": "tr-g"}).error_code
+            == ErrorCode.none
+        )
         commit = {
             **ids,
             "group_id": "tr-g",
             "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 7}]}],
         }
-        answer = wire.request(28, 3, commit)
+        answer = wire.request(ApiKey.TXN_OFFSET_COMMIT, 3, commit)
         assert answer.topics[0].partitions[0].error_code == ErrorCode.none
 
         def fetch(stable: bool) -> Any:
@@ -195,7 +206,7 @@ def test_offset_fetch_require_stable_waits_for_the_transaction(shared_broker: Br
                 "topics": [{"name": topic, "partition_indexes": [0]}],
                 "require_stable": stable,
             }
-            return wire.request(9, 7, body).topics[0].partitions[0]
+            return wire.request(ApiKey.OFFSET_FETCH, 7, body).topics[0].partitions[0]
 
         assert fetch(True).error_code == ErrorCode.unstable_offset_commit
         assert fetch(False).committed_offset == -1  # not the group's until the commit
@@ -227,12 +238,14 @@ def test_aborted_transactions_listed_only_for_the_batches_returned(shared_broker
                 }
             ],
         }
-        first = wire.request(1, 11, body).responses[0].partitions[0]
+        first = wire.request(ApiKey.FETCH, 11, body).responses[0].partitions[0]
         assert [(a.producer_id, a.first_offset) for a in first.aborted_transactions] == [(pids[0], 0)]
         assert [a.producer_id for a in _fetch_committed(wire, topic).aborted_transactions] == pids
 
 
 def test_describe_transactions_of_an_unknown_id_is_not_found(shared_broker: BrokerProcess) -> None:
     with WireClient(shared_broker.port) as wire:
-        state = wire.request(65, 0, {"transactional_ids": ["tr-never-seen"]}).transaction_states[0]
+        state = wire.request(
+            ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["tr-never-seen"]}
+        ).transaction_states[0]
         assert state.error_code == ErrorCode.transactional_id_not_found

@@ -29,6 +29,8 @@ from kio.schema.errors import ErrorCode
 from tests.broker.conftest import BrokerProcess, free_port
 from tests.broker.wire import WireClient
 
+from logtrove.wire import ApiKey
+
 READ_COMMITTED, READ_UNCOMMITTED = "read_committed", "read_uncommitted"
 
 
@@ -82,7 +84,7 @@ def _committed_end(bootstrap: str, topic: str) -> tuple[int, int]:
                 "isolation_level": isolation,
                 "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}],
             }
-            ends.append(wire.request(2, 5, request).topics[0].partitions[0].offset)
+            ends.append(wire.request(ApiKey.LIST_OFFSETS, 5, request).topics[0].partitions[0].offset)
     return ends[0], ends[1]
 
 
@@ -227,19 +229,27 @@ def test_find_coordinator_serves_transactional_ids_and_refuses_unknown_key_types
     shared_broker: BrokerProcess,
 ) -> None:
     with WireClient(shared_broker.port) as wire:
-        versions = wire.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+        versions = wire.request(
+            ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
+        )
         assert {24, 25, 26, 28, 65, 66} <= {k.api_key for k in versions.api_keys}
-        answer = wire.request(10, 4, {"key_type": 1, "coordinator_keys": ["billing-tx"]}).coordinators[0]
+        answer = wire.request(
+            ApiKey.FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": ["billing-tx"]}
+        ).coordinators[0]
         assert answer.error_code == ErrorCode.none and answer.port == shared_broker.port
-        old = wire.request(10, 2, {"key": "billing-tx", "key_type": 1})
+        old = wire.request(ApiKey.FIND_COORDINATOR, 2, {"key": "billing-tx", "key_type": 1})
         assert old.error_code == ErrorCode.none and old.port == shared_broker.port
-        unknown = wire.request(10, 4, {"key_type": 7, "coordinator_keys": ["x"]}).coordinators[0]
+        unknown = wire.request(
+            ApiKey.FIND_COORDINATOR, 4, {"key_type": 7, "coordinator_keys": ["x"]}
+        ).coordinators[0]
         assert unknown.error_code == ErrorCode.invalid_request
 
 
 def test_transaction_timeout_above_the_maximum_is_refused(shared_broker: BrokerProcess) -> None:
     with WireClient(shared_broker.port) as wire:
-        answer = wire.request(22, 4, {"transactional_id": "greedy-tx", "transaction_timeout": 900_001})
+        answer = wire.request(
+            ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": "greedy-tx", "transaction_timeout": 900_001}
+        )
         assert answer.error_code == ErrorCode.invalid_transaction_timeout
 
 
@@ -262,7 +272,9 @@ def test_transaction_open_at_a_broker_crash_is_aborted_after_restart(tmp_path: P
         assert _values(bootstrap, topic, READ_UNCOMMITTED) == [b"committed-before", b"open-at-crash"]
         with WireClient(broker.port) as wire:
             listed = wire.request(
-                66, 1, {"state_filters": [], "producer_id_filters": [], "duration_filter": -1}
+                ApiKey.LIST_TRANSACTIONS,
+                1,
+                {"state_filters": [], "producer_id_filters": [], "duration_filter": -1},
             )
             states = {t.transactional_id: t.transaction_state for t in listed.transaction_states}
             assert states == {"crash-tx": "CompleteAbort"}

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import io
 import socket
 import struct
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
-from kio.serial import entity_reader, entity_writer
+from kio.index import load_response_schema
+from kio.serial import entity_reader
 
-from logtrove.broker.protocol import build
+from logtrove.wire import ApiKey, encode_request, response_header_size
 
 
 class WireClient:
@@ -41,35 +40,21 @@ class WireClient:
         return buf
 
     def encode_request(self, api_key: int, version: int, body: dict[str, Any]) -> bytes:
-        cls = load_request_schema(api_key, version)
-        header_cls = cls.__header_schema__
         self.correlation += 1
-        header = build(
-            header_cls,
-            {
-                "request_api_key": api_key,
-                "request_api_version": version,
-                "correlation_id": self.correlation,
-                "client_id": "wire-test",
-            },
-        )
-        buf = io.BytesIO()
-        entity_writer(header_cls)(buf, header)
-        entity_writer(cls)(buf, build(cls, body))
-        return buf.getvalue()
+        return encode_request(api_key, version, self.correlation, "wire-test", body)
 
     def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
         self.send_frame(self.encode_request(api_key, version, body))
         frame = self.recv_frame()
         resp_cls = load_response_schema(api_key, version)
         assert struct.unpack_from(">i", frame)[0] == self.correlation
-        header_size = 5 if resp_cls.__flexible__ and api_key != 18 else 4
+        header_size = response_header_size(resp_cls.__flexible__, api_key)
         value, _ = entity_reader(resp_cls)(frame, header_size)
         return value
 
     def list_offsets(self, topic: str, partition: int, timestamp: int) -> Any:
         resp = self.request(
-            2,
+            ApiKey.LIST_OFFSETS,
             7,
             {
                 "replica_id": -1,

@@ -22,6 +22,7 @@ from tests.http.support import ServeProcess
 from logtrove.http.limits import DEFAULT_MAX_BODY_BYTES
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
+from logtrove.wire import ApiKey
 
 EVIL = "(a+)+$"  # Python's re backtracks 2^n steps on 'a'*n + '!'
 TRAP = b"a" * 30 + b"!"
@@ -53,7 +54,9 @@ def api_versions_latencies(port: int, probes: int = 20, gap_s: float = 0.05) -> 
     with WireClient(port, timeout=10) as client:
         for _ in range(probes):
             started = time.perf_counter()
-            answer = client.request(18, 3, {"client_software_name": "probe", "client_software_version": "1"})
+            answer = client.request(
+                ApiKey.API_VERSIONS, 3, {"client_software_name": "probe", "client_software_version": "1"}
+            )
             out.append(time.perf_counter() - started)
             assert answer.error_code == 0
             time.sleep(gap_s)

@@ -15,6 +15,7 @@ from tests.broker.conftest import BrokerProcess, cli_in, free_port
 
 from logtrove.broker.client import KafkaClient, check
 from logtrove.records import peek_batch_size, read_header
+from logtrove.wire import ApiKey
 
 DEADLINE_S = 60
 
@@ -52,7 +53,7 @@ def offsets(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
                 "replica_id": -1,
                 "topics": [{"name": topic, "partitions": [{"partition_index": partition, "timestamp": ts}]}],
             }
-            part = client.request(2, 7, body).topics[0].partitions[0]
+            part = client.request(ApiKey.LIST_OFFSETS, 7, body).topics[0].partitions[0]
             check(part.error_code, None, f"list offsets {topic}-{partition}")
             found.append(int(part.offset))
     return found[0], found[1]
@@ -100,7 +101,7 @@ def _fetch(client: KafkaClient, topic: str, partition: int, offset: int) -> Any:
         ],
         "forgotten_topics_data": [],
     }
-    part = client.request(1, 12, body).responses[0].partitions[0]
+    part = client.request(ApiKey.FETCH, 12, body).responses[0].partitions[0]
     check(part.error_code, None, f"fetch {topic}-{partition}@{offset}")
     return part
 

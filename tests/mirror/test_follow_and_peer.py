@@ -18,6 +18,7 @@ from tests.broker.test_peer_broker import tansu  # noqa: F401  (the fixture)
 from tests.mirror.conftest import DEADLINE_S, mirror_once, offsets, offsets_of, raw_batches, served
 
 from logtrove.broker.client import KafkaClient, KafkaProtocolError
+from logtrove.wire import ApiKey
 
 
 def _create(bootstrap: str, topic: str, partitions: int) -> None:
@@ -80,7 +81,7 @@ def test_serve_follow_mirrors_live_and_clients_may_only_read(leader: BrokerProce
                 "topics": [{"name": "live", "partitions": [{"partition_index": 0, "offset": 5}]}],
                 "timeout": 5000,
             }
-            answer = client.request(21, 2, body).topics[0].partitions[0]
+            answer = client.request(ApiKey.DELETE_RECORDS, 2, body).topics[0].partitions[0]
         assert answer.error_code == KafkaError.TOPIC_EXCEPTION  # DeleteRecords: INVALID_TOPIC_EXCEPTION
 
         local = Consumer(

@@ -4,7 +4,7 @@
 One module per API family:
 
 * :mod:`.topics`: Metadata, CreateTopics, DeleteTopics, CreatePartitions
-* :mod:`.produce`: Produce, InitProducerId (:mod:`.produce_request` decodes Produce
+* :mod:`.produce`: Produce, InitProducerId (:mod:`logtrove.wire.produce` decodes Produce
   without copying the records)
 * :mod:`.fetch`: Fetch (long polls; record bytes sent as they lie in the segment)
 * :mod:`.offsets`: ListOffsets, DeleteRecords
@@ -16,7 +16,8 @@ One module per API family:
 * :mod:`.users_api`: Describe/AlterUserScramCredentials over the SCRAM users of
   :mod:`logtrove.acl.credentials`
 
-:mod:`.protocol` holds the framing and the dict-to-kio glue; :mod:`.client` is a small
+:mod:`logtrove.wire` holds the framing, the API keys and the dict-to-kio glue;
+:mod:`.errors` maps storage errors to Kafka error codes; :mod:`.client` is a small
 blocking client for the CLI's ``--bootstrap`` mode.
 """
 

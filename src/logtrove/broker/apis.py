@@ -27,11 +27,10 @@ from logtrove.broker import (
     txn_api,
     users_api,
 )
+from logtrove.wire import ApiKey
 
 if TYPE_CHECKING:
     from logtrove.broker.server import Api, Broker, Handler, Reply, Request
-
-API_VERSIONS = 18
 
 
 async def handle_api_versions(broker: Broker, request: Request) -> Reply:
@@ -49,7 +48,7 @@ def unsupported_api_versions(broker: Broker) -> bytes:
     """The body of an ApiVersions v0 response with UNSUPPORTED_VERSION and the key list."""
     from kio.schema.api_versions.v0.response import ApiVersionsResponse
 
-    from logtrove.broker.protocol import build, encode
+    from logtrove.wire import build, encode
 
     data: dict[str, Any] = {"error_code": ErrorCode.unsupported_version, "api_keys": _api_keys(broker)}
     body: bytes = encode(build(ApiVersionsResponse, data))
@@ -57,52 +56,52 @@ def unsupported_api_versions(broker: Broker) -> bytes:
 
 
 # api key: (handler, lowest version served, highest version served)
-_TABLE: dict[int, tuple[Handler, int, int]] = {
-    0: (produce.handle_produce, 3, 11),
-    1: (fetch.handle_fetch, 4, 16),
-    2: (offsets.handle_list_offsets, 1, 9),
-    3: (topics.handle_metadata, 0, 12),
-    8: (groups_api.handle_offset_commit, 2, 9),
-    9: (groups_api.handle_offset_fetch, 1, 9),
-    10: (groups_api.handle_find_coordinator, 0, 6),
-    11: (groups_api.handle_join_group, 0, 9),
-    12: (groups_api.handle_heartbeat, 0, 4),
-    13: (groups_api.handle_leave_group, 0, 5),
-    14: (groups_api.handle_sync_group, 0, 5),
-    15: (groups_api.handle_describe_groups, 0, 6),
-    16: (groups_api.handle_list_groups, 0, 5),
-    17: (sasl.handle_sasl_handshake, 0, 1),
-    18: (handle_api_versions, 0, 4),
-    19: (topics.handle_create_topics, 2, 7),
-    20: (topics.handle_delete_topics, 1, 6),
-    21: (offsets.handle_delete_records, 0, 2),
-    22: (produce.handle_init_producer_id, 0, 5),
-    24: (txn_api.handle_add_partitions_to_txn, 0, 4),
-    25: (txn_api.handle_add_offsets_to_txn, 0, 4),
-    26: (txn_api.handle_end_txn, 0, 4),
-    28: (txn_api.handle_txn_offset_commit, 0, 4),
-    29: (acls_api.handle_describe_acls, 1, 3),
-    30: (acls_api.handle_create_acls, 1, 3),
-    31: (acls_api.handle_delete_acls, 1, 3),
-    32: (configs.handle_describe_configs, 1, 4),
-    33: (configs.handle_alter_configs, 0, 2),
-    35: (cluster.handle_describe_log_dirs, 1, 4),
-    36: (sasl.handle_sasl_authenticate, 0, 2),
-    37: (topics.handle_create_partitions, 0, 3),
-    42: (groups_api.handle_delete_groups, 0, 2),
-    43: (cluster.handle_elect_leaders, 0, 2),
-    44: (configs.handle_incremental_alter_configs, 0, 1),
-    45: (cluster.handle_alter_partition_reassignments, 0, 0),
-    46: (cluster.handle_list_partition_reassignments, 0, 0),
-    47: (groups_api.handle_offset_delete, 0, 0),
-    50: (users_api.handle_describe_user_scram_credentials, 0, 0),
-    51: (users_api.handle_alter_user_scram_credentials, 0, 0),
-    60: (cluster.handle_describe_cluster, 0, 2),
-    61: (cluster.handle_describe_producers, 0, 0),
-    65: (txn_api.handle_describe_transactions, 0, 0),
-    66: (txn_api.handle_list_transactions, 0, 1),
-    68: (consumer_groups_api.handle_consumer_group_heartbeat, 0, 1),
-    69: (consumer_groups_api.handle_consumer_group_describe, 0, 1),
+_TABLE: dict[ApiKey, tuple[Handler, int, int]] = {
+    ApiKey.PRODUCE: (produce.handle_produce, 3, 11),
+    ApiKey.FETCH: (fetch.handle_fetch, 4, 16),
+    ApiKey.LIST_OFFSETS: (offsets.handle_list_offsets, 1, 9),
+    ApiKey.METADATA: (topics.handle_metadata, 0, 12),
+    ApiKey.OFFSET_COMMIT: (groups_api.handle_offset_commit, 2, 9),
+    ApiKey.OFFSET_FETCH: (groups_api.handle_offset_fetch, 1, 9),
+    ApiKey.FIND_COORDINATOR: (groups_api.handle_find_coordinator, 0, 6),
+    ApiKey.JOIN_GROUP: (groups_api.handle_join_group, 0, 9),
+    ApiKey.HEARTBEAT: (groups_api.handle_heartbeat, 0, 4),
+    ApiKey.LEAVE_GROUP: (groups_api.handle_leave_group, 0, 5),
+    ApiKey.SYNC_GROUP: (groups_api.handle_sync_group, 0, 5),
+    ApiKey.DESCRIBE_GROUPS: (groups_api.handle_describe_groups, 0, 6),
+    ApiKey.LIST_GROUPS: (groups_api.handle_list_groups, 0, 5),
+    ApiKey.SASL_HANDSHAKE: (sasl.handle_sasl_handshake, 0, 1),
+    ApiKey.API_VERSIONS: (handle_api_versions, 0, 4),
+    ApiKey.CREATE_TOPICS: (topics.handle_create_topics, 2, 7),
+    ApiKey.DELETE_TOPICS: (topics.handle_delete_topics, 1, 6),
+    ApiKey.DELETE_RECORDS: (offsets.handle_delete_records, 0, 2),
+    ApiKey.INIT_PRODUCER_ID: (produce.handle_init_producer_id, 0, 5),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (txn_api.handle_add_partitions_to_txn, 0, 4),
+    ApiKey.ADD_OFFSETS_TO_TXN: (txn_api.handle_add_offsets_to_txn, 0, 4),
+    ApiKey.END_TXN: (txn_api.handle_end_txn, 0, 4),
+    ApiKey.TXN_OFFSET_COMMIT: (txn_api.handle_txn_offset_commit, 0, 4),
+    ApiKey.DESCRIBE_ACLS: (acls_api.handle_describe_acls, 1, 3),
+    ApiKey.CREATE_ACLS: (acls_api.handle_create_acls, 1, 3),
+    ApiKey.DELETE_ACLS: (acls_api.handle_delete_acls, 1, 3),
+    ApiKey.DESCRIBE_CONFIGS: (configs.handle_describe_configs, 1, 4),
+    ApiKey.ALTER_CONFIGS: (configs.handle_alter_configs, 0, 2),
+    ApiKey.DESCRIBE_LOG_DIRS: (cluster.handle_describe_log_dirs, 1, 4),
+    ApiKey.SASL_AUTHENTICATE: (sasl.handle_sasl_authenticate, 0, 2),
+    ApiKey.CREATE_PARTITIONS: (topics.handle_create_partitions, 0, 3),
+    ApiKey.DELETE_GROUPS: (groups_api.handle_delete_groups, 0, 2),
+    ApiKey.ELECT_LEADERS: (cluster.handle_elect_leaders, 0, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (configs.handle_incremental_alter_configs, 0, 1),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (cluster.handle_alter_partition_reassignments, 0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (cluster.handle_list_partition_reassignments, 0, 0),
+    ApiKey.OFFSET_DELETE: (groups_api.handle_offset_delete, 0, 0),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (users_api.handle_describe_user_scram_credentials, 0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (users_api.handle_alter_user_scram_credentials, 0, 0),
+    ApiKey.DESCRIBE_CLUSTER: (cluster.handle_describe_cluster, 0, 2),
+    ApiKey.DESCRIBE_PRODUCERS: (cluster.handle_describe_producers, 0, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: (txn_api.handle_describe_transactions, 0, 0),
+    ApiKey.LIST_TRANSACTIONS: (txn_api.handle_list_transactions, 0, 1),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (consumer_groups_api.handle_consumer_group_heartbeat, 0, 1),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (consumer_groups_api.handle_consumer_group_describe, 0, 1),
 }
 
 
@@ -110,7 +109,7 @@ def build_api_table() -> dict[int, Api]:
     """The served APIs, each version range clipped to the versions kio knows."""
     from logtrove.broker.server import Api
 
-    table = {}
+    table: dict[int, Api] = {}
     for key, (handler, low, high) in _TABLE.items():
         known = schema_name_map[api_key_map[key]]
         lo, hi = max(low, min(known)), min(high, max(known))

@@ -2,7 +2,7 @@
 
 One blocking TCP connection to one broker, one request at a time (requests are encoded
 and responses decoded by kio, from the same version-independent dicts the broker's
-handlers use, see :func:`logtrove.broker.protocol.build`). It is enough to administer
+handlers use, see :mod:`logtrove.wire`). It is enough to administer
 topics and write records through a running logtrove broker (or any Kafka broker serving
 the versions used here), not a general Kafka client: no cluster routing, no retries.
 TLS and SASL when given a :class:`~logtrove.broker.client_security.ClientSecurity`.
@@ -10,19 +10,14 @@ TLS and SASL when given a :class:`~logtrove.broker.client_security.ClientSecurit
 
 from __future__ import annotations
 
-import io
 import socket
-import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
-from kio.serial import entity_reader, entity_writer
-
 from logtrove.broker.client_security import ClientSecurity
-from logtrove.broker.protocol import build
+from logtrove.wire import SIZE, ApiKey, ResponseError, decode_response, encode_request, fetch_body
 
-_SIZE = struct.Struct(">i")
+__all__ = ["ClientSecurity", "KafkaClient", "KafkaProtocolError", "check", "fetch_body", "parse_bootstrap"]
 DEFAULT_MAX_RESPONSE = 256 * 1024 * 1024  # a response frame larger than this is not read
 
 
@@ -78,43 +73,23 @@ class KafkaClient:
         self._sock.close()
 
     def request(
-        self, api_key: int, version: int, body: dict[str, Any], *, expect_response: bool = True
+        self, api_key: ApiKey, version: int, body: Mapping[str, Any], *, expect_response: bool = True
     ) -> Any:
         """Send one request and return the decoded response body (a kio entity)."""
-        req_cls = load_request_schema(api_key, version)
-        header_cls = req_cls.__header_schema__
         self._correlation += 1
-        header = build(
-            header_cls,
-            {
-                "request_api_key": api_key,
-                "request_api_version": version,
-                "correlation_id": self._correlation,
-                "client_id": self.client_id,
-            },
-        )
-        buf = io.BytesIO()
-        entity_writer(header_cls)(buf, header)
-        entity_writer(req_cls)(buf, build(req_cls, body))
-        payload = buf.getvalue()
-        self._sock.sendall(_SIZE.pack(len(payload)) + payload)
+        payload = encode_request(api_key, version, self._correlation, self.client_id, body)
+        self._sock.sendall(SIZE.pack(len(payload)) + payload)
         if not expect_response:
             return None
-        (size,) = _SIZE.unpack(self._recv(_SIZE.size))
+        (size,) = SIZE.unpack(self._recv(SIZE.size))
         if not 0 <= size <= self.max_frame_bytes:
             raise KafkaProtocolError(
                 f"{self.bootstrap} sent a response frame of {size} bytes (limit {self.max_frame_bytes})"
             )
-        frame = self._recv(size)
-        resp_cls = load_response_schema(api_key, version)
         try:
-            resp_header, used = entity_reader(resp_cls.__header_schema__)(frame, 0)
-            if resp_header.correlation_id != self._correlation:
-                raise KafkaProtocolError("response out of order (correlation id mismatch)")
-            value, _ = entity_reader(resp_cls)(frame, used)
-        except (ValueError, KeyError) as exc:
-            raise KafkaProtocolError(f"unreadable response to api key {api_key}: {exc}") from exc
-        return value
+            return decode_response(api_key, version, self._correlation, self._recv(size))
+        except ResponseError as exc:
+            raise KafkaProtocolError(str(exc)) from exc
 
     def _recv(self, n: int) -> bytes:
         chunks = []
@@ -134,43 +109,3 @@ def check(code: Any, message: str | None, what: str) -> None:
     if value:
         name = getattr(code, "name", str(value)).upper()
         raise KafkaProtocolError(f"{what}: {name}" + (f" ({message})" if message else ""), value)
-
-
-def fetch_body(
-    wants: Mapping[str, Sequence[tuple[int, int, int]]],
-    *,
-    max_wait_ms: int,
-    max_bytes: int,
-    isolation_level: int = 0,
-) -> dict[str, Any]:
-    """The body of a consumer's Fetch (v4-v12: replica id -1, READ_UNCOMMITTED unless
-    ``isolation_level`` is 1, no fetch session) for ``wants``: topic -> (partition, fetch
-    offset, partition max bytes)."""
-    return {
-        "replica_id": -1,
-        "max_wait": max_wait_ms,
-        "min_bytes": 1,
-        "max_bytes": max_bytes,
-        "isolation_level": isolation_level,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [
-            {
-                "topic": topic,
-                "partitions": [
-                    {
-                        "partition": partition,
-                        "current_leader_epoch": -1,
-                        "fetch_offset": offset,
-                        "last_fetched_epoch": -1,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": partition_max,
-                    }
-                    for partition, offset, partition_max in parts
-                ],
-            }
-            for topic, parts in wants.items()
-        ],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }

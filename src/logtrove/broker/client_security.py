@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from scramp import ScramClient, ScramException
 
-from logtrove.broker.listeners import SecurityProtocol
+from logtrove.wire import ApiKey, SecurityProtocol
 
 if TYPE_CHECKING:
     from logtrove.broker.client import KafkaClient
@@ -135,11 +135,11 @@ class ClientSecurity:
         if not self.protocol.sasl:
             return
         assert self.username is not None and self.password is not None
-        resp = client.request(17, 1, {"mechanism": self.mechanism})
+        resp = client.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": self.mechanism})
         check(resp.error_code, None, f"SASL handshake ({self.mechanism})")
 
         def step(token: bytes) -> bytes:
-            answer = client.request(36, 2, {"auth_bytes": token})
+            answer = client.request(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token})
             check(answer.error_code, answer.error_message, "SASL authentication")
             return bytes(answer.auth_bytes)
 

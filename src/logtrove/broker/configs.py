@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from logtrove.acl import Operation, ResourceType
-from logtrove.broker.protocol import error_code
+from logtrove.broker.errors import error_code
 from logtrove.groups.group_configs import GROUP_CONFIG_DEFS
 from logtrove.storage import CONFIG_BY_NAME, StorageError, TopicConfig
 from logtrove.storage.broker_configs import (

@@ -18,10 +18,10 @@ from kio.schema.errors import ErrorCode
 
 from logtrove.acl import Operation
 from logtrove.broker.authorize import OMITTED, Resource, authorized_operations
-from logtrove.broker.protocol import ms
 from logtrove.groups import Heartbeat
 from logtrove.groups.consumer_protocol import check_heartbeat
 from logtrove.groups.group_configs import HEARTBEAT_INTERVAL
+from logtrove.wire import ms
 
 if TYPE_CHECKING:
     from logtrove.broker.server import Broker, Reply, Request

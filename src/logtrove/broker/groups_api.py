@@ -22,8 +22,8 @@ from kio.schema.errors import ErrorCode
 
 from logtrove.acl import CLUSTER_NAME, Operation
 from logtrove.broker.authorize import OMITTED, Resource, authorized_operations
-from logtrove.broker.protocol import ms
 from logtrove.groups import CommittedOffset
+from logtrove.wire import ms
 
 if TYPE_CHECKING:
     from logtrove.broker.server import Broker, Reply, Request

@@ -25,27 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from logtrove.acl import ANONYMOUS
+from logtrove.wire import SecurityProtocol
 
 
 class ListenerError(ValueError):
     """A listener or TLS setting that cannot be used; the message says why."""
-
-
-class SecurityProtocol(enum.Enum):
-    """Kafka's ``security.protocol`` values."""
-
-    PLAINTEXT = "PLAINTEXT"
-    SSL = "SSL"
-    SASL_PLAINTEXT = "SASL_PLAINTEXT"
-    SASL_SSL = "SASL_SSL"
-
-    @property
-    def tls(self) -> bool:
-        return self in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL)
-
-    @property
-    def sasl(self) -> bool:
-        return self in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL)
 
 
 class ClientAuth(enum.Enum):

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from logtrove.acl import Operation, ResourceType
-from logtrove.broker.protocol import error_code
+from logtrove.broker.errors import error_code
 from logtrove.storage import PartitionLog, StorageError
 
 if TYPE_CHECKING:

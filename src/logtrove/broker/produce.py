@@ -30,8 +30,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from logtrove.acl import Operation, ResourceType
-from logtrove.broker.produce_request import PartitionProduceResult, encode_produce_response
-from logtrove.broker.protocol import error_code
+from logtrove.broker.errors import error_code
 from logtrove.broker.txn_api import init_transactional_producer
 from logtrove.records import HEADER_SIZE, BatchHeader, RecordsError, read_header
 from logtrove.records.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
@@ -44,6 +43,7 @@ from logtrove.storage import (
     UnknownTopicError,
 )
 from logtrove.storage.log import DeferredFlushes, defer_flushes
+from logtrove.wire.produce import PartitionProduceResult, encode_produce_response
 
 if TYPE_CHECKING:
     from logtrove.broker.server import Broker, Reply, Request

@@ -42,6 +42,7 @@ from scramp import ScramException, ScramMechanism
 
 from logtrove.acl.credentials import SCRAM_MECHANISMS, CredentialError, CredentialStore
 from logtrove.broker.listeners import Listener
+from logtrove.wire import ApiKey
 
 if TYPE_CHECKING:
     from logtrove.broker.server import Broker, Reply, Request
@@ -52,9 +53,7 @@ MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 MAX_UNAUTHENTICATED_FRAME = 512 * 1024  # Kafka's sasl.server.max.receive.size
 MAX_TOKEN_BYTES = 8192  # a PLAIN or SCRAM message is a few hundred bytes
 FAILED_AUTH_DELAY_S = 0.1  # Kafka's connection.failed.authentication.delay.ms (100)
-SASL_HANDSHAKE_KEY = 17
-SASL_AUTHENTICATE_KEY = 36
-PRE_AUTH_KEYS = frozenset({18, SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY})
+PRE_AUTH_KEYS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
 
 class SaslState(enum.Enum):

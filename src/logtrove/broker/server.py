@@ -67,15 +67,6 @@ from logtrove.broker.listeners import (
     server_context,
 )
 from logtrove.broker.produce import ProducerStates
-from logtrove.broker.produce_request import MalformedRequestError, decode_produce_request
-from logtrove.broker.protocol import (
-    API_VERSIONS_KEY,
-    REQUEST_PREFIX,
-    SIZE,
-    build,
-    encode,
-    response_header,
-)
 from logtrove.broker.sasl import MAX_UNAUTHENTICATED_FRAME, PRE_AUTH_KEYS, SaslState, Session
 from logtrove.broker.tls_accept import TlsAcceptor, listening_socket
 from logtrove.groups import ConsumerGroups, GroupCoordinator, OffsetStore
@@ -86,6 +77,9 @@ from logtrove.storage.cleaner.scheduler import DEFAULT_MAP_BUDGET
 from logtrove.storage.files import FILE_POOL, raise_fd_limit
 from logtrove.storage.indexproc import IndexerProcess
 from logtrove.txn import DEFAULT_MAX_TIMEOUT_MS, TransactionCoordinator, TxnIndexes
+from logtrove.wire import SIZE, ApiKey, build, encode, response_header
+from logtrove.wire.framing import REQUEST_PREFIX
+from logtrove.wire.produce import MalformedRequestError, decode_produce_request
 
 log = logging.getLogger("logtrove.broker")
 audit = logging.getLogger("logtrove.audit")  # one line per denied request
@@ -93,7 +87,6 @@ audit = logging.getLogger("logtrove.audit")  # one line per denied request
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024
 DEFAULT_FETCH_MAX = 55 * 1024 * 1024  # Kafka's broker fetch.max.bytes
 DEFAULT_FETCH_MEMORY = 256 * 1024 * 1024
-PRODUCE_KEY = 0
 
 
 @dataclass(frozen=True)
@@ -578,7 +571,7 @@ class Broker:
             raise BadFrameError(f"api key {api_key} is not served")
         if not api.min_version <= version <= api.max_version:
             raise BadFrameError(f"api key {api_key} version {version} is not served")
-        if api_key == PRODUCE_KEY:  # the hot path: records stay views of the frame
+        if api_key == ApiKey.PRODUCE:  # the hot path: records stay views of the frame
             try:
                 produce = decode_produce_request(frame)
             except MalformedRequestError as exc:
@@ -606,7 +599,7 @@ class Broker:
 
     async def _handle_frame(self, frame: bytes, session: Session) -> list[bytes | memoryview] | None:
         api_key, version, correlation_id = REQUEST_PREFIX.unpack_from(frame, 0)
-        if api_key == API_VERSIONS_KEY and not self._serves(api_key, version):
+        if api_key == ApiKey.API_VERSIONS and not self._serves(api_key, version):
             from logtrove.broker.apis import unsupported_api_versions
 
             return self._frame(unsupported_api_versions(self), correlation_id, False, api_key)

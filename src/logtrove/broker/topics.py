@@ -20,7 +20,7 @@ from kio.schema.errors import ErrorCode
 
 from logtrove.acl import CLUSTER_NAME, Operation
 from logtrove.broker.authorize import Resource, authorized_operations
-from logtrove.broker.protocol import ZERO_UUID, error_code
+from logtrove.broker.errors import error_code
 from logtrove.storage import (
     StorageError,
     TopicConfig,
@@ -29,6 +29,7 @@ from logtrove.storage import (
     UnknownTopicError,
     check_topic_name,
 )
+from logtrove.wire import ZERO_UUID
 
 if TYPE_CHECKING:
     from logtrove.broker.server import Broker, Reply, Request

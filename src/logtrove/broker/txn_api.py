@@ -23,9 +23,9 @@ from kio.schema.errors import ErrorCode
 
 from logtrove.acl import Operation
 from logtrove.broker.authorize import Resource
-from logtrove.broker.protocol import ms
 from logtrove.groups import CommittedOffset
 from logtrove.txn import TxnState
+from logtrove.wire import ms
 
 if TYPE_CHECKING:
     from logtrove.broker.server import Broker, Reply, Request

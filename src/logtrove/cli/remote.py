@@ -28,6 +28,7 @@ from logtrove.cli.remote_tags import HttpApi, HttpApiError, http_url
 from logtrove.records import Compression, NewRecord, build_batch
 from logtrove.storage import StorageError
 from logtrove.storage.indexer import recorded_index_offsets
+from logtrove.wire import ApiKey
 
 BootstrapOption = Annotated[
     str | None,
@@ -67,7 +68,7 @@ def _metadata(client: KafkaClient, topics: list[str] | None) -> Any:
         "topics": None if topics is None else [{"name": t} for t in topics],
         "allow_auto_topic_creation": False,
     }
-    return client.request(3, 12, body)
+    return client.request(ApiKey.METADATA, 12, body)
 
 
 def _offsets(client: KafkaClient, topic: str, partitions: int, timestamp: int) -> list[int]:
@@ -80,7 +81,7 @@ def _offsets(client: KafkaClient, topic: str, partitions: int, timestamp: int) -
             }
         ],
     }
-    parts = client.request(2, 7, body).topics[0].partitions
+    parts = client.request(ApiKey.LIST_OFFSETS, 7, body).topics[0].partitions
     return [p.offset for p in sorted(parts, key=lambda p: p.partition_index)]
 
 
@@ -97,7 +98,7 @@ def create_topic(bootstrap: str, name: str, partitions: int, configs: dict[str, 
             ],
             "timeout": 30_000,
         }
-        result = client.request(19, 7, body).topics[0]
+        result = client.request(ApiKey.CREATE_TOPICS, 7, body).topics[0]
         check(result.error_code, result.error_message, f"create {name}")
     if as_json:
         console.print_json(
@@ -140,7 +141,7 @@ def describe_topic(bootstrap: str, name: str, as_json: bool, *, data: Path, http
                 {"resource_type": TOPIC_RESOURCE, "resource_name": name, "configuration_keys": None}
             ]
         }
-        result = client.request(32, 4, body).results[0]
+        result = client.request(ApiKey.DESCRIBE_CONFIGS, 4, body).results[0]
         check(result.error_code, result.error_message, f"describe {name}")
         indexed = _indexed_offsets(client, bootstrap, name, data, http)
     configs = [
@@ -210,18 +211,20 @@ def alter_topic(
             body: dict[str, Any] = {
                 "resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": name, "configs": configs}]
             }
-            result = client.request(44, 1, body).responses[0]
+            result = client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body).responses[0]
             check(result.error_code, result.error_message, f"alter {name}")
         if partitions is not None:
             grow = {"topics": [{"name": name, "count": partitions, "assignments": None}], "timeout": 30_000}
-            result = client.request(37, 3, grow).results[0]
+            result = client.request(ApiKey.CREATE_PARTITIONS, 3, grow).results[0]
             check(result.error_code, result.error_message, f"grow {name}")
     console.print(f"Altered topic [bold]{name}[/].")
 
 
 def delete_topic(bootstrap: str, name: str) -> None:
     with connect(bootstrap) as client:
-        result = client.request(20, 5, {"topic_names": [name], "timeout": 30_000}).responses[0]
+        result = client.request(
+            ApiKey.DELETE_TOPICS, 5, {"topic_names": [name], "timeout": 30_000}
+        ).responses[0]
         check(result.error_code, result.error_message, f"delete {name}")
     console.print(f"Deleted topic [bold]{name}[/].")
 
@@ -235,7 +238,7 @@ def ensure_topic(client: KafkaClient, topic: str, partitions: int) -> int:
         "topics": [{"name": topic, "num_partitions": partitions, "replication_factor": -1}],
         "timeout": 30_000,
     }
-    result = client.request(19, 7, body).topics[0]
+    result = client.request(ApiKey.CREATE_TOPICS, 7, body).topics[0]
     check(result.error_code, result.error_message, f"create {topic}")
     err_console.print(f"created topic {topic} with {partitions} partition(s)")
     return partitions
@@ -253,7 +256,7 @@ def produce_batches(
                 "name": topic,
                 "partition_data": [{"index": p, "records": build_batch(chunk, compression=codec)}],
             }
-            resp = client.request(0, 9, {"acks": -1, "timeout": 30_000, "topic_data": [data]})
+            resp = client.request(ApiKey.PRODUCE, 9, {"acks": -1, "timeout": 30_000, "topic_data": [data]})
             part = resp.responses[0].partition_responses[0]
             check(part.error_code, part.error_message, f"produce to {topic}-{p}")
             first = part.base_offset if first < 0 else first

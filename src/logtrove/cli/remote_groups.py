@@ -26,14 +26,14 @@ from logtrove.records import NewRecord, Record, RecordsError, build_batch, iter_
 from logtrove.records.batch import HEADER_SIZE
 from logtrove.storage import Storage, StorageError
 from logtrove.storage.txnview import marker_kind
+from logtrove.wire import ApiKey
 
-PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS = 0, 1, 2, 3, 8, 9, 16
 EARLIEST, LATEST = -2, -1
 FETCH_WAIT_MS = 100
 
 
 def cluster_id(client: KafkaClient) -> str | None:
-    meta = client.request(METADATA, 12, {"topics": [], "allow_auto_topic_creation": False})
+    meta = client.request(ApiKey.METADATA, 12, {"topics": [], "allow_auto_topic_creation": False})
     return meta.cluster_id  # type: ignore[no-any-return]
 
 
@@ -52,7 +52,7 @@ def open_brokers_data(data: Path, cluster: str | None) -> Storage | None:
 def topic_partitions(client: KafkaClient, topic: str) -> int | None:
     """The partition count of ``topic``, or ``None`` if it does not exist."""
     body = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
-    found = client.request(METADATA, 12, body).topics[0]
+    found = client.request(ApiKey.METADATA, 12, body).topics[0]
     return None if int(found.error_code) else len(found.partitions)
 
 
@@ -71,7 +71,7 @@ def list_offsets(
             }
         ],
     }
-    parts = client.request(LIST_OFFSETS, 7, body).topics[0].partitions
+    parts = client.request(ApiKey.LIST_OFFSETS, 7, body).topics[0].partitions
     for p in parts:
         check(p.error_code, None, f"list offsets of {topic}-{p.partition_index}")
     return {int(p.partition_index): int(p.offset) for p in parts}
@@ -80,7 +80,7 @@ def list_offsets(
 def list_groups(client: KafkaClient) -> list[dict[str, str]]:
     """Every group with its state, protocol type and group type (ListGroups v5:
     ``classic`` or ``consumer``, the KIP-848 protocol)."""
-    resp = client.request(LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
+    resp = client.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
     check(resp.error_code, None, "list groups")
     return [
         {"group": g.group_id, "state": g.group_state, "protocol_type": g.protocol_type, "type": g.group_type}
@@ -95,7 +95,7 @@ def committed(
     partitions are left out."""
     wanted = None if topics is None else [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]
     resp = client.request(
-        OFFSET_FETCH, 8, {"groups": [{"group_id": group, "topics": wanted}], "require_stable": False}
+        ApiKey.OFFSET_FETCH, 8, {"groups": [{"group_id": group, "topics": wanted}], "require_stable": False}
     )
     found = resp.groups[0]
     check(found.error_code, None, f"fetch offsets of {group}")
@@ -130,7 +130,7 @@ def commit(client: KafkaClient, group: str, topic: str, offsets: Mapping[int, in
             }
         ],
     }
-    for t in client.request(OFFSET_COMMIT, 8, body).topics:
+    for t in client.request(ApiKey.OFFSET_COMMIT, 8, body).topics:
         for p in t.partitions:
             check(p.error_code, None, f"commit {group} on {t.name}-{p.partition_index}")
 
@@ -168,7 +168,7 @@ def fetch(
         max_bytes=max_bytes,
         isolation_level=1 if read_committed else 0,
     )
-    answer = client.request(FETCH, 12, body).responses
+    answer = client.request(ApiKey.FETCH, 12, body).responses
     if not answer or not answer[0].partitions:
         raise KafkaProtocolError(f"fetch {topic}-{partition}: the broker's answer left the partition out")
     part = answer[0].partitions[0]
@@ -199,7 +199,7 @@ def fetch(
 def produce(client: KafkaClient, topic: str, partition: int, records: list[NewRecord]) -> int:
     """Append ``records`` as one batch (acks=all); returns the base offset."""
     data = {"name": topic, "partition_data": [{"index": partition, "records": build_batch(records)}]}
-    resp = client.request(PRODUCE, 9, {"acks": -1, "timeout": 30_000, "topic_data": [data]})
+    resp = client.request(ApiKey.PRODUCE, 9, {"acks": -1, "timeout": 30_000, "topic_data": [data]})
     part = resp.responses[0].partition_responses[0]
     check(part.error_code, part.error_message, f"produce to {topic}-{partition}")
     return int(part.base_offset)

@@ -35,16 +35,8 @@ from typing import Any
 
 from logtrove.broker.client import KafkaClient, KafkaProtocolError, fetch_body
 from logtrove.broker.client_security import ClientSecurity
+from logtrove.wire import ApiKey
 
-METADATA, FETCH, LIST_OFFSETS, OFFSET_FETCH, FIND_COORDINATOR, LIST_GROUPS, DESCRIBE_CONFIGS = (
-    3,
-    1,
-    2,
-    9,
-    10,
-    16,
-    32,
-)
 EARLIEST, LATEST = -2, -1
 TOPIC_RESOURCE = 2
 CLIENT_ID = "logtrove-mirror"
@@ -164,7 +156,7 @@ class Source:
             self._clients[address] = client
         return client
 
-    def _request(self, address: str, api_key: int, version: int, body: dict[str, Any]) -> Any:
+    def _request(self, address: str, api_key: ApiKey, version: int, body: dict[str, Any]) -> Any:
         """One request; any failure drops the connection (it may be out of step) and
         raises :class:`SourceError`."""
         fresh = address not in self._clients
@@ -213,7 +205,7 @@ class Source:
         """The source's topics whose whole name matches ``pattern`` (internal topics and
         names starting with ``__`` never: each cluster keeps its own), with leaders."""
         resp = self._request(
-            self.bootstrap, METADATA, 12, {"topics": None, "allow_auto_topic_creation": False}
+            self.bootstrap, ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False}
         )
         self._nodes = {int(b.node_id): f"{b.host}:{int(b.port)}" for b in resp.brokers}
         found: dict[str, SourceTopic] = {}
@@ -244,7 +236,7 @@ class Source:
             for n in names
         ]
         try:
-            resp = self._request(self.bootstrap, DESCRIBE_CONFIGS, 4, {"resources": resources})
+            resp = self._request(self.bootstrap, ApiKey.DESCRIBE_CONFIGS, 4, {"resources": resources})
         except SourceError:
             return {}
         out: dict[str, dict[str, str]] = {}
@@ -277,7 +269,7 @@ class Source:
                     }
                 ],
             }
-            resp = self._request(self._node(leader), LIST_OFFSETS, 7, body)
+            resp = self._request(self._node(leader), ApiKey.LIST_OFFSETS, 7, body)
             for t in resp.topics:
                 for p in t.partitions:
                     if not int(p.error_code) and p.offset >= 0:
@@ -293,7 +285,7 @@ class Source:
         for w in wants:
             by_topic.setdefault(w.topic, []).append((w.partition, w.offset, w.max_bytes))
         body = fetch_body(by_topic, max_wait_ms=max_wait_ms, max_bytes=max_bytes)
-        resp = self._request(self._node(leader), FETCH, 12, body)
+        resp = self._request(self._node(leader), ApiKey.FETCH, 12, body)
         if int(resp.error_code):
             raise SourceError(f"fetch from node {leader}: error code {int(resp.error_code)}")
         return [
@@ -316,7 +308,7 @@ class Source:
         known broker is asked)."""
         ids: set[str] = set()
         for address in {self.bootstrap, *self._nodes.values()}:
-            resp = self._request(address, LIST_GROUPS, 4, {"states_filter": []})
+            resp = self._request(address, ApiKey.LIST_GROUPS, 4, {"states_filter": []})
             if not int(resp.error_code):
                 ids.update(str(g.group_id) for g in resp.groups)
         return sorted(ids)
@@ -326,7 +318,7 @@ class Source:
         metadata), asked of its coordinator. Uncommitted partitions are left out."""
         coordinator = self._coordinator(group)
         body = {"groups": [{"group_id": group, "topics": None}], "require_stable": False}
-        resp = self._request(coordinator, OFFSET_FETCH, 8, body)
+        resp = self._request(coordinator, ApiKey.OFFSET_FETCH, 8, body)
         out: dict[tuple[str, int], tuple[int, int, str]] = {}
         for found in resp.groups:
             if int(found.error_code):
@@ -339,7 +331,7 @@ class Source:
         return out
 
     def _coordinator(self, group: str) -> str:
-        resp = self._request(self.bootstrap, FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
+        resp = self._request(self.bootstrap, ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
         if int(resp.error_code):
             return self.bootstrap
         return f"{resp.host}:{int(resp.port)}"

@@ -8,15 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
-from tests.broker.wire import WireClient
 
-from logtrove.broker.produce_request import MalformedRequestError, decode_produce_request
-
-
-class _Encoder(WireClient):
-    def __init__(self) -> None:  # no socket: only encode_request is used
-        self.correlation = 0
-
+from logtrove.wire import ApiKey, encode_request
+from logtrove.wire.produce import MalformedRequestError, decode_produce_request
 
 names = st.text(alphabet="abcxyz.-_", min_size=1, max_size=12)
 partitions = st.lists(
@@ -40,9 +34,9 @@ bodies = st.fixed_dictionaries(
 @settings(max_examples=200, deadline=None)
 @given(version=st.integers(3, 11), body=bodies)
 def test_decoder_agrees_with_kio(version: int, body: dict[str, object]) -> None:
-    frame = _Encoder().encode_request(0, version, body)
+    frame = encode_request(ApiKey.PRODUCE, version, 1, "wire-test", body)
     ours = decode_produce_request(frame)
-    cls = load_request_schema(0, version)
+    cls = load_request_schema(ApiKey.PRODUCE, version)
     header, used = entity_reader(cls.__header_schema__)(frame, 0)
     theirs, _ = entity_reader(cls)(frame, used)
     assert ours.client_id == header.client_id
@@ -56,7 +50,7 @@ def test_decoder_agrees_with_kio(version: int, body: dict[str, object]) -> None:
 @settings(max_examples=200, deadline=None)
 @given(version=st.integers(3, 11), body=bodies, cut=st.integers(1, 50))
 def test_truncated_requests_are_refused(version: int, body: dict[str, object], cut: int) -> None:
-    frame = _Encoder().encode_request(0, version, body)
+    frame = encode_request(ApiKey.PRODUCE, version, 1, "wire-test", body)
     with pytest.raises(MalformedRequestError):
         decode_produce_request(frame[: max(len(frame) - cut, 0)])
     with pytest.raises(MalformedRequestError):
@@ -65,7 +59,7 @@ def test_truncated_requests_are_refused(version: int, body: dict[str, object], c
 
 @pytest.mark.parametrize("version", range(3, 12))
 def test_response_encoder_decodes_with_kio(version: int) -> None:
-    from logtrove.broker.produce_request import PartitionProduceResult, encode_produce_response
+    from logtrove.wire.produce import PartitionProduceResult, encode_produce_response
 
     results = [
         (
@@ -75,7 +69,7 @@ def test_response_encoder_decodes_with_kio(version: int) -> None:
         ("é-topic", [PartitionProduceResult(1, 0, 5, 1_700_000_000_000, 0)]),
     ]
     body = encode_produce_response(version, results)
-    cls = load_response_schema(0, version)
+    cls = load_response_schema(ApiKey.PRODUCE, version)
     decoded, size = entity_reader(cls)(body, 0)
     assert size == len(body)
     got = [

@@ -9,8 +9,8 @@ import pytest
 from kio.index import load_response_schema
 from kio.serial import entity_reader
 
-from logtrove.broker.fetch import FetchedPartition, encode_fetch_response
 from logtrove.records import NewRecord, build_batch
+from logtrove.wire import FetchedPartition, encode_fetch_response
 
 
 @pytest.mark.parametrize("version", range(4, 17))

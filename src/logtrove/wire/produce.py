@@ -24,6 +24,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from logtrove.wire.framing import uvarint
+
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PREFIX = struct.Struct(">hhi")
@@ -166,15 +168,6 @@ _PARTITION_HEAD = struct.Struct(">ihqq")  # index, error_code, base_offset, log_
 _I64 = struct.Struct(">q")
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 @dataclass(frozen=True, slots=True)
 class PartitionProduceResult:
     index: int
@@ -203,14 +196,14 @@ def encode_produce_response(version: int, topics: list[tuple[str, list[Partition
     out = bytearray()
 
     def length(n: int) -> None:
-        out.extend(_uvarint(n + 1) if flexible else _I32.pack(n))
+        out.extend(uvarint(n + 1) if flexible else _I32.pack(n))
 
     def string(text: str | None) -> None:
         if text is None:
             out.extend(b"\x00" if flexible else _I16.pack(-1))
             return
         raw = text.encode("utf-8")
-        out.extend(_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw)))
+        out.extend(uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw)))
         out.extend(raw)
 
     length(len(topics))
