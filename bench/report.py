@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ORDER = [
     "storage",
     "broker",
+    "broker-rdkafka",
     "broker-security",
     "query",
     "indexer",
@@ -36,6 +37,7 @@ ORDER = [
 TITLES = {
     "storage": "Storage: append, read, lookups, recovery",
     "broker": "Broker: logtrove vs tansu (same run, same clients)",
+    "broker-rdkafka": "Broker: produce with librdkafka's C client (rdkafka_performance), logtrove vs tansu",
     "broker-security": "Broker: SASL_SSL next to PLAINTEXT (one broker, same run)",
     "query": "Query: indexes vs consume-and-filter",
     "indexer": "Indexer: keeping up with sustained produce",

@@ -228,6 +228,33 @@ def test_absent_static_member_keeps_its_place_until_its_session_ends(tmp_path: P
     asyncio.run(scenario())
 
 
+def test_closed_static_members_are_gone_at_their_session_deadline(tmp_path: Path) -> None:
+    """Static members send no LeaveGroup on close; librdkafka's 0081 closes them, waits
+    the session timeout (plus a millisecond or two) and deletes the group, which works
+    on Kafka because its heartbeat timers fire at the deadline. The reaper used to poll
+    every 0.25 s, so the group was still NON_EMPTY_GROUP."""
+
+    async def scenario() -> None:
+        storage, coord = _open_coordinator(tmp_path)
+        with storage:
+            await _stable_static_group(coord)  # 1000 ms sessions, then both go silent
+            await asyncio.sleep(1.0)
+            # no reaper runs here: DeleteGroups itself sees the sessions have ended
+            assert coord.describe("g")["group_state"] == gc.EMPTY
+            assert coord.delete_group("g") == gc.NONE
+
+            coord.start()
+            await _stable_static_group(coord)
+            # the reaper's timer is due before this test's, so the members are gone
+            # right after the deadline, not at the reaper's next poll
+            await asyncio.sleep(1.0 + gc.DEADLINE_SLACK_S)
+            assert coord.groups["g"].members == {}
+            assert coord.groups["g"].state == gc.EMPTY
+            await coord.stop()
+
+    asyncio.run(scenario())
+
+
 def test_leave_group_by_instance_id_alone(tmp_path: Path) -> None:
     async def scenario() -> None:
         storage, coord = _open_coordinator(tmp_path)

@@ -19,7 +19,8 @@ States of a group, as in Kafka::
 * A known member that rejoins a Stable group with unchanged metadata (and is not the
   leader), or a CompletingRebalance group with unchanged metadata, is answered at once
   with the current generation; anything else starts a rebalance.
-* A member whose heartbeats stop for its session timeout is removed (a rebalance follows).
+* A member whose heartbeats stop for its session timeout is removed (a rebalance follows),
+  at its deadline; the admin APIs (describe, list, delete) expire due sessions first.
 
 Static membership (KIP-345, JoinGroup v5+ ``group.instance.id``): a static member joins
 without ``MEMBER_ID_REQUIRED``, and the group maps its instance ID to its member ID. When
@@ -46,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import math
 import struct
 import time
 import uuid
@@ -76,6 +78,8 @@ COMPLETING = "CompletingRebalance"
 STABLE = "Stable"
 DEAD = "Dead"
 
+REAP_INTERVAL_S = 0.25  # the reaper's longest sleep (pending member IDs expire on it)
+DEADLINE_SLACK_S = 0.001  # wake just past a deadline, not a clock tick before it
 MIN_SESSION_TIMEOUT_MS = 1_000
 MAX_SESSION_TIMEOUT_MS = 1_800_000
 
@@ -103,6 +107,11 @@ class Member:
 
     def metadata_for(self, protocol: str | None) -> bytes:
         return next((m for n, m in self.protocols if n == protocol), b"")
+
+    @property
+    def deadline(self) -> float:
+        """When the session ends without a heartbeat (on the :func:`_now` clock)."""
+        return self.last_seen + self.session_timeout_ms / 1000
 
     def update(self, request: Member) -> None:
         """Take a JoinGroup's protocols and timeouts (``request`` is the member as the
@@ -164,22 +173,38 @@ class GroupCoordinator:
                 await task
 
     async def _reap_loop(self) -> None:
+        """Expire each session at its deadline, as Kafka's heartbeat timers do (a
+        deadline only moves later, and a new one is at least the minimum session timeout
+        away, more than one ``REAP_INTERVAL_S``)."""
         while True:
-            await asyncio.sleep(0.25)
-            self.expire_sessions()
+            deadline = self.expire_sessions()
+            await asyncio.sleep(min(max(deadline - _now(), 0.0) + DEADLINE_SLACK_S, REAP_INTERVAL_S))
 
-    def expire_sessions(self) -> None:
-        """Remove members whose session timed out (and pending IDs never used)."""
+    def expire_sessions(self) -> float:
+        """Remove members whose session timed out (and pending IDs never used); returns
+        the next session deadline (``inf`` when there is none)."""
         now = _now()
-        for group in list(self.groups.values()):
-            group.pending = {m: t for m, t in group.pending.items() if t > now}
-            expired = [
-                m.member_id
-                for m in group.members.values()
-                if m.join_future is None and now - m.last_seen > m.session_timeout_ms / 1000
-            ]
-            for member_id in expired:
-                self._remove_member(group, member_id)
+        deadlines = [self._expire(group, now) for group in list(self.groups.values())]
+        return min(deadlines, default=math.inf)
+
+    def _expire(self, group: Group, now: float) -> float:
+        """:meth:`expire_sessions` for one group; the admin APIs call it before they
+        look at a group, so that what they see does not depend on when the reaper last
+        ran (a static member closed ``session.timeout.ms`` ago is gone for DeleteGroups,
+        as in Kafka)."""
+        group.pending = {m: t for m, t in group.pending.items() if t > now}
+        waiting = [m for m in group.members.values() if m.join_future is None]
+        for member in waiting:  # a removal may complete a join, which drops absent dynamic members
+            if now >= member.deadline and member.member_id in group.members:
+                self._remove_member(group, member.member_id)
+        return min((m.deadline for m in waiting if m.member_id in group.members), default=math.inf)
+
+    def _group_now(self, group_id: str) -> Group | None:
+        """The group with its timed-out sessions expired."""
+        group = self.groups.get(group_id)
+        if group is not None:
+            self._expire(group, _now())
+        return group
 
     # -- join ------------------------------------------------------------------------
     async def join(
@@ -549,7 +574,7 @@ class GroupCoordinator:
 
     # -- listing ---------------------------------------------------------------------
     def describe(self, group_id: str) -> dict[str, Any]:
-        group = self.groups.get(group_id)
+        group = self._group_now(group_id)
         if group is None:
             state = EMPTY if group_id in self.offsets.groups() else DEAD
             return {"error_code": NONE, "group_id": group_id, "group_state": state, "members": []}
@@ -573,6 +598,7 @@ class GroupCoordinator:
         }
 
     def list_groups(self) -> list[dict[str, Any]]:
+        self.expire_sessions()
         names = set(self.groups) | self.offsets.groups()
         out = []
         for name in sorted(names):
@@ -606,7 +632,7 @@ class GroupCoordinator:
         a group that neither has members nor commits is ``GROUP_ID_NOT_FOUND``."""
         if not group_id:
             return INVALID_GROUP_ID
-        group = self.groups.get(group_id)
+        group = self._group_now(group_id)
         if group is not None and (group.members or group.state != EMPTY):
             return NON_EMPTY_GROUP
         commits = self.offsets.for_group(group_id)
@@ -627,7 +653,7 @@ class GroupCoordinator:
         simply answered without error)."""
         if not group_id:
             return INVALID_GROUP_ID, {}
-        group = self.groups.get(group_id)
+        group = self._group_now(group_id)
         commits = self.offsets.for_group(group_id)
         if group is None and not commits:
             return GROUP_ID_NOT_FOUND, {}
