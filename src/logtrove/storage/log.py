@@ -218,6 +218,7 @@ class PartitionLog:
         # segments reaching past this offset were re-validated by recovery at load: files
         # derived from them that recovery does not rebuild (.txnindex, .snapshot) are not trusted
         self.trusted_to = self.log_end_offset if clean_shutdown else max(recovery_point, 0)
+        self.rewrites = 0  # segment replacements by the cleaner (readers of derived state re-check)
         # called with (sealed, new) after a roll, under the log's lock, on the writer's thread
         self.roll_listener: Callable[[Segment, Segment], None] | None = None
 
@@ -834,6 +835,7 @@ class PartitionLog:
             del self._bases[first : first + len(old)]
             self._segments.insert(first, new)
             self._bases.insert(first, new.base_offset)
+            self.rewrites += 1
             due = self.clock.now_ms() + self.config.file_delete_delay_ms
             self._graveyard.extend((due, seg) for seg in old)
 

@@ -70,6 +70,7 @@ class PartitionTxns:
     _max_span: int = 0  # the largest last_offset - first_offset of an aborted transaction
     walked_to: int = 0  # the offset after the last batch a walk of the log has seen
     walk_start: int = 0  # where the load's walk began (the files covered what is below)
+    rewrites: int = 0  # the log's cleaner rewrites the aborted list reflects
 
     def on_transactional_batch(self, producer_id: int, base_offset: int) -> None:
         """A transactional data batch was appended at ``base_offset``."""
@@ -99,6 +100,11 @@ class PartitionTxns:
         i = bisect.bisect_left(self._last_offsets, start)
         j = bisect.bisect_left(self._last_offsets, end + self._max_span + 1)
         return [a for a in self.aborted[i:j] if a.first_offset < end]
+
+    def replace_aborted(self, entries: list[AbortedTxn]) -> None:
+        self.aborted, self._last_offsets, self._max_span = [], [], 0
+        for entry in entries:
+            self._add_aborted(entry)
 
     def forget_before(self, log_start_offset: int) -> None:
         """Drop the aborted transactions wholly below the log start (retention removed them)."""
@@ -141,6 +147,7 @@ def load(plog: PartitionLog, *, end: int | None = None, repair: bool = True) -> 
     cover (:func:`logtrove.storage.txnload.load`), up to ``end``. A writer's load rewrites
     the files of the sealed segments it had to walk (``repair``)."""
     repair = repair and not plog.read_only and not plog.follower
+    rewrites = plog.rewrites  # read first: a rewrite during the load is seen by the next check
     loaded = load_files(
         plog.segments,
         log_start_offset=plog.log_start_offset,
@@ -149,8 +156,8 @@ def load(plog: PartitionLog, *, end: int | None = None, repair: bool = True) -> 
         repair=repair,
     )
     txns = PartitionTxns(open=loaded.open, walked_to=loaded.walked_to, walk_start=loaded.walk_start)
-    for entry in loaded.aborted:
-        txns._add_aborted(entry)
+    txns.replace_aborted(loaded.aborted)
+    txns.rewrites = rewrites
     return txns
 
 
@@ -193,6 +200,28 @@ class TxnIndexes:
         """The state if it is already built (no walk of a whole log: for read_uncommitted
         answers)."""
         return self.get(log) if log in self._by_log else None
+
+    def after_cleaning(self, plog: PartitionLog, txns: PartitionTxns) -> None:
+        """Follow the cleaner: once it rewrote segments, the aborted list is read again
+        from the ``.txnindex`` files (the cleaner keeps only the entries of the ABORT
+        markers it kept). A Fetch must not list a transaction whose marker is gone: a
+        consumer would skip that producer's batches until a marker that never comes. Call
+        it after reading the log, so that a rewrite the read saw is seen here too."""
+        rewrites = plog.rewrites
+        if txns.rewrites == rewrites:
+            return
+        segments = plog.segments
+        entries: list[AbortedTxn] = []
+        for seg in segments[:-1]:
+            found = read_txn_index(seg)
+            if found is None:  # a file to rebuild: a load walks what it must
+                entries = load(plog, repair=False).aborted
+                break
+            entries.extend(found)
+        else:
+            entries.extend(a for a in txns.aborted if segments and a.last_offset >= segments[-1].base_offset)
+        txns.replace_aborted(entries)
+        txns.rewrites = rewrites
 
     def on_marker(self, plog: PartitionLog, producer_id: int, kind: MarkerType, offset: int) -> None:
         """A marker was appended at ``offset``: close the transaction and, for an abort,
