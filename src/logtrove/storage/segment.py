@@ -308,7 +308,9 @@ class Segment:
                 index.flush()
         if fsync_indexes:  # the transaction files (storage.txnindex), when there are some
             for suffix in (".txnindex", ".snapshot"):
-                _fsync_if_exists(self.directory / (segment_file_name(self.base_offset, suffix) + self.file_suffix))
+                _fsync_if_exists(
+                    self.directory / (segment_file_name(self.base_offset, suffix) + self.file_suffix)
+                )
 
     # -- reading ------------------------------------------------------------------
     def read(self, position: int, size: int) -> bytes:

@@ -71,6 +71,19 @@ class CommittedView:
         below the LSO."""
         return offset < self.last_stable_offset and not self.aborted(offset)
 
+    def aborted_ranges(self, start: int, end: int) -> list[tuple[int, int]]:
+        """The offsets of aborted batches in ``[start, end)``, as disjoint ``[first, stop)``
+        spans in order (for counts that must leave them out)."""
+        i = max(bisect.bisect_right(self._starts, start) - 1, 0)
+        out = []
+        for first, last in zip(self._starts[i:], self._ends[i:], strict=True):
+            if first >= end:
+                break
+            lo, hi = max(first, start), min(last + 1, end)
+            if lo < hi:
+                out.append((lo, hi))
+        return out
+
     def hides_batch(self, header: BatchHeader) -> bool:
         """Whether a whole batch is hidden: a control batch, one of an aborted
         transaction, or one at or past the LSO. A transactional batch belongs to one
