@@ -114,8 +114,8 @@ def test_partition_state_gives_the_last_stable_offset_and_aborted_ranges() -> No
     txns.on_marker(2, MarkerType.COMMIT, 16)
     txns.on_marker(2, MarkerType.ABORT, 17)  # nothing open for 2: a marker written twice
     assert txns.last_stable_offset(20) == 20
-    assert txns.aborted == [AbortedTxn(1, 10, 15)]
-    assert txns.aborted_between(0, 11) == [AbortedTxn(1, 10, 15)]
+    assert txns.aborted == [AbortedTxn(1, 10, 15, 12)]  # 12: producer 2 still open then
+    assert txns.aborted_between(0, 11) == [AbortedTxn(1, 10, 15, 12)]
     assert txns.aborted_between(16, 20) == []
     assert txns.aborted_between(0, 10) == []
     txns.forget_before(16)

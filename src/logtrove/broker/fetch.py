@@ -155,6 +155,7 @@ def _read_committed(
     stable = txns.last_stable_offset(end)
     read = log.read(offset, max_bytes, max_offset=stable)
     result.last_stable = stable
+    broker.txn.indexes.after_cleaning(log, txns)
     txns.forget_before(read.log_start_offset)
     upper = stable if read.upper_offset is None else read.upper_offset
     result.aborted = txns.aborted_between(offset, upper) if read.slice is not None else []

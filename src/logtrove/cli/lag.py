@@ -24,7 +24,17 @@ from rich.text import Text
 
 from logtrove.broker.client import KafkaClient
 from logtrove.cli import remote_groups
-from logtrove.cli.common import DEFAULT_DATA, DataOption, JsonOption, cli_errors, console, err_console, fail
+from logtrove.cli.common import (
+    DEFAULT_DATA,
+    DataOption,
+    Isolation,
+    IsolationOption,
+    JsonOption,
+    cli_errors,
+    console,
+    err_console,
+    fail,
+)
 from logtrove.cli.main import app
 from logtrove.cli.remote import BootstrapOption, connect
 from logtrove.cli.remote_tags import HttpApi, HttpOption, HttpTagCounter, http_url
@@ -107,7 +117,10 @@ class _Source:
     """Where the lag comes from: the data directory, or a broker (plus, for tag counts,
     its data directory when it is here, else its HTTP API)."""
 
-    def __init__(self, data: Path, bootstrap: str | None, http: str | None) -> None:
+    def __init__(
+        self, data: Path, bootstrap: str | None, http: str | None, *, read_committed: bool = True
+    ) -> None:
+        self.read_committed = read_committed
         self.data = data
         self.bootstrap = bootstrap
         self.http = http
@@ -118,7 +131,7 @@ class _Source:
         if bootstrap is None:
             with cli_errors():
                 self.storage = Storage.open(data, read_only=True)
-            self.monitor = LagMonitor(self.storage)
+            self.monitor = LagMonitor(self.storage, read_committed=read_committed)
 
     def lag(self, client: KafkaClient | None, group: str | None, topic: str | None) -> list[GroupLag]:
         if self.monitor is not None:
@@ -130,7 +143,9 @@ class _Source:
             self.counter = self._counter(client, self.bootstrap)
         if self.storage is not None and isinstance(self.counter, remote_groups.StorageTagCounter):
             self.storage.refresh()
-        found = remote_groups.remote_lag(client, group, topic, counter=self.counter)
+        found = remote_groups.remote_lag(
+            client, group, topic, counter=self.counter, read_committed=self.read_committed
+        )
         if isinstance(self.counter, HttpTagCounter):
             failure = self.counter.take_failure()
             if failure is not None and str(failure) not in self._warned:
@@ -145,8 +160,9 @@ class _Source:
             with cli_errors():
                 self.storage = remote_groups.open_brokers_data(self.data, cluster)
         if self.storage is not None:
-            return remote_groups.StorageTagCounter(self.storage)
-        return HttpTagCounter(HttpApi(http_url(bootstrap, self.http), cluster_id=cluster))
+            return remote_groups.StorageTagCounter(self.storage, read_committed=self.read_committed)
+        api = HttpApi(http_url(bootstrap, self.http), cluster_id=cluster)
+        return HttpTagCounter(api, read_committed=self.read_committed)
 
     def close(self) -> None:
         if self.storage is not None:
@@ -165,11 +181,15 @@ def lag(
     interval: Annotated[
         float, typer.Option("--interval", min=0.1, help="Seconds between refreshes with --watch.")
     ] = 2.0,
+    isolation: IsolationOption = Isolation.READ_COMMITTED,
 ) -> None:
     """Consumer lag per group, topic and partition: log end, committed offset, lag in
     messages and in time, and for groups with a tag subscription the exact number of
     unconsumed records that match it. Partitions a group never committed on are shown
-    as such, not as 0. With --bootstrap, the broker is asked; tag counts then come from
+    as such, not as 0. By default the lag is that of a read_committed consumer: measured
+    to the last stable offset (an open transaction's records are not yet consumable),
+    aborted records left out of tag counts; --isolation read_uncommitted measures to
+    the log end. With --bootstrap, the broker is asked; tag counts then come from
     its HTTP API (--http) unless its data directory is on this machine.
 
     Examples:
@@ -182,7 +202,7 @@ def lag(
 
       logtrove lag billing --json -b broker:9092 --http http://broker:8080
     """
-    source = _Source(data, bootstrap, http)
+    source = _Source(data, bootstrap, http, read_committed=isolation is Isolation.READ_COMMITTED)
     try:
         if bootstrap is None:
             _run(source, None, group, topic, as_json, watch, interval)

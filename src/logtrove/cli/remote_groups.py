@@ -25,7 +25,7 @@ from logtrove.groups.tags import TagFetch, TagFilter, count_matching, first_matc
 from logtrove.records import NewRecord, Record, RecordsError, build_batch, iter_records, read_header
 from logtrove.records.batch import HEADER_SIZE
 from logtrove.storage import Storage, StorageError
-from logtrove.storage.txnview import marker_kind
+from logtrove.storage.txnview import committed_view, marker_kind
 from logtrove.wire import ApiKey
 
 EARLIEST, LATEST = -2, -1
@@ -271,14 +271,16 @@ class TagCounter(Protocol):
 class StorageTagCounter:
     """Counts from ``.tagidx`` of the broker's data directory, opened read-only here."""
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Storage, *, read_committed: bool = True) -> None:
         self.storage = storage
+        self.read_committed = read_committed
 
     def count(self, topic: str, partition: int, tags: TagFilter, start: int, end: int) -> TagMatches | None:
         try:
             log = self.storage.log(topic, partition)
-            matching = count_matching(log, tags, start, end).matching
-            first = first_matching(log, tags, start) if matching else None
+            view = committed_view(log) if self.read_committed else None
+            matching = count_matching(log, tags, start, end, view).matching
+            first = first_matching(log, tags, start, view) if matching else None
         except StorageError:
             return None
         return TagMatches(matching, first.timestamp if first is not None else None)
@@ -291,8 +293,10 @@ def remote_lag(
     *,
     clock: Clock = SYSTEM_CLOCK,
     counter: TagCounter | None = None,
+    read_committed: bool = True,
 ) -> list[GroupLag]:
-    """Lag through the broker: committed offsets (OffsetFetch), log ends (ListOffsets),
+    """Lag through the broker: committed offsets (OffsetFetch), log ends (ListOffsets;
+    the last stable offset with ``read_committed``, as a read_committed consumer's end),
     the first unconsumed record's timestamp (Fetch). Tag lag needs the records' tags,
     which the Kafka protocol does not index: ``counter`` counts them, from ``[committed,
     log end)`` as read here, next to the data (the broker's data directory, or its HTTP
@@ -311,11 +315,22 @@ def remote_lag(
                 continue
             sub = subscribed.get(subs.SubscriptionKey(g, t))
             starts = list_offsets(client, t, list(range(n)), EARLIEST)
-            ends = list_offsets(client, t, list(range(n)), LATEST)
+            ends = list_offsets(client, t, list(range(n)), LATEST, read_committed=read_committed)
             for p in range(n):
-                rows.append(
-                    _row(client, g, t, p, starts[p], ends[p], commits.get((t, p)), sub, clock, counter)
+                row = _row(
+                    client,
+                    g,
+                    t,
+                    p,
+                    starts[p],
+                    ends[p],
+                    commits.get((t, p)),
+                    sub,
+                    clock,
+                    counter,
+                    read_committed,
                 )
+                rows.append(row)
     found = aggregate(rows)
     if group is not None and not found:
         return [GroupLag(group, ())]
@@ -333,7 +348,10 @@ def _row(
     sub: subs.TagSubscription | None,
     clock: Clock,
     counter: TagCounter | None,
+    read_committed: bool,
 ) -> PartitionLag:
+    """One row; with ``read_committed``, ``end`` is the last stable offset (the row's log
+    end offset then too: ListOffsets does not give both in one question)."""
     tags = sub.expression if sub is not None else None
     if commit_offset is None:
         return PartitionLag(group, topic, partition, start, end, None, None, None, None, tags)
@@ -341,7 +359,9 @@ def _row(
     lag = max(end - commit_offset, 0)
     time_lag = 0
     if lag:
-        first = fetch(client, topic, partition, max(commit_offset, start), 64 * 1024).records
+        first = fetch(
+            client, topic, partition, max(commit_offset, start), 64 * 1024, read_committed=read_committed
+        ).records
         time_lag = max(now - first[0].timestamp, 0) if first else 0
     tag_lag = tag_time_lag = None
     if sub is not None:
@@ -354,8 +374,21 @@ def _row(
                 tag_lag = found.matching
                 first_ts = found.first_timestamp
                 tag_time_lag = max(now - first_ts, 0) if first_ts is not None else 0
+    stable = end if read_committed else None
     return PartitionLag(
-        group, topic, partition, start, end, commit_offset, None, lag, time_lag, tags, tag_lag, tag_time_lag
+        group,
+        topic,
+        partition,
+        start,
+        end,
+        commit_offset,
+        None,
+        lag,
+        time_lag,
+        tags,
+        tag_lag,
+        tag_time_lag,
+        stable,
     )
 
 

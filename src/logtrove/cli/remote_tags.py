@@ -220,14 +220,20 @@ class HttpTagCounter:
     it counts nothing more until :meth:`take_failure` reports it (once per lag round,
     so an unreachable API costs one attempt, not one per partition)."""
 
-    def __init__(self, api: HttpApi) -> None:
+    def __init__(self, api: HttpApi, *, read_committed: bool = True) -> None:
         self.api = api
+        self.read_committed = read_committed
         self.failure: HttpApiError | None = None
 
     def count(self, topic: str, partition: int, tags: TagFilter, start: int, end: int) -> TagMatches | None:
         if self.failure is not None:
             return None
-        params: dict[str, str | int] = {"tags": str(tags), "offset": start, "end_offset": end}
+        params: dict[str, str | int] = {
+            "tags": str(tags),
+            "offset": start,
+            "end_offset": end,
+            "isolation": "read_committed" if self.read_committed else "read_uncommitted",
+        }
         try:
             body = self.api.get(self.api.partition_path(topic, partition, "count"), params)
         except HttpApiError as exc:

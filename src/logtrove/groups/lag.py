@@ -8,12 +8,19 @@ For one partition and a group's committed offset ``c`` (DESIGN.md §5)::
 
 * ``lag`` = log end offset − ``c`` (Kafka's number, 0 at least); ``None`` when the
   group never committed on the partition — "never committed" is not "caught up".
+  **read_committed** (the default, as logtrove's readers and librdkafka's consumers): the
+  end is the **last stable offset** instead, what such a consumer can reach — records of
+  a transaction still open are not a backlog it could consume. ``read_uncommitted``
+  measures to the log end. Either way the lag is an offset difference, as Kafka's: it
+  counts transaction markers and aborted records in the range.
 * ``time_lag_ms`` = now − ``t``, 0 when caught up; "now" comes from an injected
   :class:`~logtrove.clock.Clock`, so tests move time without sleeping.
 * With a tag subscription on the topic (:mod:`.subscriptions`): ``tag_lag`` = the exact
   number of unconsumed records whose tag is wanted (counted from ``.tagidx``, see
   :mod:`.tags`), and ``tag_time_lag_ms`` = the age of the first of them. A consumer of
-  one tag is thus not shown the backlog of the others (seed 003, RocketMQ #3323).
+  one tag is thus not shown the backlog of the others (seed 003, RocketMQ #3323). Under
+  read_committed the count leaves out aborted records and ends at the last stable offset,
+  and the first record is the first one the consumer will see.
 
 Totals per topic and per group add the lags of the partitions that have a commit and
 take the largest time lag; the number of never-committed partitions is reported beside.
@@ -37,7 +44,9 @@ from logtrove.groups.offsets import CommittedOffset
 from logtrove.groups.progress import GroupProgress
 from logtrove.groups.subscriptions import TagSubscription
 from logtrove.groups.tags import TagFilter, count_matching, first_matching
+from logtrove.records import iter_records
 from logtrove.storage import PartitionLog, Storage, UnknownTopicError
+from logtrove.storage.txnview import CommittedView, committed_view
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +65,7 @@ class PartitionLag:
     tags: str | None = None  # the group's tag subscription on the topic
     tag_lag: int | None = None
     tag_time_lag_ms: int | None = None
+    last_stable_offset: int | None = None  # read_committed: where the lag is measured to
 
     @property
     def never_committed(self) -> bool:
@@ -186,24 +196,30 @@ def partition_lag(
     *,
     clock: Clock = SYSTEM_CLOCK,
     subscription: TagSubscription | None = None,
+    read_committed: bool = True,
 ) -> PartitionLag:
-    """Lag of ``group`` on one partition, from its commit (``None``: never committed)."""
+    """Lag of ``group`` on one partition, from its commit (``None``: never committed),
+    to the last stable offset (``read_committed``) or the log end."""
     tp = log.tp
     end, start = log.log_end_offset, log.log_start_offset
+    view = committed_view(log) if read_committed else None
+    stable = min(view.last_stable_offset, end) if view is not None else None
     tags = subscription.expression if subscription is not None else None
     if commit is None:
-        return PartitionLag(group, tp.topic, tp.partition, start, end, None, None, None, None, tags)
+        return PartitionLag(
+            group, tp.topic, tp.partition, start, end, None, None, None, None, tags, last_stable_offset=stable
+        )
     now = clock.now_ms()
-    lag = max(end - commit.offset, 0)
-    time_lag = _age(log, commit.offset, now) if lag else 0
+    lag = max((end if stable is None else stable) - commit.offset, 0)
+    time_lag = _age(log, commit.offset, now, view) if lag else 0
     tag_lag = tag_time_lag = None
     if subscription is not None:
         wanted = TagFilter.parse(subscription.expression)
         if wanted.match_all:
             tag_lag, tag_time_lag = lag, time_lag
         else:
-            tag_lag = count_matching(log, wanted, commit.offset, end).matching if lag else 0
-            first = first_matching(log, wanted, commit.offset) if tag_lag else None
+            tag_lag = count_matching(log, wanted, commit.offset, end, view).matching if lag else 0
+            first = first_matching(log, wanted, commit.offset, view) if tag_lag else None
             tag_time_lag = max(now - first.timestamp, 0) if first is not None else 0
     return PartitionLag(
         group,
@@ -218,21 +234,29 @@ def partition_lag(
         tags,
         tag_lag,
         tag_time_lag,
+        stable,
     )
 
 
-def _age(log: PartitionLog, position: int, now: int) -> int:
-    """now − timestamp of the first record at or after ``position`` (0 if none)."""
-    first = next(iter(log.records(position, log.log_end_offset)), None)
-    return max(now - first.timestamp, 0) if first is not None else 0
+def _age(log: PartitionLog, position: int, now: int, view: CommittedView | None) -> int:
+    """now − timestamp of the first record at or after ``position`` that the reader sees
+    (data only; with ``view``, committed and below the last stable offset); 0 if none."""
+    for header, data in log.batches(position, view.last_stable_offset if view is not None else None):
+        if header.is_control or (view is not None and view.hides_batch(header)):
+            continue
+        first = next((r for r in iter_records(data, 0, header) if r.offset >= position), None)
+        if first is not None:
+            return max(now - first.timestamp, 0)
+    return 0
 
 
 class LagMonitor:
     """Lag of every group from one data directory (read-only openings are fine)."""
 
-    def __init__(self, storage: Storage, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, storage: Storage, *, clock: Clock = SYSTEM_CLOCK, read_committed: bool = True) -> None:
         self.storage = storage
         self.clock = clock
+        self.read_committed = read_committed
         self.progress = GroupProgress(storage)
         self._refreshed = False
 
@@ -271,6 +295,7 @@ class LagMonitor:
                         commits.get((name, p)),
                         clock=self.clock,
                         subscription=subscription,
+                        read_committed=self.read_committed,
                     )
                 )
         found = aggregate(rows)

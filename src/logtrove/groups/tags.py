@@ -272,11 +272,36 @@ class TagCount:
     blocks_counted: int = 0  # whole blocks counted from their tag lists
 
 
-def count_matching(log: PartitionLog, tags: TagFilter, start: int, end: int | None = None) -> TagCount:
+def count_matching(
+    log: PartitionLog,
+    tags: TagFilter,
+    start: int,
+    end: int | None = None,
+    committed: CommittedView | None = None,
+) -> TagCount:
     """The exact number of records with offsets in ``[start, end)`` (``end``: the log end
     offset) whose tag ``tags`` wants. For ``*`` every record counts (the log is scanned
-    for the un-indexed part, and ``.skip``-free: prefer the raw lag for ``*``)."""
+    for the un-indexed part, and ``.skip``-free: prefer the raw lag for ``*``). With
+    ``committed`` (read_committed) the range ends at the last stable offset at the latest
+    and the records of aborted transactions are not counted: the spans of their batches
+    are counted the same way and taken off."""
     end = log.log_end_offset if end is None else end
+    if committed is None:
+        return _count_matching(log, tags, start, end)
+    end = min(end, committed.last_stable_offset)
+    total = _count_matching(log, tags, start, end)
+    for lo, hi in committed.aborted_ranges(start, end):
+        hidden = _count_matching(log, tags, lo, hi)
+        total = TagCount(
+            total.matching - hidden.matching,
+            total.entries_read + hidden.entries_read,
+            total.records_scanned + hidden.records_scanned,
+            total.blocks_counted + hidden.blocks_counted,
+        )
+    return total
+
+
+def _count_matching(log: PartitionLog, tags: TagFilter, start: int, end: int) -> TagCount:
     matching = entries = scanned = blocks = 0
     tag_header = log.config.message_tag_header
     for piece in pieces(log, start, end):
@@ -424,11 +449,14 @@ def _fetch_scan(
     return None, scanned
 
 
-def first_matching(log: PartitionLog, tags: TagFilter, start: int) -> Record | None:
-    """The first record at an offset ≥ ``start`` that ``tags`` wants, or ``None``."""
+def first_matching(
+    log: PartitionLog, tags: TagFilter, start: int, committed: CommittedView | None = None
+) -> Record | None:
+    """The first record at an offset ≥ ``start`` that ``tags`` wants (and, with
+    ``committed``, that a read_committed reader sees), or ``None``."""
     position = start
     while True:
-        fetched = fetch_matching(log, tags, position, 1)
+        fetched = fetch_matching(log, tags, position, 1, committed=committed)
         if fetched.records:
             return fetched.records[0]
         if fetched.next_offset >= fetched.log_end_offset or fetched.next_offset <= position:

@@ -245,11 +245,19 @@ class PartitionLag(_Model):
     committed_offset: int | None = Field(description="null: the group never committed here.")
     commit_timestamp: int | None
     never_committed: bool
-    lag: int | None = Field(description="Messages not yet consumed; null when never committed.")
+    lag: int | None = Field(
+        description="Messages not yet consumed, to the last stable offset (read_committed); "
+        "null when never committed."
+    )
     time_lag_ms: int | None = Field(description="Age of the first unconsumed record; 0 when caught up.")
     tags: str | None = Field(description="The group's tag subscription on this topic, if any.")
-    tag_lag: int | None = Field(description="Unconsumed records matching the tag subscription (exact).")
+    tag_lag: int | None = Field(
+        description="Unconsumed records matching the tag subscription (exact; aborted records left out)."
+    )
     tag_time_lag_ms: int | None = Field(description="Age of the first unconsumed matching record.")
+    last_stable_offset: int | None = Field(
+        default=None, description="Where the lag is measured to: the first offset of an open transaction."
+    )
 
 
 class TopicLag(_Model):

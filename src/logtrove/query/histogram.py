@@ -29,8 +29,9 @@ go backwards (one producer clock, or LogAppendTime) and the topic is not compact
 clients send timestamps out of order, each record is counted where ListOffsets places it
 (between the first records ≥ E[i] and ≥ E[i+1]), so a late record is counted in the bucket
 of the records around it. Like a partition's ``messages``, counts are offset spans: on a
-compacted topic they include records compaction removed since, and transaction markers
-take an offset each. A batch's ``baseTimestamp`` is taken to be its first record's
+compacted topic they include records compaction removed since, transaction markers
+take an offset each, and records of aborted transactions are counted (offsets, not what a
+read_committed reader sees). A batch's ``baseTimestamp`` is taken to be its first record's
 timestamp, as the protocol defines it (every client writes it so).
 """
 

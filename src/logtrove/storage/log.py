@@ -43,7 +43,7 @@ import contextlib
 import os
 import struct
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -215,6 +215,12 @@ class PartitionLog:
         self._indexes_unsynced: Segment | None = None  # the active segment at the last flush
         self.flushes = 0  # flushes that fsynced something (a metric: fsync rounds, not files)
         self.follower = False  # a mirror follows this partition: only append_replicated writes
+        # segments reaching past this offset were re-validated by recovery at load: files
+        # derived from them that recovery does not rebuild (.txnindex, .snapshot) are not trusted
+        self.trusted_to = self.log_end_offset if clean_shutdown else max(recovery_point, 0)
+        self.rewrites = 0  # segment replacements by the cleaner (readers of derived state re-check)
+        # called with (sealed, new) after a roll, under the log's lock, on the writer's thread
+        self.roll_listener: Callable[[Segment, Segment], None] | None = None
 
     # -- loading --------------------------------------------------------------------
     def _load(self, recovery_point: int, clean_shutdown: bool) -> None:
@@ -546,6 +552,8 @@ class PartitionLog:
             seg = Segment.create(self.directory, base, index_interval_bytes=self.config.index_interval_bytes)
             seg.created_ms = self.clock.now_ms()
             self._add_segment(seg)
+            if self.roll_listener is not None and old.size:
+                self.roll_listener(old, seg)
             self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
             return seg
 
@@ -827,6 +835,7 @@ class PartitionLog:
             del self._bases[first : first + len(old)]
             self._segments.insert(first, new)
             self._bases.insert(first, new.base_offset)
+            self.rewrites += 1
             due = self.clock.now_ms() + self.config.file_delete_delay_ms
             self._graveyard.extend((due, seg) for seg in old)
 

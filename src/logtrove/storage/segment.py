@@ -31,6 +31,7 @@ treat the first incomplete or invalid batch as the end: the writer may be mid-ap
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,6 +59,17 @@ _INDEX_PROBES = 8  # indexed batches checked when a segment is opened
 
 def _swap_suffix(name: str, old: str, new: str) -> str:
     return (name[: -len(old)] if old and name.endswith(old) else name) + new
+
+
+def _fsync_if_exists(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -294,6 +306,11 @@ class Segment:
                 index.fsync()
             else:
                 index.flush()
+        if fsync_indexes:  # the transaction files (storage.txnindex), when there are some
+            for suffix in (".txnindex", ".snapshot"):
+                _fsync_if_exists(
+                    self.directory / (segment_file_name(self.base_offset, suffix) + self.file_suffix)
+                )
 
     # -- reading ------------------------------------------------------------------
     def read(self, position: int, size: int) -> bytes:

@@ -15,6 +15,12 @@ the outcome of every transaction from the log, as Kafka's consumer does from the
   (Kafka's Fetch stops there too);
 * control batches are never shown.
 
+A walk begins where the per-segment transaction files allow
+(:func:`logtrove.storage.txnload.start_state`): the aborted transactions of the segments
+below the newest usable snapshot come from their ``.txnindex``, and the batches of each
+are found by reading the headers of its span ``[first, marker)`` only; the open ones at
+the snapshot are carried. Without usable files the walk starts at the first segment.
+
 The walk reads batch headers only (control batches whole, one record). Its state is kept
 per partition directory (at most :data:`MAX_PARTITIONS`, least recently used dropped) and
 continued from where it stopped, keyed by each walked segment's ``(base offset, size)``:
@@ -29,32 +35,20 @@ broker's own state (:mod:`logtrove.txn.partition`) follows the same rules from a
 from __future__ import annotations
 
 import bisect
-import struct
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from logtrove.records import BatchHeader, RecordsError, iter_records
+from logtrove.records import HEADER_SIZE, BatchHeader, RecordsError, read_header
+from logtrove.records.batch import MIN_BATCH_LENGTH
 from logtrove.storage.log import PartitionLog
+from logtrove.storage.segment import Segment
+from logtrove.storage.txnload import ABORT, marker_kind, start_state
+
+__all__ = ["MAX_PARTITIONS", "CommittedView", "committed_view", "marker_kind"]
 
 MAX_PARTITIONS = 1024
-_MARKER_KEY = struct.Struct(">hh")  # version, type
-_ABORT, _COMMIT = 0, 1
-
-
-def marker_kind(batch: bytes, header: BatchHeader) -> int | None:
-    """0 (ABORT) or 1 (COMMIT) for a transaction marker batch, ``None`` for any other
-    control batch (Kafka ignores control records it does not know)."""
-    try:
-        for record in iter_records(batch, 0, header):
-            key = record.key
-            if key is None or len(key) < _MARKER_KEY.size:
-                return None
-            version, kind = _MARKER_KEY.unpack_from(key, 0)
-            return kind if version == 0 and kind in (_ABORT, _COMMIT) else None
-    except RecordsError:
-        return None
-    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +71,19 @@ class CommittedView:
         below the LSO."""
         return offset < self.last_stable_offset and not self.aborted(offset)
 
+    def aborted_ranges(self, start: int, end: int) -> list[tuple[int, int]]:
+        """The offsets of aborted batches in ``[start, end)``, as disjoint ``[first, stop)``
+        spans in order (for counts that must leave them out)."""
+        i = max(bisect.bisect_right(self._starts, start) - 1, 0)
+        out = []
+        for first, last in zip(self._starts[i:], self._ends[i:], strict=True):
+            if first >= end:
+                break
+            lo, hi = max(first, start), min(last + 1, end)
+            if lo < hi:
+                out.append((lo, hi))
+        return out
+
     def hides_batch(self, header: BatchHeader) -> bool:
         """Whether a whole batch is hidden: a control batch, one of an aborted
         transaction, or one at or past the LSO. A transactional batch belongs to one
@@ -97,6 +104,8 @@ class _Walk:
     position: int = 0  # … and the position it stopped at
     end_offset: int = 0  # the offset after the last batch walked
     open: dict[int, list[list[int]]] = field(default_factory=dict)  # producer → its batch ranges
+    carried: dict[int, int] = field(default_factory=dict)  # producer → first offset, open at walk_start
+    walk_start: int = 0  # where the walk began: the files told what is below
     starts: list[int] = field(default_factory=list)  # aborted ranges, sorted by start
     ends: list[int] = field(default_factory=list)
     frozen: tuple[tuple[int, ...], tuple[int, ...]] | None = None  # starts, ends as of the last view
@@ -114,18 +123,34 @@ class _Walk:
         return True
 
     def advance(self, plog: PartitionLog) -> None:
-        for seg in plog.segments:
+        segments = plog.segments
+        if self.segment < 0 and segments:
+            self._start(segments)
+        for seg in segments:
             if seg.base_offset < self.segment:
                 continue
             pos = self.position if seg.base_offset == self.segment else 0
             for at, header in seg.batches(pos):
-                self._on_batch(header, seg.read(at, header.size) if header.is_control else b"")
+                self._on_batch(segments, header, seg.read(at, header.size) if header.is_control else b"")
                 pos = at + header.size
                 self.end_offset = header.next_offset
             self.segment, self.position = seg.base_offset, pos
             self.sizes[seg.base_offset] = pos
 
-    def _on_batch(self, header: BatchHeader, data: bytes) -> None:
+    def _start(self, segments: list[Segment]) -> None:
+        """Begin at the newest snapshot the transaction files allow
+        (:func:`logtrove.storage.txnload.start_state`): the aborted transactions below it
+        come from the ``.txnindex`` files, their batches from a walk of their spans only."""
+        start = start_state(segments, segments[-1].next_offset)
+        first = segments[start.index]
+        for seg in segments[: start.index]:
+            self.sizes[seg.base_offset] = seg.size
+        self.segment, self.position = first.base_offset, 0
+        self.walk_start = self.end_offset = first.base_offset
+        self.carried = dict(start.open)
+        self._add_spans(segments, [(a.producer_id, a.first_offset, a.last_offset) for a in start.aborted])
+
+    def _on_batch(self, segments: list[Segment], header: BatchHeader, data: bytes) -> None:
         if header.producer_id < 0 or not header.is_transactional:
             return
         pid = header.producer_id
@@ -140,19 +165,80 @@ class _Walk:
         if kind is None:
             return
         ranges = self.open.pop(pid, [])
-        if kind == _ABORT and ranges:
-            self.frozen = None
-            for start, end in ranges:
-                i = bisect.bisect_left(self.starts, start)
-                self.starts.insert(i, start)
-                self.ends.insert(i, end)
+        carried = self.carried.pop(pid, None)
+        if kind == ABORT and ranges:
+            self._add_ranges(ranges)
+        if kind == ABORT and carried is not None:
+            self._add_spans(segments, [(pid, carried, self.walk_start)])
+
+    def _add_spans(self, segments: list[Segment], spans: list[tuple[int, int, int]]) -> None:
+        """Add the batches of each ``(producer, first, end)``: that producer's
+        transactional data batches in ``[first, end)``, found by a walk of the headers of
+        those offsets only."""
+        by_producer: dict[int, list[tuple[int, int]]] = {}
+        for pid, first, end in spans:
+            by_producer.setdefault(pid, []).append((first, end))
+        ranges: list[list[int]] = []
+        for lo, hi in _merged((first, end) for _, first, end in spans):
+            for header in _headers(segments, lo, hi):
+                owned = by_producer.get(header.producer_id)
+                if not owned or header.is_control or not header.is_transactional:
+                    continue
+                if any(first <= header.base_offset < end for first, end in owned):
+                    if ranges and ranges[-1][1] + 1 == header.base_offset:
+                        ranges[-1][1] = header.last_offset
+                    else:
+                        ranges.append([header.base_offset, header.last_offset])
+        self._add_ranges(ranges)
+
+    def _add_ranges(self, ranges: list[list[int]]) -> None:
+        if not ranges:
+            return
+        self.frozen = None
+        for start, end in ranges:
+            i = bisect.bisect_left(self.starts, start)
+            self.starts.insert(i, start)
+            self.ends.insert(i, end)
 
     def view(self, plog: PartitionLog) -> CommittedView:
         firsts = [ranges[0][0] for ranges in self.open.values() if ranges]
-        lso = min(firsts, default=max(self.end_offset, plog.log_start_offset))
+        lso = min([*firsts, *self.carried.values()], default=max(self.end_offset, plog.log_start_offset))
         if self.frozen is None:  # copied only when an abort changed them, not per question
             self.frozen = (tuple(self.starts), tuple(self.ends))
         return CommittedView(lso, *self.frozen)
+
+
+def _merged(spans: Iterator[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The union of ``[first, end)`` spans, as disjoint sorted spans."""
+    out: list[tuple[int, int]] = []
+    for first, end in sorted(spans):
+        if out and first <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((first, end))
+    return out
+
+
+def _headers(segments: list[Segment], lo: int, hi: int) -> Iterator[BatchHeader]:
+    """The headers of the batches beginning in ``[lo, hi)``, one small read per header
+    from the offset-index entry below ``lo`` (a span is usually a few batches: the
+    chunked reads of a long walk would read far past it)."""
+    for seg in segments:
+        if seg.next_offset <= lo or seg.base_offset >= hi:
+            continue
+        position = seg.offset_index.lookup(lo)[1] if seg.base_offset < lo else 0
+        while position + HEADER_SIZE <= seg.size:
+            try:
+                header = read_header(seg.read(position, HEADER_SIZE), 0)
+            except RecordsError:
+                break
+            if header.batch_length < MIN_BATCH_LENGTH or position + header.size > seg.size:
+                break
+            if header.base_offset >= hi:
+                return
+            if header.base_offset >= lo:
+                yield header
+            position += header.size
 
 
 @dataclass

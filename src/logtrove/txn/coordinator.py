@@ -379,9 +379,9 @@ class TransactionCoordinator:
             if not self.storage.has_topic(topic) or partition >= self.storage.topic(topic).partitions:
                 continue  # deleted since: nothing left to mark
             plog = self.storage.log(topic, partition)
-            txns = self.indexes.get(plog)
+            self.indexes.get(plog)  # loaded before the append, which it must not see
             appended = plog.append(batch)
-            txns.on_marker(txn.producer_id, kind, appended.base_offset)
+            self.indexes.on_marker(plog, txn.producer_id, kind, appended.base_offset)
         self.notify()
 
     def _save(self, txn: TransactionMetadata | None) -> None:

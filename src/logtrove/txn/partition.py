@@ -6,50 +6,58 @@ Per partition, :class:`PartitionTxns` keeps
   base offset of its first transactional batch since its last marker). The **last
   stable offset** (LSO) is the smallest of these, or the high watermark when none is
   open: every offset below it belongs to a decided transaction or to none.
-* ``aborted``: ``(producer ID, first offset, marker offset)`` of each aborted
+* ``aborted``: ``(producer ID, first offset, marker offset, LSO)`` of each aborted
   transaction, in marker order — what a read_committed Fetch returns for the batches it
   carries so that the consumer drops them (Kafka's ``AbortedTxn``).
 
-A followed partition (a mirror's, written only by ``append_replicated`` in the mirror's
-thread) gets its markers from the leader, not from this coordinator: its state is brought
-up to date by walking what was appended since the last walk, each time it is asked for.
-
 Invariant: an entry of ``open`` is added by the first transactional batch of a producer
 after its previous marker and removed by its next marker (COMMIT or ABORT); an ABORT
-marker that closes an open entry adds one ``aborted`` entry. A marker for a producer with
-nothing open (a marker written again after a crash) changes nothing.
+marker that closes an open entry adds one ``aborted`` entry, also appended to the
+``.txnindex`` of the segment the marker is in (:mod:`logtrove.storage.txnindex`). A
+marker for a producer with nothing open (a marker written again after a crash) changes
+nothing.
 
-The state lives in memory and is rebuilt from the batch headers of the log the first
-time a partition is needed after a start: a walk of every header, with only the control
-batches read whole (about 2.5 µs a batch). The broker's request handlers build it in a
-thread (:meth:`TxnIndexes.load`) so that the walk never holds the event loop; only what
-was appended meanwhile is walked on the loop. Kafka keeps the aborted list on disk per
-segment (``.txnindex``) and producer snapshots, so its start reads nothing; that is the
-known gap here (DESIGN.md §Transactions).
+The state lives in memory and is loaded the first time a partition is needed after a
+start from the per-segment files (:mod:`logtrove.storage.txnload`): the ``.txnindex`` of
+every sealed segment and the newest ``.snapshot`` of the open transactions, then a walk
+of the batch headers after that snapshot only — the active segment after a clean
+shutdown. Files that are missing or damaged are rebuilt by a longer walk. While the
+state is held, each roll writes the snapshot of the new segment (its open transactions)
+and makes sure the sealed one has its ``.txnindex``, as Kafka's roll does.
+
+A followed partition (a mirror's, written only by ``append_replicated`` in the mirror's
+thread) gets its markers from the leader, not from this coordinator: its state is brought
+up to date by walking what was appended since the last walk, each time it is asked for;
+its files are written by the next start's load only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+import functools
 import logging
+import os
 import weakref
 from dataclasses import dataclass, field
 
 from logtrove.storage import PartitionLog, StorageError
+from logtrove.storage.segment import Segment
+from logtrove.storage.txnindex import (
+    AbortedTxn,
+    append_txn_index,
+    read_txn_index,
+    txn_index_path,
+    write_snapshot,
+    write_txn_index,
+)
+from logtrove.storage.txnload import TxnTracker
+from logtrove.storage.txnload import load as load_files
 from logtrove.txn.markers import MarkerType, marker_type
 
 log = logging.getLogger("logtrove.txn")
 
-
-@dataclass(frozen=True, slots=True)
-class AbortedTxn:
-    """One aborted transaction of a partition: its data is in ``[first_offset, last_offset)``
-    (interleaved with others' data) and its ABORT marker at ``last_offset``."""
-
-    producer_id: int
-    first_offset: int
-    last_offset: int
+__all__ = ["AbortedTxn", "PartitionTxns", "TxnIndexes", "scan"]
 
 
 @dataclass
@@ -61,18 +69,26 @@ class PartitionTxns:
     _last_offsets: list[int] = field(default_factory=list)  # aborted[i].last_offset, for bisect
     _max_span: int = 0  # the largest last_offset - first_offset of an aborted transaction
     walked_to: int = 0  # the offset after the last batch a walk of the log has seen
+    walk_start: int = 0  # where the load's walk began (the files covered what is below)
+    rewrites: int = 0  # the log's cleaner rewrites the aborted list reflects
 
     def on_transactional_batch(self, producer_id: int, base_offset: int) -> None:
         """A transactional data batch was appended at ``base_offset``."""
         self.open.setdefault(producer_id, base_offset)
 
-    def on_marker(self, producer_id: int, kind: MarkerType, offset: int) -> None:
-        """A marker of ``producer_id`` was appended at ``offset``."""
-        first = self.open.pop(producer_id, None)
-        if first is not None and kind is MarkerType.ABORT:
-            self.aborted.append(AbortedTxn(producer_id, first, offset))
-            self._last_offsets.append(offset)
-            self._max_span = max(self._max_span, offset - first)
+    def on_marker(self, producer_id: int, kind: MarkerType, offset: int) -> AbortedTxn | None:
+        """A marker of ``producer_id`` was appended at ``offset``; the aborted transaction
+        it closed, if it closed one with ABORT."""
+        tracker = TxnTracker(self.open)
+        entry = tracker.on_marker(producer_id, kind is MarkerType.ABORT, offset)
+        if entry is not None:
+            self._add_aborted(entry)
+        return entry
+
+    def _add_aborted(self, entry: AbortedTxn) -> None:
+        self.aborted.append(entry)
+        self._last_offsets.append(entry.last_offset)
+        self._max_span = max(self._max_span, entry.last_offset - entry.first_offset)
 
     def last_stable_offset(self, high_watermark: int) -> int:
         return min(self.open.values(), default=high_watermark)
@@ -84,6 +100,11 @@ class PartitionTxns:
         i = bisect.bisect_left(self._last_offsets, start)
         j = bisect.bisect_left(self._last_offsets, end + self._max_span + 1)
         return [a for a in self.aborted[i:j] if a.first_offset < end]
+
+    def replace_aborted(self, entries: list[AbortedTxn]) -> None:
+        self.aborted, self._last_offsets, self._max_span = [], [], 0
+        for entry in entries:
+            self._add_aborted(entry)
 
     def forget_before(self, log_start_offset: int) -> None:
         """Drop the aborted transactions wholly below the log start (retention removed them)."""
@@ -121,6 +142,25 @@ def scan(
     return txns
 
 
+def load(plog: PartitionLog, *, end: int | None = None, repair: bool = True) -> PartitionTxns:
+    """The partition's state from its transaction files plus a walk of what they do not
+    cover (:func:`logtrove.storage.txnload.load`), up to ``end``. A writer's load rewrites
+    the files of the sealed segments it had to walk (``repair``)."""
+    repair = repair and not plog.read_only and not plog.follower
+    rewrites = plog.rewrites  # read first: a rewrite during the load is seen by the next check
+    loaded = load_files(
+        plog.segments,
+        log_start_offset=plog.log_start_offset,
+        trusted_to=plog.trusted_to,
+        end=end,
+        repair=repair,
+    )
+    txns = PartitionTxns(open=loaded.open, walked_to=loaded.walked_to, walk_start=loaded.walk_start)
+    txns.replace_aborted(loaded.aborted)
+    txns.rewrites = rewrites
+    return txns
+
+
 class TxnIndexes:
     """:class:`PartitionTxns` of each partition log, built on first use. Keyed by the log
     object itself (weakly), so a deleted and re-created topic starts afresh."""
@@ -129,34 +169,113 @@ class TxnIndexes:
         self._by_log: weakref.WeakKeyDictionary[PartitionLog, PartitionTxns] = weakref.WeakKeyDictionary()
 
     def get(self, log: PartitionLog) -> PartitionTxns:
-        """The partition's state, scanning the log the first time (call it before an
-        append whose effect is then recorded, so the scan does not see that append)."""
+        """The partition's state, loaded the first time (call it before an append whose
+        effect is then recorded, so the load does not see that append)."""
         txns = self._by_log.get(log)
         if txns is None:
-            txns = self._by_log[log] = scan(log)
+            txns = self._install(log, load(log))
         elif log.follower and txns.walked_to < log.log_end_offset:
             scan(log, start=txns.walked_to, into=txns)  # a mirror's appends: the leader's batches
         return txns
 
     async def load(self, plog: PartitionLog) -> PartitionTxns:
-        """:meth:`get`, with the walk of the log done in a thread: what is below the log
-        end when it starts is walked there, what was appended meanwhile on the loop. If the
-        loop built the state meanwhile (an append needed it), that one is kept."""
+        """:meth:`get`, with the load done in a thread: what is below the log end when it
+        starts is walked there, what was appended meanwhile on the loop. If the loop built
+        the state meanwhile (an append needed it), that one is kept."""
         txns = self._by_log.get(plog)
         if txns is not None:
             return self.get(plog)
         end = plog.log_end_offset
         try:
-            built = await asyncio.to_thread(scan, plog, end=end)
+            built = await asyncio.to_thread(load, plog, end=end)
         except (OSError, StorageError, ValueError) as exc:  # a segment removed under the walk
-            log.info("walking %s for its transactions again on the loop: %s", plog.tp, exc)
+            log.info("loading the transactions of %s again on the loop: %s", plog.tp, exc)
             return self.get(plog)
         txns = self._by_log.get(plog)
         if txns is None:
-            txns = self._by_log[plog] = scan(plog, start=end, into=built)
+            txns = self._install(plog, scan(plog, start=end, into=built), end)
         return txns
 
     def peek(self, log: PartitionLog) -> PartitionTxns | None:
         """The state if it is already built (no walk of a whole log: for read_uncommitted
         answers)."""
         return self.get(log) if log in self._by_log else None
+
+    def after_cleaning(self, plog: PartitionLog, txns: PartitionTxns) -> None:
+        """Follow the cleaner: once it rewrote segments, the aborted list is read again
+        from the ``.txnindex`` files (the cleaner keeps only the entries of the ABORT
+        markers it kept). A Fetch must not list a transaction whose marker is gone: a
+        consumer would skip that producer's batches until a marker that never comes. Call
+        it after reading the log, so that a rewrite the read saw is seen here too."""
+        rewrites = plog.rewrites
+        if txns.rewrites == rewrites:
+            return
+        segments = plog.segments
+        entries: list[AbortedTxn] = []
+        for seg in segments[:-1]:
+            found = read_txn_index(seg)
+            if found is None:  # a file to rebuild: a load walks what it must
+                entries = load(plog, repair=False).aborted
+                break
+            entries.extend(found)
+        else:
+            entries.extend(a for a in txns.aborted if segments and a.last_offset >= segments[-1].base_offset)
+        txns.replace_aborted(entries)
+        txns.rewrites = rewrites
+
+    def on_marker(self, plog: PartitionLog, producer_id: int, kind: MarkerType, offset: int) -> None:
+        """A marker was appended at ``offset``: close the transaction and, for an abort,
+        add its entry to the ``.txnindex`` of the marker's segment."""
+        txns = self.get(plog)
+        entry = txns.on_marker(producer_id, kind, offset)
+        seg = plog.active
+        if entry is None or plog.follower or seg.base_offset > offset:
+            return
+        try:
+            append_txn_index(seg, entry)
+        except OSError as exc:  # the file is gone: the next start rebuilds it
+            log.warning("cannot add to the transaction index of %s: %s", seg.log_path.name, exc)
+
+    def _install(
+        self, plog: PartitionLog, txns: PartitionTxns, walked_from: int | None = None
+    ) -> PartitionTxns:
+        """Keep ``txns`` for ``plog``. A writer's segments from the one holding
+        ``walked_from`` (the load's thread left them alone: they may have been written to;
+        by default the active one) get the ``.txnindex`` of what is known of them, and each
+        later roll writes the files of the new and the sealed segment."""
+        self._by_log[plog] = txns
+        if plog.read_only or plog.follower:
+            return txns
+        segments = plog.segments
+        bases = [seg.base_offset for seg in segments]
+        first = max(
+            bisect.bisect_right(bases, plog.log_end_offset if walked_from is None else walked_from) - 1, 0
+        )
+        for i in range(first, len(segments)):
+            seg, upper = segments[i], bases[i + 1] if i + 1 < len(bases) else None
+            entries = [
+                a
+                for a in txns.aborted
+                if a.last_offset >= seg.base_offset and (upper is None or a.last_offset < upper)
+            ]
+            try:
+                if read_txn_index(seg) != entries:
+                    write_txn_index(seg, entries)
+            except OSError as exc:
+                log.warning("cannot write the transaction index of %s: %s", seg.log_path.name, exc)
+        plog.roll_listener = functools.partial(self._on_roll, weakref.ref(plog))
+        return txns
+
+    def _on_roll(self, ref: weakref.ref[PartitionLog], sealed: Segment, new: Segment) -> None:
+        """After a roll (on the writer's thread): the snapshot of the open transactions at
+        the new segment's base, and the sealed segment's ``.txnindex`` created if it had
+        no abort. A failure leaves the files missing: the next start walks further."""
+        plog = ref()
+        txns = self._by_log.get(plog) if plog is not None else None
+        if txns is None:
+            return
+        try:
+            os.close(os.open(txn_index_path(sealed), os.O_WRONLY | os.O_CREAT, 0o644))
+            write_snapshot(new.directory, new.base_offset, txns.open)
+        except OSError as exc:
+            log.warning("cannot write the transaction files at a roll of %s: %s", new.directory.name, exc)

@@ -58,6 +58,7 @@ def _partition(row: LagRow) -> PartitionLag:
         tags=row.tags,
         tag_lag=row.tag_lag,
         tag_time_lag_ms=row.tag_time_lag_ms,
+        last_stable_offset=row.last_stable_offset,
     )
 
 

@@ -194,6 +194,7 @@ def tag_count(
         int | None,
         Query(ge=0, le=2**62, description="End of the range (exclusive); default and at most the log end."),
     ] = None,
+    isolation: IsolationParam = READ_COMMITTED,
 ) -> TagCountResult:
     wanted = _parse_tags(tags)
     log = storage.log(topic, partition)
@@ -202,8 +203,9 @@ def tag_count(
     end = log_end if end_offset is None else min(end_offset, log_end)
     if end < start:
         raise bad_request(f"end_offset {end_offset} is before offset {start}", "invalid-range")
-    counted = count_matching(log, wanted, start, end)
-    first = first_matching(log, wanted, start) if counted.matching else None
+    view = committed_view(log) if isolation == READ_COMMITTED else None
+    counted = count_matching(log, wanted, start, end, view)
+    first = first_matching(log, wanted, start, view) if counted.matching else None
     return TagCountResult(
         topic=topic,
         partition=partition,

@@ -19,8 +19,9 @@ Sections of a partition log, as in Kafka's LogCleaner::
    key is in the map, and ``r`` is not a tombstone past its delete horizon. Keyless
    records are dropped. Batches whose records all survive are copied byte for byte;
    others are re-encoded with the same base offset, offset span, compression and
-   producer fields, so **offsets never change**. Control batches (transaction markers)
-   are always copied.
+   producer fields, so **offsets never change**. Transactions (:mod:`.txn`): the round
+   ends at the last stable offset, aborted data is neither mapped nor copied, and a
+   marker is kept until no data of its transaction remains and then its delete horizon.
 3. **Tombstones.** A tombstone (null value) that survives its first cleaning gets a delete
    horizon ``now + delete.retention.ms`` (batch attribute bit 6, as in Kafka's KIP-534);
    the first cleaning after the horizon drops it.
@@ -61,10 +62,12 @@ from logtrove.records.compression import compress, decompressed_limit
 from logtrove.records.record import batch_payload
 from logtrove.storage.cleaner.offset_map import OffsetLookup, OffsetMap
 from logtrove.storage.cleaner.passes import Filtered, filter_records
+from logtrove.storage.cleaner.txn import TxnCleaning, Verdict, uncleanable_from
 from logtrove.storage.indexer import build_segment_indexes
 from logtrove.storage.log import PartitionLog
 from logtrove.storage.segment import Segment
 from logtrove.storage.swap import Fault
+from logtrove.storage.txnindex import write_txn_index
 
 Progress = Callable[[str, int, int], None]
 """Called as ``progress(phase, done_bytes, total_bytes)``; phases are "map" and "copy"."""
@@ -91,6 +94,7 @@ class CleanStats:
     records_removed: int
     tombstones_removed: int
     live_keys_kept: int
+    markers_removed: int = 0  # transaction markers dropped past their delete horizon
 
     @property
     def made_progress(self) -> bool:
@@ -98,16 +102,18 @@ class CleanStats:
 
 
 def first_uncleanable_offset(log: PartitionLog, now_ms: int) -> int:
-    """The active segment, or the first segment holding a record younger than
-    ``min.compaction.lag.ms``, whichever comes first."""
+    """The active segment, the first segment holding a record younger than
+    ``min.compaction.lag.ms``, or the last stable offset (an open transaction's records
+    are never cleaned), whichever comes first."""
     segments = log.segments
     active = segments[-1].base_offset
     lag = log.config.min_compaction_lag_ms
     if lag > 0:
         for seg in segments[:-1]:
             if seg.max_timestamp > now_ms - lag:
-                return min(seg.base_offset, active)
-    return active
+                active = min(seg.base_offset, active)
+                break
+    return min(active, uncleanable_from(log))
 
 
 def dirty_ratio(log: PartitionLog, first_dirty: int, now_ms: int) -> float:
@@ -126,10 +132,17 @@ def dirty_ratio(log: PartitionLog, first_dirty: int, now_ms: int) -> float:
 
 
 def build_offset_map(
-    log: PartitionLog, first_dirty: int, limit: int, budget_bytes: int, progress: Progress | None = None
+    log: PartitionLog,
+    first_dirty: int,
+    limit: int,
+    budget_bytes: int,
+    progress: Progress | None = None,
+    skip: Callable[[BatchHeader], bool] | None = None,
 ) -> OffsetMap:
     """Map the dirty section ``[first_dirty, limit)`` until the budget is full; the
-    returned map's ``end_offset`` is the first offset it did not cover."""
+    returned map's ``end_offset`` is the first offset it did not cover. Batches ``skip``
+    names (control batches and aborted data: :meth:`TxnCleaning.skips_in_map`) are not
+    mapped."""
     offset_map = OffsetMap(budget_bytes)
     offset_map.end_offset = min(first_dirty, limit)
     if first_dirty >= limit:
@@ -138,6 +151,9 @@ def build_offset_map(
     done = 0
     bound = decompressed_limit(log.config.max_message_bytes)
     for header, data in _dirty_batches(log, first_dirty, limit):
+        if skip is not None and skip(header):
+            done += header.size
+            continue
         payload = batch_payload(data, header, 0, bound)
         try:
             full_at = offset_map.put_records(
@@ -223,8 +239,15 @@ class _Copier:
     """Recopies a group of segments into one ``.cleaned`` segment (step 2 and 3)."""
 
     def __init__(
-        self, lookup: OffsetLookup, end: int, now_ms: int, delete_retention_ms: int, decompressed: int
+        self,
+        lookup: OffsetLookup,
+        end: int,
+        now_ms: int,
+        delete_retention_ms: int,
+        decompressed: int,
+        txn: TxnCleaning,
     ) -> None:
+        self.txn = txn
         self.table = lookup.table
         self.layout = lookup.layout
         self.end = end
@@ -234,8 +257,19 @@ class _Copier:
         self.read = self.kept = self.tombstones_removed = self.live_keys = 0
 
     def copy_batch(self, header: BatchHeader, data: bytes | memoryview, out: Segment) -> None:
-        if header.is_control or header.base_offset >= self.end:
+        if header.base_offset >= self.end:
             out.append(header, data)
+            return
+        if header.is_control:
+            verdict = self.txn.marker(header)
+            if verdict is Verdict.STAMP:
+                stamped = self.txn.stamped(header, data)
+                out.append(read_header(stamped), stamped)
+            elif verdict is Verdict.KEEP:
+                out.append(header, data)
+            return
+        if self.txn.drops_data(header):
+            self.read += header.record_count
             return
         append_ts = header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None
         try:
@@ -308,8 +342,9 @@ def clean_partition(
     first_dirty = max(first_dirty, log.log_start_offset)
     if first_dirty > limit:
         first_dirty = log.log_start_offset
+    txn = TxnCleaning.of(log, now_ms)
     if offset_map is None:
-        built = build_offset_map(log, first_dirty, limit, budget_bytes, progress)
+        built = build_offset_map(log, first_dirty, limit, budget_bytes, progress, txn.skips_in_map)
         lookup: OffsetLookup = built
         keys, full, end = built.size, built.end_offset < limit, built.end_offset
     else:
@@ -318,7 +353,12 @@ def clean_partition(
         keys, full = -1, False
     candidates = [s for s in log.segments[:-1] if s.base_offset < end]
     copier = _Copier(
-        lookup, end, now_ms, log.config.delete_retention_ms, decompressed_limit(log.config.max_message_bytes)
+        lookup,
+        end,
+        now_ms,
+        log.config.delete_retention_ms,
+        decompressed_limit(log.config.max_message_bytes),
+        txn,
     )
     before = after = 0
     total = sum(s.size for s in candidates)
@@ -332,6 +372,9 @@ def clean_partition(
                         progress("copy", before + position + header.size, total)
                 before += seg.size
             build_segment_indexes(out, log.config)  # key, tag and skip files travel with it
+            entries = txn.kept_entries(group)
+            if entries is not None:
+                write_txn_index(out, entries)
         except BaseException:
             out.delete_files()  # nothing swapped yet: the old segments are intact
             raise
@@ -351,4 +394,5 @@ def clean_partition(
         records_removed=copier.read - copier.kept,
         tombstones_removed=copier.tombstones_removed,
         live_keys_kept=copier.live_keys,
+        markers_removed=txn.markers_removed,
     )

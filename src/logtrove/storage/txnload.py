@@ -1,0 +1,191 @@
+"""The transaction state of a partition at a start, from its per-segment files.
+
+The state a read_committed reader needs is the open transactions (producer → first
+offset; the smallest is the last stable offset) and the aborted ones. Rebuilding it by a
+walk of every batch header of the log costs a read of the whole log; instead::
+
+    segment:   S0          S1          S2          S3 (active)
+    files:     .txnindex   .txnindex   .txnindex
+                                       .snapshot ─┐
+    state  =   entries(S0) + entries(S1)  +  open(S2.snapshot)  +  walk(S2, S3)
+
+:func:`start_state` takes the newest snapshot ``Sk`` such that every segment below it has a
+valid ``.txnindex`` and both are trusted (below the recovery point of an unclean
+shutdown: files of the segments recovery re-validated may be stale or missing entries),
+and the walk (:func:`load`) reads only the headers from ``Sk`` on. A missing or damaged
+file moves the start back to an older snapshot, or to the first segment (no snapshot:
+nothing open) — a longer walk, never an error. A writer (``repair=True``) rewrites the
+``.txnindex`` and snapshots of the segments it walked that were missing or wrong, so the
+next start reads only the files.
+
+The rules are Kafka's, as :mod:`logtrove.storage.txnview` describes them: a producer's
+first transactional data batch after its previous marker opens its transaction; its next
+marker closes it; an ABORT marker that closes one adds an :class:`AbortedTxn`.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from logtrove.records import BatchHeader, RecordsError, iter_records
+from logtrove.storage.segment import Segment
+from logtrove.storage.txnindex import (
+    AbortedTxn,
+    read_snapshot,
+    read_txn_index,
+    write_snapshot,
+    write_txn_index,
+)
+
+log = logging.getLogger("logtrove.storage")
+
+_MARKER_KEY = struct.Struct(">hh")  # version, type
+ABORT, COMMIT = 0, 1
+
+
+def marker_kind(batch: bytes, header: BatchHeader) -> int | None:
+    """0 (ABORT) or 1 (COMMIT) for a transaction marker batch, ``None`` for any other
+    control batch (Kafka ignores control records it does not know)."""
+    try:
+        for record in iter_records(batch, 0, header):
+            key = record.key
+            if key is None or len(key) < _MARKER_KEY.size:
+                return None
+            version, kind = _MARKER_KEY.unpack_from(key, 0)
+            return kind if version == 0 and kind in (ABORT, COMMIT) else None
+    except RecordsError:
+        return None
+    return None
+
+
+@dataclass
+class TxnTracker:
+    """Open transactions as batches go by (producer ID → first offset)."""
+
+    open: dict[int, int] = field(default_factory=dict)
+
+    def on_data(self, producer_id: int, base_offset: int) -> None:
+        self.open.setdefault(producer_id, base_offset)
+
+    def on_marker(self, producer_id: int, abort: bool, offset: int) -> AbortedTxn | None:
+        """Close ``producer_id``'s transaction; the entry of an aborted one (its LSO is
+        that of the moment after the marker: the earliest other open transaction, or the
+        offset after the marker)."""
+        first = self.open.pop(producer_id, None)
+        if first is None or not abort:
+            return None
+        return AbortedTxn(producer_id, first, offset, min(self.open.values(), default=offset + 1))
+
+    def on_batch(self, seg: Segment, position: int, header: BatchHeader) -> AbortedTxn | None:
+        """Apply one batch of ``seg`` (a marker is read whole)."""
+        if header.producer_id < 0 or not header.is_transactional:
+            return None
+        if not header.is_control:
+            self.on_data(header.producer_id, header.base_offset)
+            return None
+        kind = marker_kind(seg.read(position, header.size), header)
+        return None if kind is None else self.on_marker(header.producer_id, kind == ABORT, header.base_offset)
+
+
+@dataclass(frozen=True, slots=True)
+class StartState:
+    """Where a walk starts: segment ``index`` of the list, with the transactions open at
+    its base and the aborted ones whose markers are below it."""
+
+    index: int
+    open: dict[int, int]
+    aborted: list[AbortedTxn]
+
+
+def start_state(segments: list[Segment], trusted_to: int) -> StartState:
+    """The newest start the files allow (see the module docstring); ``trusted_to``: files
+    of segments reaching past it are not read."""
+    below: list[list[AbortedTxn]] = []
+    for i, seg in enumerate(segments[:-1]):
+        if segments[i + 1].base_offset > trusted_to:
+            break
+        entries = read_txn_index(seg)
+        if entries is None:
+            break
+        below.append(entries)
+    for k in range(len(below), 0, -1):
+        snap = read_snapshot(segments[k].directory, segments[k].base_offset)
+        if snap is not None:
+            return StartState(k, snap, [e for entries in below[:k] for e in entries])
+    first = read_snapshot(segments[0].directory, segments[0].base_offset) if segments else None
+    return StartState(0, first or {}, [])
+
+
+@dataclass
+class LoadedTxns:
+    """A partition's transaction state up to ``walked_to`` (the offset after the last
+    batch walked), and what the load read: ``walk_start`` is the base of the first segment
+    walked."""
+
+    open: dict[int, int]
+    aborted: list[AbortedTxn]
+    walked_to: int
+    walk_start: int
+
+
+def load(
+    segments: list[Segment],
+    *,
+    log_start_offset: int,
+    trusted_to: int,
+    end: int | None = None,
+    repair: bool = False,
+    sync: bool = False,
+) -> LoadedTxns:
+    """The state of the batches of ``segments`` below ``end``, from the files and a walk of
+    what they do not cover. With ``repair`` (a writer), the ``.txnindex`` of each segment
+    walked to its end is rewritten when it differs, and the snapshot at each next segment
+    base written when missing; the last segment's index is left to the caller (it may be
+    the active one, still written to)."""
+    start = start_state(segments, trusted_to) if segments else StartState(0, {}, [])
+    tracker = TxnTracker({p: max(f, log_start_offset) for p, f in start.open.items()})
+    aborted = list(start.aborted)
+    walk_start = segments[start.index].base_offset if segments else 0
+    walked_to = walk_start
+    for i in range(start.index, len(segments)):
+        seg, found, complete = segments[i], [], True
+        for position, header in _batches(seg, end):
+            if header.base_offset < log_start_offset and not header.is_control:
+                walked_to = header.next_offset
+                continue
+            entry = tracker.on_batch(seg, position, header)
+            walked_to = header.next_offset
+            if entry is not None:
+                found.append(entry)
+        aborted.extend(found)
+        if end is not None and walked_to < seg.next_offset:
+            complete = False
+        if repair and complete and i + 1 < len(segments):
+            _repair(seg, found, segments[i + 1], tracker.open, sync=sync)
+        if not complete:
+            break
+    return LoadedTxns(tracker.open, aborted, walked_to, walk_start)
+
+
+def _batches(seg: Segment, end: int | None) -> Iterator[tuple[int, BatchHeader]]:
+    for position, header in seg.batches():
+        if end is not None and header.base_offset >= end:
+            return
+        yield position, header
+
+
+def _repair(
+    seg: Segment, found: list[AbortedTxn], following: Segment, open_txns: dict[int, int], *, sync: bool
+) -> None:
+    """Make the files of sealed ``seg`` say what its walk found; a failure to write them
+    is logged (the next start walks again)."""
+    try:
+        if read_txn_index(seg) != found:
+            write_txn_index(seg, found, sync=sync)
+        if read_snapshot(following.directory, following.base_offset) != open_txns:
+            write_snapshot(following.directory, following.base_offset, open_txns, sync=sync)
+    except OSError as exc:
+        log.warning("cannot write the transaction files of %s: %s", seg.log_path.name, exc)

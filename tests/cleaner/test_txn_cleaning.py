@@ -1,0 +1,191 @@
+"""Compaction of a partition with transactions (storage/cleaner/txn.py), checked against
+a brute force over the log and its markers: a read_committed consumer sees the same
+latest committed record per key before and after every round; aborted data is gone;
+records at or past the last stable offset are not touched; a marker is kept while data
+of its transaction remains and dropped one delete horizon after."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from tests.cleaner.conftest import open_compacted
+
+from logtrove.records import NewRecord, build_batch
+from logtrove.storage import PartitionLog
+from logtrove.storage.cleaner import clean_partition
+from logtrove.storage.txnindex import read_txn_index
+from logtrove.storage.txnview import _Cache, marker_kind
+from logtrove.testing import FakeClock
+from logtrove.txn import MarkerType, TxnIndexes, marker_batch
+
+RETENTION_MS = 10_000
+
+
+class Writer:
+    """Appends as the broker does (the transaction files kept by TxnIndexes)."""
+
+    def __init__(self, log: PartitionLog, clock: FakeClock) -> None:
+        self.log, self.clock, self.indexes = log, clock, TxnIndexes()
+
+    def data(self, pid: int, keys: list[int], tag: str) -> None:
+        txns = self.indexes.get(self.log) if pid >= 0 else None
+        records = [
+            NewRecord(key=b"k%d" % k, value=f"{tag}-{k}".encode(), timestamp=self.clock.now_ms())
+            for k in keys
+        ]
+        appended = self.log.append(
+            build_batch(records, producer_id=pid, producer_epoch=0, transactional=pid >= 0)
+        )
+        if txns is not None:
+            txns.on_transactional_batch(pid, appended.base_offset)
+        self.clock.advance(5)
+
+    def marker(self, pid: int, *, commit: bool) -> None:
+        self.indexes.get(self.log)
+        batch = marker_batch(pid, 0, commit, coordinator_epoch=0, now_ms=self.clock.now_ms())
+        offset = self.log.append(batch).base_offset
+        kind = MarkerType.COMMIT if commit else MarkerType.ABORT
+        self.indexes.on_marker(self.log, pid, kind, offset)
+
+
+def committed_latest(log: PartitionLog) -> dict[bytes, tuple[int, bytes | None]]:
+    """Brute force: every batch decoded, the markers applied as a read_committed consumer
+    does, up to the last stable offset; the latest record per key."""
+    pending: dict[int, list[tuple[int, bytes, bytes | None]]] = {}
+    visible: list[tuple[int, bytes, bytes | None]] = []
+    for header, data in log.batches(0):
+        if header.is_control:
+            kind = marker_kind(data, header)
+            if kind is not None and header.producer_id in pending:
+                batch = pending.pop(header.producer_id)
+                if kind == 1:
+                    visible.extend(batch)
+            continue
+        records = [
+            (r.offset, r.key or b"", r.value) for r in log.records(header.base_offset, header.next_offset)
+        ]
+        if header.is_transactional:
+            pending.setdefault(header.producer_id, []).extend(records)
+        else:
+            visible.extend(records)
+    lso = min((batch[0][0] for batch in pending.values() if batch), default=log.log_end_offset)
+    latest: dict[bytes, tuple[int, bytes | None]] = {}
+    for offset, key, value in sorted(visible):
+        if offset < lso:
+            latest[key] = (offset, value)
+    return latest
+
+
+def values(latest: dict[bytes, tuple[int, bytes | None]]) -> dict[bytes, bytes | None]:
+    return {k: v for k, (_, v) in latest.items()}
+
+
+def markers(log: PartitionLog) -> list[int]:
+    return [h.base_offset for h, _ in log.batches(0) if h.is_control]
+
+
+def workload(w: Writer, rng: random.Random, rounds: int) -> int:
+    """Keyed transactions of four producers, a third aborted, with plain keyed data; one
+    transaction left open. Returns its first offset."""
+    open_: set[int] = set()
+    for n in range(rounds):
+        pid = rng.randrange(1, 5)
+        if pid in open_ and rng.random() < 0.35:
+            w.marker(pid, commit=rng.random() < 0.67)
+            open_.discard(pid)
+        elif rng.random() < 0.8:
+            w.data(pid, rng.sample(range(40), 3), f"t{pid}.{n}")
+            open_.add(pid)
+        else:
+            w.data(-1, rng.sample(range(40), 2), f"p{n}")
+    for pid in sorted(open_):
+        w.marker(pid, commit=True)
+    first_open = w.log.log_end_offset
+    w.data(9, [1, 2, 3], "open")
+    for n in range(60):  # after the open transaction: uncleanable until it ends
+        w.data(-1, rng.sample(range(40), 2), f"late{n}")
+    return first_open
+
+
+def test_rounds_keep_the_committed_latest_per_key_and_remove_aborted_data(tmp_path: Path) -> None:
+    for seed in range(4):
+        clock = FakeClock(1_000_000)
+        storage, log = open_compacted(
+            tmp_path / f"d{seed}",
+            clock,
+            **{"delete.retention.ms": str(RETENTION_MS), "segment.bytes": "4096"},
+        )
+        with storage:
+            w = Writer(log, clock)
+            first_open = workload(w, random.Random(seed), 400)
+            expected = committed_latest(log)
+            tail = [(h.base_offset, d) for h, d in log.batches(first_open)]
+            aborted_before = _aborted_data_batches(log)
+            assert aborted_before
+            for _round in range(4):
+                stats = clean_partition(log, first_dirty=0, now_ms=clock.now_ms(), budget_bytes=1 << 20)
+                assert stats.first_uncleanable <= first_open
+                assert values(committed_latest(log)) == values(expected)
+                assert [(h.base_offset, d) for h, d in log.batches(first_open)] == tail  # never cleaned
+                assert _aborted_data_batches(log) == []
+                view = _Cache().view(log)  # a fresh reader, from the files the cleaner wrote
+                assert [s for s in log.segments[:-1] if read_txn_index(s) is None] == []
+                latest = committed_latest(log)
+                assert all(view.visible(offset) for offset, _ in latest.values())
+                clock.advance(RETENTION_MS + 1)
+            w.marker(9, commit=True)  # the open transaction ends: now it may be cleaned
+            expected = committed_latest(log)
+            for _round in range(3):
+                clean_partition(log, first_dirty=0, now_ms=clock.now_ms(), budget_bytes=1 << 20)
+                assert values(committed_latest(log)) == values(expected)
+                clock.advance(RETENTION_MS + 1)
+
+
+def _aborted_data_batches(log: PartitionLog) -> list[int]:
+    """Base offsets of data batches of aborted transactions, from the markers (brute force)."""
+    pending: dict[int, list[int]] = {}
+    out: list[int] = []
+    for header, data in log.batches(0):
+        if header.is_control:
+            kind = marker_kind(data, header)
+            batch = pending.pop(header.producer_id, [])
+            if kind == 0:
+                out.extend(batch)
+        elif header.is_transactional:
+            pending.setdefault(header.producer_id, []).append(header.base_offset)
+    return out
+
+
+def test_markers_stay_while_data_remains_then_one_horizon(tmp_path: Path) -> None:
+    clock = FakeClock(1_000_000)
+    storage, log = open_compacted(tmp_path / "d", clock, **{"delete.retention.ms": str(RETENTION_MS)})
+    with storage:
+        w = Writer(log, clock)
+        w.data(1, [1], "aborted")
+        w.marker(1, commit=False)
+        w.data(2, [2], "committed")
+        w.marker(2, commit=True)
+        w.data(3, [3], "overwritten")
+        w.marker(3, commit=True)
+        w.data(-1, [3], "newer")
+        for n in range(40):
+            w.data(-1, [100 + n], "filler" * 20)
+        abort, commit_kept, commit_gone = markers(log)[:3]
+
+        def clean() -> None:
+            clean_partition(log, first_dirty=0, now_ms=clock.now_ms(), budget_bytes=1 << 20)
+
+        clean()  # aborted data removed; its marker kept this round (its data was met)
+        assert {abort, commit_kept, commit_gone} <= set(markers(log))
+        clean()  # no data of 1 and 3 left: their markers get a horizon, and stay
+        assert {abort, commit_kept, commit_gone} <= set(markers(log))
+        clock.advance(RETENTION_MS - 1)
+        clean()
+        assert {abort, commit_kept, commit_gone} <= set(markers(log))
+        clock.advance(2)
+        clean()  # past the horizon: gone, but the commit of a transaction whose data remains stays
+        assert abort not in markers(log) and commit_gone not in markers(log)
+        assert commit_kept in markers(log)
+        assert values(committed_latest(log))[b"k2"] == b"committed-2"
+        assert all(read_txn_index(s) == [] for s in log.segments[:-1])

@@ -1,0 +1,262 @@
+"""The per-segment transaction files (storage/txnindex.py, storage/txnload.py): the
+``.txnindex`` written at each abort, the snapshot written at each roll, a start that reads
+those instead of the log, and hostile or missing files rebuilt by a longer walk.
+
+Bytes read are measured with the process's ``rchar`` (/proc/self/io): every ``read`` and
+``pread`` the load makes, whatever the page cache holds."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from logtrove.records import NewRecord, build_batch
+from logtrove.storage import PartitionLog, Storage
+from logtrove.storage.txnindex import (
+    AbortedTxn,
+    read_snapshot,
+    read_txn_index,
+    snapshot_path,
+    txn_index_path,
+)
+from logtrove.storage.txnview import committed_view, marker_kind
+from logtrove.txn import MarkerType, PartitionTxns, TxnIndexes, marker_batch
+from logtrove.txn.partition import load, scan
+
+TOPIC = "t"
+
+
+def rchar() -> int:
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+class Writer:
+    """Appends as the broker does: transactional batches through the produce path's
+    bookkeeping, markers through the coordinator's."""
+
+    def __init__(self, log: PartitionLog, indexes: TxnIndexes) -> None:
+        self.log, self.indexes = log, indexes
+
+    def data(self, pid: int, n: int = 3, value: bytes = b"x" * 100) -> range:
+        txns = self.indexes.get(self.log) if pid >= 0 else None
+        records = [NewRecord(value=value, key=b"k%d" % i) for i in range(n)]
+        batch = build_batch(records, producer_id=pid, producer_epoch=0, transactional=pid >= 0)
+        appended = self.log.append(batch)
+        if txns is not None:
+            txns.on_transactional_batch(pid, appended.base_offset)
+        return range(appended.base_offset, appended.last_offset + 1)
+
+    def marker(self, pid: int, *, commit: bool) -> int:
+        self.indexes.get(self.log)
+        offset = self.log.append(marker_batch(pid, 0, commit, coordinator_epoch=0, now_ms=1_000)).base_offset
+        self.indexes.on_marker(self.log, pid, MarkerType.COMMIT if commit else MarkerType.ABORT, offset)
+        return offset
+
+
+def workload(w: Writer, rng: random.Random, rounds: int) -> None:
+    """Interleaved transactions of a few producers, half aborted, with plain data; some
+    transactions span segment rolls; two left open at the end."""
+    open_: set[int] = set()
+    for _ in range(rounds):
+        pid = rng.randrange(1, 6)
+        choice = rng.random()
+        if pid in open_ and choice < 0.3:
+            w.marker(pid, commit=rng.random() < 0.5)
+            open_.discard(pid)
+        elif choice < 0.8:
+            w.data(pid, rng.randrange(1, 4))
+            open_.add(pid)
+        else:
+            w.data(-1, 2)
+    for pid in sorted(open_)[2:]:
+        w.marker(pid, commit=False)
+
+
+def short_transactions(w: Writer, rng: random.Random, rounds: int) -> None:
+    """Transactions of a few batches each, two producers interleaved, one in three aborted,
+    with plain data between: the usual shape, whose aborted spans are a small part of the
+    log."""
+    for _ in range(rounds):
+        a, b = rng.sample(range(1, 9), 2)
+        w.data(a)
+        w.data(b)
+        w.data(a)
+        w.marker(a, commit=rng.random() < 0.67)
+        w.marker(b, commit=True)
+        w.data(-1, rng.randrange(5, 30))
+    w.data(3)  # left open
+
+
+def same_state(a: PartitionTxns, b: PartitionTxns) -> None:
+    assert a.open == b.open
+    assert a.aborted == b.aborted
+    assert a.walked_to == b.walked_to
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> Iterator[Storage]:
+    with Storage.open(tmp_path / "data") as opened:
+        opened.create_topic(TOPIC, 1, {"segment.bytes": "20000"})
+        yield opened
+
+
+def test_abort_appends_an_entry_to_the_markers_segment_index(storage: Storage) -> None:
+    log = storage.log(TOPIC, 0)
+    w = Writer(log, TxnIndexes())
+    first = w.data(7).start
+    w.data(8)
+    abort = w.marker(7, commit=False)
+    w.marker(8, commit=True)
+    assert read_txn_index(log.active) == [AbortedTxn(7, first, abort)]
+    assert read_txn_index(log.active)[0].last_stable_offset == first + 3  # producer 8 was still open
+    assert txn_index_path(log.active).stat().st_size == 34
+
+
+def test_roll_writes_the_new_segments_snapshot_and_seals_the_index(storage: Storage) -> None:
+    log = storage.log(TOPIC, 0)
+    w = Writer(log, TxnIndexes())
+    opened = w.data(3).start
+    while len(log.segments) < 3:
+        w.data(-1, 20)
+    sealed, later = log.segments[0], log.segments[1]
+    assert read_txn_index(sealed) == []  # no abort there: an empty index, not a missing one
+    assert read_snapshot(log.directory, later.base_offset) == {3: opened}
+
+
+def test_restart_reads_the_files_not_the_log(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with Storage.open(data) as storage:
+        storage.create_topic(TOPIC, 1, {"segment.bytes": "100000"})
+        log = storage.log(TOPIC, 0)
+        workload(Writer(log, TxnIndexes()), random.Random(5), 6_000)
+        size = log.size_bytes
+        assert len(log.segments) > 10
+    with Storage.open(data) as storage:
+        log = storage.log(TOPIC, 0)
+        before = rchar()
+        loaded = load(log)
+        read = rchar() - before
+        assert loaded.walk_start == log.active.base_offset
+        assert read < log.active.size + 64_000, (read, size)  # the active segment and small files
+        same_state(loaded, scan(log))  # what a walk of every batch finds
+        assert loaded.aborted and loaded.open
+
+        view = committed_view(log)  # whatever the spans of the aborted transactions
+        assert [o for o in data_offsets(log) if view.visible(o)] == _brute_force_visible(log)
+
+
+def test_a_reader_after_a_restart_reads_the_files_and_the_aborted_spans(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with Storage.open(data) as storage:
+        storage.create_topic(TOPIC, 1, {"segment.bytes": "100000"})
+        log = storage.log(TOPIC, 0)
+        short_transactions(Writer(log, TxnIndexes()), random.Random(7), 1_000)
+        size = log.size_bytes
+        assert len(log.segments) > 10
+    with Storage.open(data, read_only=True) as storage:
+        log = storage.log(TOPIC, 0)
+        before = rchar()
+        view = committed_view(log)
+        read = rchar() - before
+        assert read < size / 3, (read, size)
+        assert view.last_stable_offset < log.log_end_offset
+        assert [o for o in data_offsets(log) if view.visible(o)] == _brute_force_visible(log)
+
+
+def data_offsets(log: PartitionLog) -> list[int]:
+    return [o for h, _ in log.batches(0) if not h.is_control for o in range(h.base_offset, h.next_offset)]
+
+
+def _brute_force_visible(log: PartitionLog) -> list[int]:
+    """Data offsets a read_committed consumer sees, from every batch and the markers."""
+    pending: dict[int, list[int]] = {}
+    decided: list[int] = []
+    first_open: list[int] = []
+    for header, data in log.batches(0):
+        offsets = list(range(header.base_offset, header.next_offset))
+        if header.is_control:
+            kind = marker_kind(data, header)
+            if kind is not None:
+                batch = pending.pop(header.producer_id, [])
+                if kind == 1:
+                    decided.extend(batch)
+        elif header.is_transactional:
+            pending.setdefault(header.producer_id, []).extend(offsets)
+        else:
+            decided.extend(offsets)
+    first_open = [offsets[0] for offsets in pending.values() if offsets]
+    lso = min(first_open, default=log.log_end_offset)
+    return sorted(o for o in decided if o < lso)
+
+
+def test_damaged_and_missing_files_are_rebuilt(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with Storage.open(data) as storage:
+        storage.create_topic(TOPIC, 1, {"segment.bytes": "100000"})
+        log = storage.log(TOPIC, 0)
+        workload(Writer(log, TxnIndexes()), random.Random(9), 3_000)
+        segs = log.segments
+        assert len(segs) > 5
+        with_entries = [s for s in segs[:-1] if read_txn_index(s)]
+        assert with_entries
+        damaged = with_entries[0]
+        txn_index_path(damaged).write_bytes(txn_index_path(damaged).read_bytes()[:-5])  # torn entry
+        txn_index_path(with_entries[-1]).unlink()
+        with txn_index_path(segs[1]).open("r+b") as f:  # far larger than its segment could need
+            f.truncate(1 << 40)
+        snapshot_path(log.directory, segs[-1].base_offset).write_bytes(b"LTTS" + b"\xff" * 40)
+        snapshot_path(log.directory, segs[-2].base_offset).write_bytes(b"")
+    with Storage.open(data) as storage:
+        log = storage.log(TOPIC, 0)
+        same_state(load(log), scan(log))
+        TxnIndexes().get(log)  # the broker's load repairs what it walked
+        assert txn_index_path(segs[1]).stat().st_size < 1 << 20
+        before = rchar()
+        loaded = load(log)
+        assert rchar() - before < log.active.size + 64_000
+        same_state(loaded, scan(log))
+
+
+def test_unclean_shutdown_distrusts_the_files_of_recovered_segments(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    storage = Storage.open(data)
+    storage.create_topic(TOPIC, 1, {"segment.bytes": "20000"})
+    log = storage.log(TOPIC, 0)
+    w = Writer(log, TxnIndexes())
+    workload(w, random.Random(3), 800)
+    log.flush()
+    first = w.data(42).start
+    abort = w.marker(42, commit=False)
+    while log.active.base_offset <= abort:  # the marker's segment sealed
+        w.data(-1, 20)
+    marked = next(s for s in log.segments if s.base_offset <= abort < s.next_offset)
+    txn_index_path(marked).write_bytes(b"")  # stale: as if written before the abort and lost
+    storage.abandon()
+    with Storage.open(data) as reopened:
+        log = reopened.log(TOPIC, 0)
+        assert log.trusted_to < log.log_end_offset
+        loaded = load(log)
+        assert AbortedTxn(42, first, abort) in loaded.aborted
+        same_state(loaded, scan(log))
+
+
+def test_retention_deletes_the_files_with_their_segment(storage: Storage) -> None:
+    log = storage.log(TOPIC, 0)
+    w = Writer(log, TxnIndexes())
+    w.data(1)
+    w.marker(1, commit=False)
+    while len(log.segments) < 4:
+        w.data(-1, 20)
+    gone = log.segments[:2]
+    paths = [txn_index_path(s) for s in gone] + [snapshot_path(log.directory, gone[1].base_offset)]
+    assert all(p.exists() for p in paths)
+    log.truncate_before(log.segments[2].base_offset)
+    log.purge_deleted(force=True)
+    assert not any(p.exists() for p in paths)
+    assert not list(log.directory.glob("*.deleted"))
