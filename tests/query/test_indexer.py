@@ -209,3 +209,65 @@ def test_compaction_writes_fresh_index_files_and_key_queries_stay_exact(tmp_path
         for k in (b"k0", b"k17", b"k39"):
             want = [r.offset for r in log.records() if r.key == k][::-1]
             assert [m.offset for m in engine.run(KeyQuery("kv", k)).all()[0]] == want
+
+
+def test_a_new_backlog_waits_defer_s_then_is_parsed_without_pause(tmp_path: Path) -> None:
+    """With ``defer_s`` the indexer leaves records alone until the oldest is that old (a
+    producer's burst ends first), then parses until caught up, records arriving meanwhile
+    included; once caught up, the next backlog waits again."""
+    now = [100.0]
+    with Storage.open(tmp_path) as storage:
+        storage.create_topic("t", 1)
+        log = storage.log("t", 0)
+        indexer = Indexer(storage, block_records=50, tail_flush_s=5.0, defer_s=1.0, monotonic=lambda: now[0])
+        assert indexer.run_due() is None  # nothing to parse: an idle wait
+        now[0] += 0.5  # the empty log started no deferral: the records below start it
+        for i in range(120):
+            log.append(build_batch([NewRecord(b"v%d" % i, b"k%d" % i)]))
+        assert indexer.run_due() is None
+        now[0] += 0.9
+        assert indexer.run_due() is None
+        assert indexer.indexed_offsets().get(("t", 0), 0) == 0
+        now[0] += 0.2  # the backlog is 1.1 s old
+        assert indexer.run_due() == 120
+        log.append(build_batch([NewRecord(b"late", b"k")]))
+        assert indexer.run_due() == 1  # still behind since the deferral: no new wait
+        assert indexer.run_due() == 0  # caught up
+        log.append(build_batch([NewRecord(b"next", b"k")]))
+        assert indexer.run_due() is None  # a new backlog waits again
+        now[0] += 5.0  # the tail flush is due: it runs, deferral or not
+        assert indexer.run_due() == 1
+        assert indexer.indexed_offsets()[("t", 0)] == 122
+
+
+def test_defer_s_is_capped_by_the_tail_flush_interval_and_zero_parses_at_once(tmp_path: Path) -> None:
+    now = [0.0]
+    with Storage.open(tmp_path) as storage:
+        storage.create_topic("t", 1)
+        storage.log("t", 0).append(build_batch([NewRecord(b"v", b"k")]))
+        assert Indexer(storage, tail_flush_s=0.5, defer_s=3.0).defer_s == 0.5
+        assert Indexer(storage, tail_flush_s=5.0, monotonic=lambda: now[0]).run_due() == 1
+
+
+def test_a_deferring_child_still_indexes_everything(tmp_path: Path) -> None:
+    """The broker's child defers a new backlog (``defer_s``) and then catches up."""
+    from logtrove.storage.indexproc import IndexerProcess
+
+    with Storage.open(tmp_path) as storage:
+        storage.create_topic("t", 1)
+        log = storage.log("t", 0)
+        child = IndexerProcess(tmp_path, idle_s=0.02, tail_flush_s=0.5, defer_s=0.2)
+        child.start()
+        try:
+            for i in range(500):
+                log.append(build_batch([NewRecord(b"v%d" % i, b"k%d" % (i % 10))]))
+            storage.flush_all()
+            checkpoint = CheckpointFile(tmp_path / INDEX_OFFSET)
+            deadline = time.monotonic() + 60
+            while checkpoint.read().get(("t", 0)) != 500 and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            child.stop()
+        assert checkpoint.read()[("t", 0)] == 500
+        found = QueryEngine(storage).run(KeyQuery("t", b"k7")).all()[0]
+        assert [m.offset for m in found] == list(range(497, -1, -10))

@@ -56,6 +56,7 @@ from kio.serial.errors import SerialError
 
 from logtrove.acl import CLUSTER_NAME, AclStore, Authorizer, Operation, ResourceType
 from logtrove.acl.credentials import CredentialStore
+from logtrove.broker.frames import IN_PLACE_MAX, FrameReader, start_frame_server
 from logtrove.broker.group_commit import GroupCommit
 from logtrove.broker.limits import Connection, ConnectionLimits, Phase, default_max_connections, overdue
 from logtrove.broker.listeners import (
@@ -87,6 +88,7 @@ audit = logging.getLogger("logtrove.audit")  # one line per denied request
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024
 DEFAULT_FETCH_MAX = 55 * 1024 * 1024  # Kafka's broker fetch.max.bytes
 DEFAULT_FETCH_MEMORY = 256 * 1024 * 1024
+PRODUCE_PREFIX = int(ApiKey.PRODUCE).to_bytes(2, "big")  # a request frame's first bytes: its api key
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,9 @@ class BrokerConfig:
     offsets_partitions: int = 1
     indexer: bool = True  # a child process writes the key, tag and skip indexes
     indexer_flush_ms: int = 5000  # a partial block for the newest records at least this often
+    # a new backlog waits this long (at most indexer_flush_ms) before the indexer parses it,
+    # so a producer's burst is not slowed by the indexer (Indexer._deferring)
+    indexer_defer_ms: int = 1000
     cleaner: bool = True  # a thread compacts the compacted topics (incl. __consumer_offsets)
     cleaner_interval_ms: int = 5000
     cleaner_map_bytes: int = DEFAULT_MAP_BUDGET
@@ -333,7 +338,7 @@ class Broker:
             if listener.protocol.tls:
                 self.bound_ports[listener.name] = self._start_tls_listener(listener)
                 continue
-            server = await asyncio.start_server(
+            server = await start_frame_server(
                 functools.partial(self._serve_connection, listener),
                 listener.host,
                 listener.port,
@@ -350,7 +355,11 @@ class Broker:
             self.cleaner = Cleaner(self.storage, map_budget_bytes=self.config.cleaner_map_bytes)
             self.cleaner.start(self.config.cleaner_interval_ms / 1000)
         if self.config.indexer:
-            self.indexer = IndexerProcess(self.storage.path, tail_flush_s=self.config.indexer_flush_ms / 1000)
+            self.indexer = IndexerProcess(
+                self.storage.path,
+                tail_flush_s=self.config.indexer_flush_ms / 1000,
+                defer_s=self.config.indexer_defer_ms / 1000,
+            )
             self.indexer.start()
             if pending.NATIVE is None:
                 log.warning(
@@ -500,11 +509,16 @@ class Broker:
 
     async def _read_frame(
         self, reader: asyncio.StreamReader, conn: Connection, session: Session
-    ) -> bytes | None:
+    ) -> bytes | bytearray | None:
         """The next request frame (without its size), or ``None`` at a clean end of stream.
         Its first byte ends the connection's idle phase and begins its reading phase.
         Before authentication a frame is at most ``MAX_UNAUTHENTICATED_FRAME`` bytes, and
-        a bare SASL token (after SaslHandshake v0) may be shorter than a request header."""
+        a bare SASL token (after SaslHandshake v0) may be shorter than a request header.
+
+        On a plain listener (:class:`~logtrove.broker.frames.FrameReader`) a frame of up
+        to ``IN_PLACE_MAX`` bytes is received in place; an authenticated Produce frame and handed on as that
+        ``bytearray`` (its records become views of it); any other frame is copied to
+        ``bytes`` once, as ``readexactly`` did, for decoders that want ``bytes``."""
         try:
             first = await reader.readexactly(1)
         except asyncio.IncompleteReadError:
@@ -517,7 +531,12 @@ class Broker:
             low, high = (0 if session.raw_tokens else REQUEST_PREFIX.size), MAX_UNAUTHENTICATED_FRAME
         if size < low or size > high:
             raise BadFrameError(f"frame size {size} out of range")
-        return await reader.readexactly(size)
+        if not isinstance(reader, FrameReader) or size > IN_PLACE_MAX:
+            return await reader.readexactly(size)
+        frame = await reader.readframe(size)
+        if session.authenticated and frame[:2] == PRODUCE_PREFIX:
+            return frame
+        return bytes(frame)
 
     async def _send(self, writer: asyncio.StreamWriter, chunks: list[bytes | memoryview]) -> None:
         """Write one reply and wait until the transport has taken it down to its low-water
@@ -544,7 +563,7 @@ class Broker:
                 conn.abort()
 
     async def _handle_unauthenticated(
-        self, frame: bytes, session: Session
+        self, frame: bytes | bytearray, session: Session
     ) -> list[bytes | memoryview] | None:
         """A frame of a SASL connection not yet authenticated: a bare token after
         SaslHandshake v0, else ApiVersions, SaslHandshake or SaslAuthenticate; any other
@@ -553,7 +572,7 @@ class Broker:
 
         if session.raw_tokens:
             try:
-                token = await authenticate_step(self, session, frame)
+                token = await authenticate_step(self, session, bytes(frame))
             except SaslAuthenticationError:
                 return None  # v0 has no way to say why: the connection closes
             return [SIZE.pack(len(token)) + token]
@@ -564,7 +583,7 @@ class Broker:
             )
         return await self._handle_frame(frame, session)
 
-    def _decode(self, frame: bytes, session: Session) -> Request:
+    def _decode(self, frame: bytes | bytearray, session: Session) -> Request:
         api_key, version, correlation_id = REQUEST_PREFIX.unpack_from(frame, 0)
         api = self.apis.get(api_key)
         if api is None:
@@ -597,7 +616,9 @@ class Broker:
             session=session,
         )
 
-    async def _handle_frame(self, frame: bytes, session: Session) -> list[bytes | memoryview] | None:
+    async def _handle_frame(
+        self, frame: bytes | bytearray, session: Session
+    ) -> list[bytes | memoryview] | None:
         api_key, version, correlation_id = REQUEST_PREFIX.unpack_from(frame, 0)
         if api_key == ApiKey.API_VERSIONS and not self._serves(api_key, version):
             from logtrove.broker.apis import unsupported_api_versions

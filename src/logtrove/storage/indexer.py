@@ -272,6 +272,16 @@ class PartitionIndexer:
         for builder in self._builders.values():
             builder.flush()
 
+    def has_backlog(self) -> bool:
+        """Whether a segment of the log holds bytes not parsed yet (all of a segment not
+        seen yet, or replaced by the cleaner since)."""
+        for seg in self.log.segments:
+            builder = self._builders.get(seg.base_offset)
+            parsed = builder.pending_end_position if builder is not None and builder.inode == seg.inode else 0
+            if seg.size > parsed:
+                return True
+        return False
+
     @property
     def indexed_offset(self) -> int:
         """The offset below which every segment's records are in written blocks."""
@@ -309,6 +319,7 @@ class Indexer:
         monotonic: Callable[[], float] | None = None,
         topics: set[str] | None = None,
         sole_indexer: bool = False,
+        defer_s: float = 0.0,
     ) -> None:
         if storage.read_only and not sole_indexer:
             raise ValueError("the indexer needs the data directory open for writing")
@@ -328,6 +339,8 @@ class Indexer:
         self._last_tail_flush = self._now()
         self.checkpoint_s = 1.0
         self._checkpointed_at = -float("inf")
+        self.defer_s = min(defer_s, tail_flush_s)
+        self._backlog_since: float | None = None  # when run_until first saw unparsed records
 
     def _partition(self, plog: PartitionLog) -> PartitionIndexer:
         pi = self._partitions.get(plog.tp)
@@ -398,18 +411,65 @@ class Indexer:
     def _run(self) -> None:
         self.run_until(self._stop)
 
+    def has_backlog(self) -> bool:
+        """Whether any followed partition has records not parsed yet (a read-only storage
+        is refreshed first, as :meth:`run_once` does)."""
+        with self._lock:
+            if self.storage.read_only:
+                self.storage.refresh()
+            for plog in self.storage.logs():
+                if self.topics is not None and plog.tp.topic not in self.topics:
+                    continue
+                if self._partition(plog).has_backlog():
+                    return True
+            return False
+
+    def _deferring(self) -> bool:
+        """Whether :meth:`run_until` waits instead of parsing now: records arrived less
+        than ``defer_s`` ago and the indexer was caught up before them.
+
+        The writer's producers and this indexer share the machine's cores; parsing each
+        batch as it lands takes CPU from the producer in the middle of its burst. Waiting
+        until the oldest unparsed record is ``defer_s`` old (at most the tail flush
+        interval, the resolution at which queries see blocks anyway) lets a burst end
+        first and then parses it in large steps; a backlog older than that is parsed at
+        once and without pause until caught up, so the lag stays within ``defer_s`` plus
+        the time to parse what arrived meanwhile. Queries scan the unindexed tail
+        meanwhile, as they always do."""
+        if self.defer_s <= 0:
+            return False
+        if self._backlog_since is None:
+            if not self.has_backlog():
+                return True  # nothing to parse: wait as an idle step would
+            self._backlog_since = self._now()
+        return self._now() - self._backlog_since < self.defer_s
+
+    def run_due(self) -> int | None:
+        """One round of :meth:`run_until`: the records indexed, or ``None`` when a new
+        backlog is left for later (:meth:`_deferring`). The tail is flushed every
+        ``tail_flush_s``, deferred or not."""
+        flush = self._now() - self._last_tail_flush >= self.tail_flush_s
+        if not flush and self._deferring():
+            return None
+        try:
+            n = self.run_once(flush_tail=flush)
+        except Exception:  # the indexer must outlive any one bad file; queries scan instead
+            log.exception("indexer step failed; retrying")
+            n = 0
+        if flush:
+            self._last_tail_flush = self._now()
+        if n == 0:
+            self._backlog_since = None
+        return n
+
     def run_until(self, stop: threading.Event | EventLike) -> None:
-        """Index until ``stop`` is set, then write pending blocks."""
+        """Index until ``stop`` is set, then write pending blocks (with ``defer_s``, a
+        new backlog waits that long first: :meth:`_deferring`)."""
         while not stop.is_set():
-            flush = self._now() - self._last_tail_flush >= self.tail_flush_s
-            try:
-                n = self.run_once(flush_tail=flush)
-            except Exception:  # the indexer must outlive any one bad file; queries scan instead
-                log.exception("indexer step failed; retrying")
-                n = 0
-            if flush:
-                self._last_tail_flush = self._now()
-            if n == 0:
+            n = self.run_due()
+            if n is None:
+                stop.wait(min(self.idle_s, self.defer_s))
+            elif n == 0:
                 stop.wait(self.idle_s)
         with self._lock:
             for pi in self._partitions.values():

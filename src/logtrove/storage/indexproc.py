@@ -58,9 +58,10 @@ class IndexerProcess:
         idle_s: float = 0.2,
         tail_flush_s: float = 5.0,
         restart_min_s: float = RESTART_MIN_S,
+        defer_s: float = 0.0,
     ) -> None:
         self.path = Path(path)
-        self.args = (block_records, idle_s, tail_flush_s)
+        self.args = (block_records, idle_s, tail_flush_s, defer_s)
         self.restart_min_s = restart_min_s
         self.restarts = 0
         self._ctx = multiprocessing.get_context("spawn")
@@ -189,7 +190,13 @@ def _lock_indexing(path: Path, stop: _StopOrOrphaned) -> int | None:
 
 
 def run_indexer(
-    path: str, stop: Connection, parent: int, block_records: int, idle_s: float, tail_flush_s: float
+    path: str,
+    stop: Connection,
+    parent: int,
+    block_records: int,
+    idle_s: float,
+    tail_flush_s: float,
+    defer_s: float = 0.0,
 ) -> None:
     """The child's main loop."""
     # Ctrl-C in a terminal reaches the whole process group: the broker stops the child
@@ -202,7 +209,12 @@ def run_indexer(
     storage = Storage.open(path, read_only=True)
     try:
         indexer = Indexer(
-            storage, block_records=block_records, idle_s=idle_s, tail_flush_s=tail_flush_s, sole_indexer=True
+            storage,
+            block_records=block_records,
+            idle_s=idle_s,
+            tail_flush_s=tail_flush_s,
+            sole_indexer=True,
+            defer_s=defer_s,
         )
         indexer.run_until(until)
     finally:

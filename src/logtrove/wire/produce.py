@@ -130,7 +130,7 @@ class _Reader:
             self._take(self.uvarint())
 
 
-def decode_produce_request(frame: bytes | memoryview) -> ProduceRequest:
+def decode_produce_request(frame: bytes | bytearray | memoryview) -> ProduceRequest:
     """Decode a whole Produce request frame (header included, size prefix excluded)."""
     view = memoryview(frame)
     if len(view) < _PREFIX.size:
