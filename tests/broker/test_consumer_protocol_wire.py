@@ -3,11 +3,12 @@
 Epoch checks and hostile heartbeats (unknown member, wrong epoch, oversized lists, bad
 regex), the revocation handshake between two members step by step, static members,
 Metadata by topic ID, the offset APIs' member-epoch checks, the other group APIs on a
-consumer-protocol group, and the group across a broker restart.
+consumer-protocol group, the group across a broker restart, and answered leaves across a crash.
 """
 
 from __future__ import annotations
 
+import signal
 import uuid
 from pathlib import Path
 from typing import Any
@@ -308,3 +309,27 @@ def test_the_group_survives_a_broker_restart(tmp_path: Path) -> None:
     group = described.groups[0]
     assert (group.group_state, group.group_epoch) == ("Stable", first.member_epoch)
     assert [sorted(tp.partitions) for m in group.members for tp in m.assignment.topic_partitions] == [[0, 1]]
+
+
+def test_an_answered_leave_survives_a_crash(tmp_path: Path) -> None:
+    """A leave is answered only once the state file holds it: the broker is SIGKILLed
+    right after the answers (the old code answered at once and saved up to 0.25 s later,
+    so the members came back after the restart, holding their partitions for a session;
+    the quick answer also let librdkafka 2.11 lose its rejoin after a max.poll.interval.ms
+    leave, test 0089)."""
+    with BrokerProcess(tmp_path / "data", free_port(), "--default-partitions", "2") as proc:
+        with WireClient(proc.port) as wire:
+            topic_id(wire, "leaving")
+            join(wire, "leave-g", "l1", "leaving")
+            join(wire, "leave-g", "l2", "leaving", instance_id="box-2")
+            gone = heartbeat(wire, "leave-g", "l1", -1)
+            paused = heartbeat(wire, "leave-g", "l2", -2, instance_id="box-2")
+            proc.stop(signal.SIGKILL)
+        proc.start()
+        with WireClient(proc.port) as wire:
+            described = wire.request(
+                DESCRIBE, 1, {"group_ids": ["leave-g"], "include_authorized_operations": False}
+            )
+    assert (gone.error_code, gone.member_epoch) == (ErrorCode.none, -1)
+    assert (paused.error_code, paused.member_epoch) == (ErrorCode.none, -2)
+    assert [(m.member_id, m.member_epoch) for m in described.groups[0].members] == [("l2", -2)]

@@ -105,6 +105,8 @@ async def handle_consumer_group_heartbeat(broker: Broker, request: Request) -> R
         )
     broker.groups.drop_empty(heartbeat.group_id)
     result = broker.consumer_groups.heartbeat(heartbeat)
+    if heartbeat.member_epoch < 0 and not result.error:  # a leave: answered once it is saved
+        await broker.consumer_groups.saved()
     return {
         "error_code": result.error,
         "error_message": result.message,

@@ -9,7 +9,8 @@ described in :mod:`.consumer_state`.
 One heartbeat, in order (Kafka's ``GroupMetadataManager.consumerGroupHeartbeat``):
 
 1. a leave (member epoch -1; -2 for a static member that will come back, which keeps
-   its partitions until its session times out) answers at once;
+   its partitions until its session times out) is done at once (the broker sends its
+   answer once the state file holds it, :meth:`ConsumerGroups.saved`);
 2. the member is found or created: epoch 0 joins (a known member ID rejoining starts
    over, its partitions released; a static member's new process takes over the old
    one's place if the old one left with -2, else ``UNRELEASED_INSTANCE_ID``); any other
@@ -141,6 +142,7 @@ class ConsumerGroups:
             member.revocation_deadline = clock() + member.rebalance_timeout_ms / 1000
         self._task: asyncio.Task[None] | None = None
         self._saving: asyncio.Future[None] | None = None
+        self._waiting: list[asyncio.Future[None]] = []  # see saved()
         self.resolve_regexes()  # as they were before the restart: no member loses a topic
 
     def _all_members(self) -> list[ConsumerMember]:
@@ -164,15 +166,40 @@ class ConsumerGroups:
 
     async def _run(self, interval_s: float) -> None:
         """The file write runs in a worker thread; a crash loses at most the changes of
-        one interval, after which the members concerned are fenced and rejoin."""
+        one interval, after which the members concerned are fenced and rejoin (changes
+        answered through :meth:`saved` are never lost)."""
         while True:
             await asyncio.sleep(interval_s)
             self.resolve_regexes()
             self.expire()
+            waiting, self._waiting = self._waiting, []  # their changes are in this snapshot
             data = self.snapshot()
             if data is not None:
                 self._saving = asyncio.ensure_future(asyncio.to_thread(self.save, data))
-                await asyncio.shield(self._saving)
+                try:
+                    await asyncio.shield(self._saving)
+                except asyncio.CancelledError:
+                    self._waiting[:0] = waiting  # stop() answers them once the write is done
+                    raise
+                except Exception:
+                    _release(waiting)  # a failed write stops the writer; nobody waits forever
+                    raise
+            _release(waiting)
+
+    async def saved(self) -> None:
+        """Return once the state as it is now is in the file: the next periodic write,
+        so at most one interval later (at once when the writer does not run). A leave is
+        answered only then, as Kafka answers a heartbeat only once its records are
+        written: an acknowledged leave survives a crash (else the member would hold its
+        partitions for a whole session after the restart), and the answer cannot overtake
+        the client's own handling of its leave (librdkafka 2.11 loses its rejoin state
+        when the answer to a max.poll.interval.ms leave comes back within a millisecond,
+        then rejoins with an invalid heartbeat, which is fatal for the consumer)."""
+        if self._task is None or self._task.done():
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append(waiter)
+        await waiter
 
     async def stop(self) -> None:
         """Stop the loop, let a write under way finish (so it cannot land after the last
@@ -183,9 +210,13 @@ class ConsumerGroups:
                 await self._task
         if self._saving is not None:
             await self._saving
-        data = self.snapshot()
-        if data is not None:
-            self.save(data)
+        waiting, self._waiting = self._waiting, []
+        try:
+            data = self.snapshot()
+            if data is not None:
+                self.save(data)
+        finally:
+            _release(waiting)
 
     # -- heartbeat ------------------------------------------------------------------
     def heartbeat(self, request: Heartbeat) -> HeartbeatResult:
@@ -518,6 +549,12 @@ def check_heartbeat(request: Heartbeat, version: int) -> str | None:
     if sum(len(ps) for ps in (request.owned or {}).values()) > MAX_OWNED_PARTITIONS:
         return f"more than {MAX_OWNED_PARTITIONS} owned partitions"
     return None
+
+
+def _release(waiters: list[asyncio.Future[None]]) -> None:
+    for waiter in waiters:
+        if not waiter.done():
+            waiter.set_result(None)
 
 
 def _forget_unused_regexes(group: ConsumerGroup) -> None:
