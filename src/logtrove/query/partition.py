@@ -27,6 +27,7 @@ from logtrove.records import (
     read_header,
 )
 from logtrove.records.batch import MIN_BATCH_LENGTH
+from logtrove.records.compression import Compression
 from logtrove.records.record import batch_payload, timestamp_bounds
 from logtrove.storage import PartitionLog, Segment
 from logtrove.storage.indexview import KeyBlock, index_view
@@ -119,12 +120,21 @@ def scan_records(seg: Segment, start: int, end: int, stats: Stats, needle: bytes
         stats.bytes_scanned += header.size
         if header.is_control:
             continue
-        if needle and needle not in bytes(batch_payload(buf, header, rel)):
+        if needle and not _holds(buf, rel, header, needle):
             stats.batches_prefiltered += 1
             continue
         for record in iter_records(buf, rel, header):
             stats.records_scanned += 1
             yield record
+
+
+def _holds(buf: bytes, rel: int, header: BatchHeader, needle: bytes) -> bool:
+    """Whether the decompressed records of the batch at ``rel`` contain ``needle``; an
+    uncompressed batch is searched where it lies in ``buf``, without a copy (the
+    unindexed tail of a busy partition is searched whole by every lookup)."""
+    if header.compression is Compression.NONE:
+        return buf.find(needle, rel + HEADER_SIZE, rel + header.size) >= 0
+    return needle in bytes(batch_payload(buf, header, rel))
 
 
 def in_window(ts: int, start_ms: int | None, end_ms: int | None) -> bool:
