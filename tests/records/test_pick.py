@@ -11,8 +11,8 @@ from tests.records.helpers import with_payload
 
 from logtrove.records import CorruptRecordError, NewRecord, Record, build_batch, iter_records, read_header
 from logtrove.records.batch import ATTR_TIMESTAMP_TYPE
-from logtrove.records.pick import NATIVE, py_pick_offset, py_pick_window
-from logtrove.records.record import batch_payload, decode_record, encode_record, record_span
+from logtrove.records.pick import NATIVE, py_pick_offset, py_pick_window, py_time_bounds
+from logtrove.records.record import batch_payload, decode_record, encode_record, record_span, timestamp_bounds
 from logtrove.records.varint import encode_varint
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -243,3 +243,15 @@ def test_the_row_wise_reader_refuses_what_the_picker_refuses_here() -> None:
     batch = with_payload(build_batch([NewRecord(b"v")]), payload)
     with pytest.raises(CorruptRecordError):
         list(iter_records(bytes(batch)))
+
+
+@SETTINGS
+@given(st.lists(records, min_size=1, max_size=20), st.data())
+def test_time_bounds_are_the_row_wise_bounds(recs: list[NewRecord], data: st.DataObject) -> None:
+    assert NATIVE is not None
+    batch, payload = batch_of(recs)
+    header = read_header(batch)
+    bounds = [outcome(f, payload, header.base_timestamp) for f in (py_time_bounds, NATIVE[2])]
+    assert bounds[0] == bounds[1] == timestamp_bounds(payload, header)
+    bad = damaged(payload, data)
+    assert outcome(py_time_bounds, bad, BASE_TS) == outcome(NATIVE[2], bad, BASE_TS)

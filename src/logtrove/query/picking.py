@@ -18,28 +18,23 @@ a microsecond for 200 records) instead of a pure-Python walk (about 120 µs).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 from logtrove.query.model import Stats
+from logtrove.query.tail import append_time, batches_in, tail_bounds
 from logtrove.records import HEADER_SIZE, BatchHeader, Record, RecordsError, iter_records, read_header
-from logtrove.records.batch import ATTR_TIMESTAMP_TYPE, MIN_BATCH_LENGTH
+from logtrove.records.batch import MIN_BATCH_LENGTH
 from logtrove.records.compression import Compression
 from logtrove.records.pick import pick_offset, pick_window
 from logtrove.records.record import batch_payload, decode_record, record_span, timestamp_bounds
 from logtrove.storage import Segment
+from logtrove.storage.indexview import index_view
 from logtrove.storage.txnview import CommittedView
 
 _log = logging.getLogger(__name__)
 
 _FIRST_READ = 32 * 1024  # a produced batch of ~200 small records fits: one pread per candidate
-_FIRST_CHUNK = 64 * 1024  # a range scan's first read per range, growing 4× up to _CHUNK
-_CHUNK = 1024 * 1024
 _INT64_MAX = 2**63 - 1
-
-
-def append_time(header: BatchHeader) -> int | None:
-    """Every record's timestamp in a LogAppendTime batch, else ``None``."""
-    return header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None
 
 
 def batch_holding(seg: Segment, offset: int) -> tuple[int, BatchHeader, bytes, int] | None:
@@ -110,34 +105,6 @@ def _record_by_span(payload: bytes | memoryview, header: BatchHeader, offset: in
     return decode_record(payload[span[1] : span[2]], header)
 
 
-def batches_in(seg: Segment, start: int, end: int) -> Iterator[tuple[BatchHeader, bytes, int]]:
-    """(header, buffer, position in buffer) of each whole batch in ``[start, end)``; the
-    reads start at :data:`_FIRST_CHUNK` and grow (a limited scan often stops early)."""
-    pos = start
-    chunk_size = _FIRST_CHUNK
-    while pos + HEADER_SIZE <= end:
-        chunk = seg.read(pos, min(chunk_size, end - pos))
-        chunk_size = min(chunk_size * 4, _CHUNK)
-        rel = 0
-        while rel + HEADER_SIZE <= len(chunk):
-            try:
-                header = read_header(chunk, rel)
-            except RecordsError:
-                return
-            size = header.size
-            if header.batch_length < MIN_BATCH_LENGTH or pos + rel + size > end:
-                return
-            if rel + size > len(chunk):
-                if rel:
-                    break
-                chunk = seg.read(pos, size)
-            yield header, chunk, rel
-            rel += size
-        if rel == 0:
-            return
-        pos += rel
-
-
 def scan_window(
     seg: Segment,
     a: int,
@@ -152,12 +119,40 @@ def scan_window(
     """What ``partition._scan_range`` yields for a time window and no predicate (a range
     query): the records of ``[a, b)`` with offsets in ``[begin, to_offset)`` stamped in
     ``[start_ms, end_ms)``, each batch followed by its next offset, only those records
-    decoded."""
+    decoded. The part of ``[a, b)`` from the segment's unindexed tail on is first checked
+    against the tail's summary (:func:`~logtrove.query.tail.tail_bounds`): what it
+    covers is skipped when no record there is stamped in the window."""
+    tail = index_view(seg).end_position
+    pieces = [(a, tail), (tail, b)] if a < tail < b else [(a, b)]
+    for x, y in pieces:
+        first = x
+        if x == tail:
+            covered, lo, hi = tail_bounds(seg, x, y)
+            if lo > hi or (start_ms is not None and hi < start_ms) or (end_ms is not None and lo >= end_ms):
+                first = covered  # no record of [x, covered) is stamped in the window
+        stopped = yield from _scan_batches(seg, first, y, begin, to_offset, start_ms, end_ms, stats, view)
+        if stopped:
+            return
+
+
+def _scan_batches(
+    seg: Segment,
+    a: int,
+    b: int,
+    begin: int,
+    to_offset: int | None,
+    start_ms: int | None,
+    end_ms: int | None,
+    stats: Stats,
+    view: CommittedView | None,
+) -> Generator[Record | int, None, bool]:
+    """:func:`scan_window` over ``[a, b)`` batch by batch; True when it reached
+    ``to_offset``."""
     max_offset = _INT64_MAX if to_offset is None else to_offset
     for header, buf, rel in batches_in(seg, a, b):
         if to_offset is not None and header.base_offset >= to_offset:
             yield to_offset
-            return
+            return True
         if header.last_offset < begin or header.is_control:
             continue
         if view is not None and view.hides_batch(header):
@@ -200,6 +195,7 @@ def scan_window(
                     seg, buf, rel, header, payload, begin, to_offset, start_ms, end_ms, stats
                 )
         yield header.next_offset
+    return False
 
 
 def _window_rowwise(

@@ -582,11 +582,51 @@ done:
     return out;
 }
 
+PyDoc_STRVAR(time_bounds_doc,
+             "time_bounds(payload, base_ts)\n--\n\n"
+             "(smallest, largest) record timestamp of a batch's records section, from record\n"
+             "lengths and timestamp deltas. See logtrove.records.pick.py_time_bounds.");
+
+static PyObject *
+time_bounds(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer buf;
+    long long base_ts;
+    if (!PyArg_ParseTuple(args, "y*L", &buf, &base_ts)) {
+        return NULL;
+    }
+    const uint8_t *b = buf.buf;
+    Py_ssize_t end = buf.len, p = 0, count = 0, rec_end;
+    int64_t ts_delta, off_delta, lo = INT64_MAX, hi = INT64_MIN;
+    PyObject *out = NULL;
+    for (; p < end; p = rec_end, count++) {
+        if (frame(b, end, &p, count, &rec_end, &ts_delta, &off_delta) < 0) {
+            goto done;
+        }
+        int64_t ts;
+        if (__builtin_add_overflow((int64_t)base_ts, ts_delta, &ts)) {
+            bad_record(count, "its timestamp does not fit 64 bits");
+            goto done;
+        }
+        lo = ts < lo ? ts : lo;
+        hi = ts > hi ? ts : hi;
+    }
+    if (count == 0) {
+        bad_record(0, "the batch holds no record");
+        goto done;
+    }
+    out = Py_BuildValue("(LL)", (long long)lo, (long long)hi);
+done:
+    PyBuffer_Release(&buf);
+    return out;
+}
+
 static PyMethodDef walk_methods[] = {
     {"walk", walk, METH_O, walk_doc},
     {"first_at_or_after", first_at_or_after, METH_VARARGS, first_at_or_after_doc},
     {"pick_window", pick_window, METH_VARARGS, pick_window_doc},
     {"pick_offset", pick_offset, METH_VARARGS, pick_offset_doc},
+    {"time_bounds", time_bounds, METH_VARARGS, time_bounds_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -2,7 +2,8 @@
 
 A point lookup wants one record of a batch (:func:`pick_offset`); a time-range scan wants
 the records stamped inside a window, and most batches it reads have none
-(:func:`pick_window`). Both read the batch's decompressed records section (the layout is
+(:func:`pick_window`); the unindexed tail of a busy partition is summarised by its
+timestamps once (:func:`time_bounds`). They read the batch's decompressed records section (the layout is
 drawn in :mod:`logtrove.records.record`) and give records as plain tuples
 ``(offset, timestamp, key, value, headers)``, the fields of
 :class:`~logtrove.records.Record`, exactly as :func:`~logtrove.records.iter_records`
@@ -216,22 +217,46 @@ def py_pick_offset(
     return None
 
 
+def py_time_bounds(payload: Buffer, base_ts: int) -> tuple[int, int]:
+    """The smallest and largest record timestamp (``base_ts`` + delta) of a records
+    section, from record lengths and timestamp deltas alone (the framing
+    :func:`py_pick_window` checks first)."""
+    b = memoryview(payload).cast("B")
+    end = len(b)
+    p = count = 0
+    lo, hi = _INT64_MAX, _INT64_MIN
+    while p < end:
+        p, ts_delta, _, _ = _frame(b, end, p, count)
+        try:
+            ts = _add(base_ts, ts_delta)
+        except _UnfitError:
+            raise _bad(count, "its timestamp does not fit 64 bits") from None
+        lo, hi = min(lo, ts), max(hi, ts)
+        count += 1
+    if count == 0:
+        raise _bad(0, "the batch holds no record")
+    return lo, hi
+
+
 PickWindow = Callable[[Buffer, int, int, "int | None", "int | None", "int | None", int, int], WindowPick]
 PickOffset = Callable[[Buffer, int, int, "int | None", int], "RecordTuple | None"]
+TimeBounds = Callable[[Buffer, int], tuple[int, int]]
 
 
-def _native() -> tuple[PickWindow, PickOffset] | None:
+def _native() -> tuple[PickWindow, PickOffset, TimeBounds] | None:
     if os.environ.get("LOGTROVE_PURE_PYTHON") == "1":
         return None
     try:
         from logtrove.records._walk import pick_offset as compiled_offset
         from logtrove.records._walk import pick_window as compiled_window
+        from logtrove.records._walk import time_bounds as compiled_bounds
     except ImportError:  # no compiler at install time, or an older build of _walk
         return None
-    return compiled_window, compiled_offset
+    return compiled_window, compiled_offset, compiled_bounds
 
 
 NATIVE = _native()
 IMPLEMENTATION = "compiled" if NATIVE is not None else "python"
 pick_window: PickWindow = NATIVE[0] if NATIVE is not None else py_pick_window
 pick_offset: PickOffset = NATIVE[1] if NATIVE is not None else py_pick_offset
+time_bounds: TimeBounds = NATIVE[2] if NATIVE is not None else py_time_bounds
