@@ -15,6 +15,14 @@ two code versions can be measured back to back on the same files);
 ``BENCH_QUERY_LATENCY_ONLY=1`` skips the baselines and content sections, and
 ``BENCH_QUERY_NAME`` names the result file (default ``query``).
 
+Under load (``BENCH_QUERY_LOAD=1``): the lookups are measured twice in the same run on a
+copy of the data set served by a broker (``logtrove serve``, indexer on): first with the
+broker idle (``latency_us``), then while a producer process (confluent-kafka) writes
+``BENCH_QUERY_LOAD_RATE`` messages/s (default 100 k) of ~110 bytes into the queried topic
+(``latency_us_loaded``), the queries reading the directory read-only as the CLI does.
+The producer's keys (``load-N``) and timestamps (now) differ from the data set's, so
+every question has the same answer with and without load. The copy is deleted after.
+
 * append: prebuilt batches (200 records) appended through ``PartitionLog.append``
   (validation + CRC + write, opaque batches), records/s;
 * indexer: ``Indexer.catch_up`` over everything, one thread, records/s and its share of
@@ -33,6 +41,9 @@ import json
 import os
 import random
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -71,6 +82,9 @@ WARMUP = 50
 DATA = os.environ.get("BENCH_QUERY_DATA", "")
 LATENCY_ONLY = os.environ.get("BENCH_QUERY_LATENCY_ONLY", "") not in ("", "0")
 NAME = os.environ.get("BENCH_QUERY_NAME", "query")
+LOAD = os.environ.get("BENCH_QUERY_LOAD", "") not in ("", "0")
+LOAD_RATE = int(os.environ.get("BENCH_QUERY_LOAD_RATE", "0")) or 100_000
+LOAD_SETTLE_S = 3.0  # producer running before the loaded samples start
 QUERY_NOTES = (
     "append is the storage layer's ceiling (prebuilt 200-record batches into the page cache, "
     "no network); real produce arrives through the broker, about 0.55 M msg/s here, and the "
@@ -188,6 +202,124 @@ def build(data: Path, results: dict[str, Any]) -> list[str]:
     return ids
 
 
+def lookup_queries(ids: list[str]) -> dict[str, Callable[[random.Random], Query]]:
+    """The query types timed, each a maker of random questions."""
+    t_end = T0 + N
+    return {
+        "offset": lambda r: OffsetQuery("q", r.randrange(PARTITIONS), r.randrange(N // PARTITIONS // 2)),
+        "time": lambda r: TimeQuery("q", r.randrange(T0, t_end)),
+        "time_range_1s_limit_100": lambda r: RangeQuery(
+            "q", (a := r.randrange(T0, t_end)), a + 1000, limit=100
+        ),
+        "key_all_matches": lambda r: KeyQuery("q", b"key-%d" % r.randrange(KEYS)),
+        "client_id": lambda r: IdQuery("q", r.choice(ids)),
+        "header_limit_100": lambda r: HeaderQuery("q", "user", b"user-%d" % r.randrange(5000), limit=100),
+        "content_rare_token": lambda r: ContentQuery("q", Contains(f" {RARE} "), budget_bytes=None),
+        "content_common_limit_100": lambda r: ContentQuery("q", Contains("refund"), limit=100),
+    }
+
+
+def measure(engine: QueryEngine, ids: list[str], label: str = "") -> dict[str, Any]:
+    """Latencies of every query type (content types skipped under LATENCY_ONLY)."""
+    out: dict[str, Any] = {}
+    for name, make in lookup_queries(ids).items():
+        if LATENCY_ONLY and name.startswith("content"):
+            continue
+        rounds = SAMPLES if not name.startswith("content") else max(5, SAMPLES // 20)
+        out[name] = latencies(engine, make, rounds)
+        print(label, name, out[name], flush=True)
+    return out
+
+
+def produce_load(bootstrap: str, rate: int) -> None:
+    """The load process: ``rate`` messages/s into topic ``q`` until SIGTERM, then one
+    JSON line with what was sent and acknowledged."""
+    from confluent_kafka import Producer
+
+    stop = [False]
+    signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__(0, True))
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "acks": "1",
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    acked = [0, 0]
+
+    def on_delivery(err: object, _msg: object) -> None:
+        acked[0 if err is None else 1] += 1
+
+    rng = random.Random(7)
+    values = [
+        json.dumps(
+            {"order": {"id": i, "status": rng.choice(WORDS)}, "amount": i % 997, "pad": "x" * 40}
+        ).encode()
+        for i in range(1000)
+    ]
+    sent = 0
+    started = time.monotonic()
+    while not stop[0]:
+        due = int((time.monotonic() - started) * rate)
+        while sent < due:
+            try:
+                producer.produce(
+                    "q", values[sent % 1000], b"load-%d" % (sent % 50_000), on_delivery=on_delivery
+                )
+            except BufferError:
+                producer.poll(0.01)
+                continue
+            sent += 1
+        producer.poll(0)
+        time.sleep(0.002)
+    elapsed = time.monotonic() - started
+    producer.flush(30)
+    print(json.dumps({"sent": sent, "acked": acked[0], "failed": acked[1], "seconds": round(elapsed, 2)}))
+
+
+def measure_under_load(work: Path, ids: list[str]) -> dict[str, Any]:
+    """Lookups on a copy of the data set served by a broker with its indexer: idle, then
+    while a producer writes LOAD_RATE messages/s into the queried topic."""
+    from broker_bench import start_logtrove
+
+    copy = work / "loaded"
+    shutil.rmtree(copy, ignore_errors=True)
+    took, _ = timed(lambda: shutil.copytree(work / "data", copy / "data"))
+    print(f"copied the data set in {took:.1f} s", flush=True)
+    broker = start_logtrove(copy / "data", ["--indexer"])
+    out: dict[str, Any] = {"load_rate_target": LOAD_RATE}
+    try:
+        reader = Storage.open(copy / "data", read_only=True)
+        engine = QueryEngine(reader)
+        out["idle"] = measure(engine, ids, "idle")
+        load = subprocess.Popen(
+            [sys.executable, __file__, "--load", broker.bootstrap, str(LOAD_RATE)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            time.sleep(LOAD_SETTLE_S)
+            end_before = sum(reader.log("q", p).log_end_offset for p in range(PARTITIONS))
+            t0 = time.monotonic()
+            out["loaded"] = measure(engine, ids, "loaded")
+            reader.refresh()
+            written = sum(reader.log("q", p).log_end_offset for p in range(PARTITIONS)) - end_before
+            out["stored_rate_during_samples"] = round(written / (time.monotonic() - t0))
+        finally:
+            load.send_signal(signal.SIGTERM)
+            report, _ = load.communicate(timeout=60)
+        sent = json.loads(report.strip().splitlines()[-1])
+        out["producer"] = {**sent, "rate": round(sent["acked"] / max(sent["seconds"], 1e-9))}
+        print("producer", out["producer"], "stored", out["stored_rate_during_samples"], flush=True)
+        reader.close()
+    finally:
+        broker.stop()
+        shutil.rmtree(copy, ignore_errors=True)
+    return out
+
+
 def main() -> None:
     keep = bool(DATA)
     work = Path(DATA) if keep else Path(tempfile.mkdtemp(prefix="query-bench-"))
@@ -206,27 +338,13 @@ def main() -> None:
         results["log_mb"] = round(size / 1e6, 1)
         reader = Storage.open(work / "data", read_only=True)
         engine = QueryEngine(reader)
-        t_end = T0 + N
-        runs = SAMPLES
-        queries: dict[str, Callable[[random.Random], Query]] = {
-            "offset": lambda r: OffsetQuery("q", r.randrange(PARTITIONS), r.randrange(N // PARTITIONS // 2)),
-            "time": lambda r: TimeQuery("q", r.randrange(T0, t_end)),
-            "time_range_1s_limit_100": lambda r: RangeQuery(
-                "q", (a := r.randrange(T0, t_end)), a + 1000, limit=100
-            ),
-            "key_all_matches": lambda r: KeyQuery("q", b"key-%d" % r.randrange(KEYS)),
-            "client_id": lambda r: IdQuery("q", r.choice(ids)),
-            "header_limit_100": lambda r: HeaderQuery("q", "user", b"user-%d" % r.randrange(5000), limit=100),
-            "content_rare_token": lambda r: ContentQuery("q", Contains(f" {RARE} "), budget_bytes=None),
-            "content_common_limit_100": lambda r: ContentQuery("q", Contains("refund"), limit=100),
-        }
-        results["latency_us"] = {}
-        for name, make in queries.items():
-            if LATENCY_ONLY and name.startswith("content"):
-                continue
-            rounds = runs if not name.startswith("content") else max(5, runs // 20)
-            results["latency_us"][name] = latencies(engine, make, rounds)
-            print(name, results["latency_us"][name], flush=True)
+        if LOAD:
+            loaded = measure_under_load(work, ids)
+            results["latency_us"] = loaded.pop("idle")
+            results["latency_us_loaded"] = loaded.pop("loaded")
+            results["load"] = loaded
+        else:
+            results["latency_us"] = measure(engine, ids)
 
         if LATENCY_ONLY:
             reader.close()
@@ -296,4 +414,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--load"]:
+        produce_load(sys.argv[2], int(sys.argv[3]))
+    else:
+        main()

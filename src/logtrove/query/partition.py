@@ -12,11 +12,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from logtrove.query.model import Stats
+from logtrove.query.picking import RecordReader, scan_window
 from logtrove.query.predicates import Predicate
 from logtrove.records import (
     HEADER_SIZE,
@@ -27,7 +27,8 @@ from logtrove.records import (
     read_header,
 )
 from logtrove.records.batch import MIN_BATCH_LENGTH
-from logtrove.records.record import batch_payload, decode_record, record_span, timestamp_bounds
+from logtrove.records.compression import Compression
+from logtrove.records.record import batch_payload, timestamp_bounds
 from logtrove.storage import PartitionLog, Segment
 from logtrove.storage.indexview import KeyBlock, index_view
 from logtrove.storage.txnview import CommittedView
@@ -35,7 +36,6 @@ from logtrove.storage.txnview import CommittedView
 _log = logging.getLogger(__name__)
 
 _CHUNK = 1024 * 1024
-_CACHED_BATCHES = 64
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ def scan_records(seg: Segment, start: int, end: int, stats: Stats, needle: bytes
         stats.bytes_scanned += header.size
         if header.is_control:
             continue
-        if needle and needle not in bytes(batch_payload(buf, header, rel)):
+        if needle and not _holds(buf, rel, header, needle):
             stats.batches_prefiltered += 1
             continue
         for record in iter_records(buf, rel, header):
@@ -128,38 +128,13 @@ def scan_records(seg: Segment, start: int, end: int, stats: Stats, needle: bytes
             yield record
 
 
-class RecordCache:
-    """Decompressed payloads of a few batches of one segment, for checking index
-    candidates: a candidate's record is found by skipping records by their length
-    prefixes and only it is decoded."""
-
-    def __init__(self, seg: Segment, stats: Stats) -> None:
-        self.seg = seg
-        self.stats = stats
-        self._batches: OrderedDict[int, tuple[BatchHeader, bytes]] = OrderedDict()
-
-    def record_at(self, offset: int) -> Record | None:
-        found = self.seg.find(offset)
-        if found is None or found[1].base_offset > offset:
-            return None
-        position, header = found
-        cached = self._batches.get(position)
-        if cached is None:
-            data = self.seg.read(position, header.size)
-            self.stats.bytes_scanned += header.size
-            cached = (header, bytes(batch_payload(data, header)))
-            self._batches[position] = cached
-            if len(self._batches) > _CACHED_BATCHES:
-                self._batches.popitem(last=False)
-        return decode_record_at(cached[1], cached[0], offset)
-
-
-def decode_record_at(payload: bytes, header: BatchHeader, offset: int) -> Record | None:
-    """The record at ``offset`` in a batch's decompressed payload, or ``None``."""
-    span = record_span(payload, header, offset)
-    if span is None or span[0] != offset:
-        return None
-    return decode_record(payload[span[1] : span[2]], header)
+def _holds(buf: bytes, rel: int, header: BatchHeader, needle: bytes) -> bool:
+    """Whether the decompressed records of the batch at ``rel`` contain ``needle``; an
+    uncompressed batch is searched where it lies in ``buf``, without a copy (the
+    unindexed tail of a busy partition is searched whole by every lookup)."""
+    if header.compression is Compression.NONE:
+        return buf.find(needle, rel + HEADER_SIZE, rel + header.size) >= 0
+    return needle in bytes(batch_payload(buf, header, rel))
 
 
 def in_window(ts: int, start_ms: int | None, end_ms: int | None) -> bool:
@@ -210,7 +185,7 @@ def lookup_newest_first(
         if view.end_position < seg.size and (before is None or view.end_offset < before):
             tail = scan_records(seg, view.end_position, seg.size, stats, attr.needle)
             yield from reversed([r for r in tail if keep(r)])
-        cache = RecordCache(seg, stats)
+        reader = RecordReader(seg, stats)
         with view.key_reader() as keys:  # one opening of the .keyidx per segment
             for i in reversed(range(len(view.key_blocks))):
                 kb = view.key_blocks[i]
@@ -233,7 +208,7 @@ def lookup_newest_first(
                         break
                     last = offset
                     stats.index_candidates += 1
-                    record = cache.record_at(offset)
+                    record = reader.record_at(offset)
                     if record is not None and keep(record):
                         yield record
                     elif record is not None and not attr.matches(record):
@@ -292,9 +267,13 @@ def scan_forward(
             continue
         stats.segments_scanned += 1
         for a, b in ranges:
-            for item in _scan_range(
-                seg, a, b, begin, to_offset, start_ms, end_ms, predicate, stats, budget, view
-            ):
+            if predicate is None and budget is None and (start_ms is not None or end_ms is not None):
+                items = scan_window(seg, a, b, begin, to_offset, start_ms, end_ms, stats, view)
+            else:
+                items = _scan_range(
+                    seg, a, b, begin, to_offset, start_ms, end_ms, predicate, stats, budget, view
+                )
+            for item in items:
                 if isinstance(item, int) and to_offset is not None and item >= to_offset:
                     return
                 yield item

@@ -227,16 +227,414 @@ PyDoc_STRVAR(first_at_or_after_doc,
              "Offset of the first record with timestamp >= timestamp and offset >= min_offset,\n"
              "or None. See logtrove.records.walk.py_first_at_or_after.");
 
+/*
+ * Picking records out of a batch for the query engine (twins in logtrove.records.pick,
+ * which define the behaviour; tests/records/test_pick.py checks both agree).
+ *
+ * Both read a decompressed records section strictly: a varint longer than 10 bytes or
+ * whose value does not fit 64 bits, a field past its record, a record past the payload,
+ * offset deltas that do not rise, a negative header count, a null or non-UTF-8 header
+ * name, bytes left over after a record's fields, or an offset or timestamp past 64 bits
+ * raise ValueError. They are meant to be stricter than logtrove.records.record's readers:
+ * on ValueError the caller answers with those readers, so a damaged batch gives what it
+ * gave before, and a batch they accept gives the same records.
+ */
+
+/* A zig-zag varint of at most 10 bytes below end whose value fits 64 bits. -1 if not. */
+static inline int
+strict_varint(const uint8_t *b, Py_ssize_t end, Py_ssize_t *p, int64_t *out)
+{
+    Py_ssize_t q = *p;
+    uint64_t r = 0;
+    for (int i = 0; i < 10; i++) {
+        if (q >= end) {
+            return -1;
+        }
+        uint8_t c = b[q++];
+        if (i == 9 && c > 1) {
+            return -1;
+        }
+        r |= (uint64_t)(c & 0x7F) << (7 * i);
+        if (c < 0x80) {
+            *out = (int64_t)(r >> 1) ^ -(int64_t)(r & 1);
+            *p = q;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static PyObject *
+bad_record(Py_ssize_t record, const char *what)
+{
+    PyErr_Format(PyExc_ValueError, "record %zd: %s", record, what);
+    return NULL;
+}
+
+/* A field of `len` bytes at *p (NULL for a negative length), as bytes. */
+static int
+take_bytes(const uint8_t *b, Py_ssize_t rec_end, Py_ssize_t *p, int64_t len, PyObject **out)
+{
+    if (len < 0) {
+        *out = Py_NewRef(Py_None);
+        return 0;
+    }
+    if (len > rec_end - *p) {
+        return -1;
+    }
+    *out = PyBytes_FromStringAndSize((const char *)b + *p, (Py_ssize_t)len);
+    if (*out == NULL) {
+        return -2;
+    }
+    *p += (Py_ssize_t)len;
+    return 0;
+}
+
+/*
+ * The fields after the offset delta of the record that ends at rec_end: key, value and
+ * headers, checked (and, when `out` is not NULL, decoded into (offset, timestamp, key,
+ * value, headers)). 0 on success, -1 with an exception set.
+ */
+static int
+record_fields(const uint8_t *b, Py_ssize_t rec_end, Py_ssize_t p, Py_ssize_t index, int64_t offset,
+              int64_t timestamp, PyObject **out)
+{
+    int64_t klen, vlen, n;
+    PyObject *key = NULL, *value = NULL, *headers = NULL;
+    const char *what = "truncated key";
+    int r;
+    if (strict_varint(b, rec_end, &p, &klen) < 0) {
+        goto bad;
+    }
+    if (out == NULL) {
+        if (klen > rec_end - p) {
+            goto bad;
+        }
+        p += klen > 0 ? (Py_ssize_t)klen : 0;
+    } else if ((r = take_bytes(b, rec_end, &p, klen, &key)) < 0) {
+        if (r == -2) {
+            goto fail;
+        }
+        goto bad;
+    }
+    what = "truncated value";
+    if (strict_varint(b, rec_end, &p, &vlen) < 0) {
+        goto bad;
+    }
+    if (out == NULL) {
+        if (vlen > rec_end - p) {
+            goto bad;
+        }
+        p += vlen > 0 ? (Py_ssize_t)vlen : 0;
+    } else if ((r = take_bytes(b, rec_end, &p, vlen, &value)) < 0) {
+        if (r == -2) {
+            goto fail;
+        }
+        goto bad;
+    }
+    what = "bad header count";
+    if (strict_varint(b, rec_end, &p, &n) < 0 || n < 0 || n > rec_end - p) {
+        goto bad; /* each header takes 2 bytes or more */
+    }
+    if (out != NULL && (headers = PyTuple_New((Py_ssize_t)n)) == NULL) {
+        goto fail;
+    }
+    for (int64_t h = 0; h < n; h++) {
+        int64_t nlen, hlen;
+        what = "truncated header name";
+        if (strict_varint(b, rec_end, &p, &nlen) < 0 || nlen < 0 || nlen > rec_end - p) {
+            goto bad;
+        }
+        PyObject *name = PyUnicode_DecodeUTF8((const char *)b + p, (Py_ssize_t)nlen, "strict");
+        if (name == NULL) {
+            PyErr_Clear();
+            what = "a header name is not UTF-8";
+            goto bad;
+        }
+        p += (Py_ssize_t)nlen;
+        PyObject *hval = NULL;
+        what = "truncated header value";
+        if (strict_varint(b, rec_end, &p, &hlen) < 0) {
+            Py_DECREF(name);
+            goto bad;
+        }
+        if (out == NULL) {
+            Py_DECREF(name);
+            if (hlen > rec_end - p) {
+                goto bad;
+            }
+            p += hlen > 0 ? (Py_ssize_t)hlen : 0;
+            continue;
+        }
+        if ((r = take_bytes(b, rec_end, &p, hlen, &hval)) < 0) {
+            Py_DECREF(name);
+            if (r == -2) {
+                goto fail;
+            }
+            goto bad;
+        }
+        PyObject *pair = PyTuple_New(2);
+        if (pair == NULL) {
+            Py_DECREF(name);
+            Py_DECREF(hval);
+            goto fail;
+        }
+        PyTuple_SET_ITEM(pair, 0, name);
+        PyTuple_SET_ITEM(pair, 1, hval);
+        PyTuple_SET_ITEM(headers, (Py_ssize_t)h, pair);
+    }
+    if (p != rec_end) {
+        what = "bytes left over after its fields";
+        goto bad;
+    }
+    if (out != NULL) {
+        *out = Py_BuildValue("(LLNNN)", (long long)offset, (long long)timestamp, key, value, headers);
+        return *out == NULL ? -1 : 0;
+    }
+    return 0;
+bad:
+    bad_record(index, what);
+fail:
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    Py_XDECREF(headers);
+    return -1;
+}
+
+/* The framing of the record at *p: its end, timestamp delta and offset delta; *p moves
+ * past the offset delta. -1 with an exception set. */
+static int
+frame(const uint8_t *b, Py_ssize_t end, Py_ssize_t *p, Py_ssize_t index, Py_ssize_t *rec_end, int64_t *ts_delta,
+      int64_t *off_delta)
+{
+    int64_t length;
+    if (strict_varint(b, end, p, &length) < 0 || length < 2 || length > end - *p) {
+        bad_record(index, "its length runs past the records");
+        return -1;
+    }
+    *rec_end = *p + (Py_ssize_t)length;
+    *p += 1; /* attributes */
+    if (strict_varint(b, *rec_end, p, ts_delta) < 0 || strict_varint(b, *rec_end, p, off_delta) < 0) {
+        bad_record(index, "truncated timestamp or offset delta");
+        return -1;
+    }
+    return 0;
+}
+
+static int
+int64_arg(PyObject *o, int64_t none_value, int64_t *out)
+{
+    if (o == Py_None) {
+        *out = none_value;
+        return 0;
+    }
+    long long v = PyLong_AsLongLong(o);
+    if (v == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+PyDoc_STRVAR(pick_window_doc,
+             "pick_window(payload, base_offset, base_ts, append_ts, start_ms, end_ms, min_offset, max_offset)\n"
+             "--\n\n"
+             "None when no record's timestamp is in [start_ms, end_ms) (None: unbounded), else\n"
+             "(records in the payload, [(offset, timestamp, key, value, headers) of those in\n"
+             "the window with min_offset <= offset < max_offset]). See\n"
+             "logtrove.records.pick.py_pick_window.");
+
+static PyObject *
+pick_window(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer buf;
+    long long base_offset, base_ts, min_offset, max_offset;
+    PyObject *append_obj, *start_obj, *end_obj;
+    if (!PyArg_ParseTuple(args, "y*LLOOOLL", &buf, &base_offset, &base_ts, &append_obj, &start_obj, &end_obj,
+                          &min_offset, &max_offset)) {
+        return NULL;
+    }
+    const uint8_t *b = buf.buf;
+    Py_ssize_t end = buf.len, p, count = 0, rec_end;
+    int64_t append_ts, start_ms, end_ms, ts_delta, off_delta, lo = INT64_MAX, hi = INT64_MIN;
+    int appended = append_obj != Py_None;
+    PyObject *out = NULL, *list = NULL;
+    if (int64_arg(append_obj, 0, &append_ts) < 0 || int64_arg(start_obj, INT64_MIN, &start_ms) < 0 ||
+        int64_arg(end_obj, INT64_MAX, &end_ms) < 0) {
+        goto done;
+    }
+    if (appended) {
+        lo = hi = append_ts;
+    } else {
+        for (p = 0; p < end; p = rec_end, count++) { /* framing only: the batch's time bounds */
+            if (frame(b, end, &p, count, &rec_end, &ts_delta, &off_delta) < 0) {
+                goto done;
+            }
+            int64_t ts;
+            if (__builtin_add_overflow((int64_t)base_ts, ts_delta, &ts)) {
+                bad_record(count, "its timestamp does not fit 64 bits");
+                goto done;
+            }
+            lo = ts < lo ? ts : lo;
+            hi = ts > hi ? ts : hi;
+        }
+        if (count == 0) {
+            bad_record(0, "the batch holds no record");
+            goto done;
+        }
+    }
+    if (hi < start_ms || (end_obj != Py_None && lo >= end_ms)) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    if ((list = PyList_New(0)) == NULL) {
+        goto done;
+    }
+    int64_t previous = 0;
+    for (p = 0, count = 0; p < end; p = rec_end, count++) {
+        if (frame(b, end, &p, count, &rec_end, &ts_delta, &off_delta) < 0) {
+            goto done;
+        }
+        if (count > 0 && off_delta <= previous) {
+            bad_record(count, "its offset delta does not rise");
+            goto done;
+        }
+        previous = off_delta;
+        int64_t offset, ts = append_ts;
+        if (__builtin_add_overflow((int64_t)base_offset, off_delta, &offset) ||
+            (!appended && __builtin_add_overflow((int64_t)base_ts, ts_delta, &ts))) {
+            bad_record(count, "its offset or timestamp does not fit 64 bits");
+            goto done;
+        }
+        int wanted = ts >= start_ms && (end_obj == Py_None || ts < end_ms) && offset >= min_offset &&
+                     offset < max_offset;
+        PyObject *record = NULL;
+        if (record_fields(b, rec_end, p, count, offset, ts, wanted ? &record : NULL) < 0) {
+            goto done;
+        }
+        if (record != NULL) {
+            int failed = PyList_Append(list, record);
+            Py_DECREF(record);
+            if (failed < 0) {
+                goto done;
+            }
+        }
+    }
+    out = Py_BuildValue("(nO)", count, list);
+done:
+    Py_XDECREF(list);
+    PyBuffer_Release(&buf);
+    return out;
+}
+
+PyDoc_STRVAR(pick_offset_doc,
+             "pick_offset(payload, base_offset, base_ts, append_ts, offset)\n--\n\n"
+             "(offset, timestamp, key, value, headers) of the record at offset, or None when the\n"
+             "first record at or after it has a larger offset or there is none. Records after it\n"
+             "are not read. See logtrove.records.pick.py_pick_offset.");
+
+static PyObject *
+pick_offset(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer buf;
+    long long base_offset, base_ts, offset;
+    PyObject *append_obj;
+    if (!PyArg_ParseTuple(args, "y*LLOL", &buf, &base_offset, &base_ts, &append_obj, &offset)) {
+        return NULL;
+    }
+    const uint8_t *b = buf.buf;
+    Py_ssize_t end = buf.len, p = 0, count = 0, rec_end;
+    int64_t append_ts, ts_delta, off_delta, previous = 0;
+    PyObject *out = NULL;
+    if (int64_arg(append_obj, 0, &append_ts) < 0) {
+        goto done;
+    }
+    for (; p < end; p = rec_end, count++) {
+        if (frame(b, end, &p, count, &rec_end, &ts_delta, &off_delta) < 0) {
+            goto done;
+        }
+        if (count > 0 && off_delta <= previous) {
+            bad_record(count, "its offset delta does not rise");
+            goto done;
+        }
+        previous = off_delta;
+        int64_t at, ts = append_ts;
+        if (__builtin_add_overflow((int64_t)base_offset, off_delta, &at) ||
+            (append_obj == Py_None && __builtin_add_overflow((int64_t)base_ts, ts_delta, &ts))) {
+            bad_record(count, "its offset or timestamp does not fit 64 bits");
+            goto done;
+        }
+        if (at < offset) {
+            continue;
+        }
+        if (at > offset) {
+            break;
+        }
+        PyObject *record = NULL;
+        if (record_fields(b, rec_end, p, count, at, ts, &record) == 0) {
+            out = record;
+        }
+        goto done;
+    }
+    out = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&buf);
+    return out;
+}
+
+PyDoc_STRVAR(time_bounds_doc,
+             "time_bounds(payload, base_ts)\n--\n\n"
+             "(smallest, largest) record timestamp of a batch's records section, from record\n"
+             "lengths and timestamp deltas. See logtrove.records.pick.py_time_bounds.");
+
+static PyObject *
+time_bounds(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer buf;
+    long long base_ts;
+    if (!PyArg_ParseTuple(args, "y*L", &buf, &base_ts)) {
+        return NULL;
+    }
+    const uint8_t *b = buf.buf;
+    Py_ssize_t end = buf.len, p = 0, count = 0, rec_end;
+    int64_t ts_delta, off_delta, lo = INT64_MAX, hi = INT64_MIN;
+    PyObject *out = NULL;
+    for (; p < end; p = rec_end, count++) {
+        if (frame(b, end, &p, count, &rec_end, &ts_delta, &off_delta) < 0) {
+            goto done;
+        }
+        int64_t ts;
+        if (__builtin_add_overflow((int64_t)base_ts, ts_delta, &ts)) {
+            bad_record(count, "its timestamp does not fit 64 bits");
+            goto done;
+        }
+        lo = ts < lo ? ts : lo;
+        hi = ts > hi ? ts : hi;
+    }
+    if (count == 0) {
+        bad_record(0, "the batch holds no record");
+        goto done;
+    }
+    out = Py_BuildValue("(LL)", (long long)lo, (long long)hi);
+done:
+    PyBuffer_Release(&buf);
+    return out;
+}
+
 static PyMethodDef walk_methods[] = {
     {"walk", walk, METH_O, walk_doc},
     {"first_at_or_after", first_at_or_after, METH_VARARGS, first_at_or_after_doc},
+    {"pick_window", pick_window, METH_VARARGS, pick_window_doc},
+    {"pick_offset", pick_offset, METH_VARARGS, pick_offset_doc},
+    {"time_bounds", time_bounds, METH_VARARGS, time_bounds_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef walk_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "logtrove.records._walk",
-    .m_doc = "The produce-time walk over a batch's records, compiled (see logtrove.records.walk).",
+    .m_doc = "The produce-time walk over a batch's records and the query engine's record\n"
+             "picking, compiled (see logtrove.records.walk and logtrove.records.pick).",
     .m_size = -1,
     .m_methods = walk_methods,
 };

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from logtrove.storage import keyindex, skipindex, tagindex
-from logtrove.storage.blockfile import Block
+from logtrove.storage.blockfile import Block, valid_length
 from logtrove.storage.indexer import common_blocks, derived_path
 from logtrove.storage.segment import Segment, segment_file_name
 
@@ -104,7 +104,7 @@ class KeyReader:
         self.close()
 
 
-_cache: OrderedDict[tuple[object, ...], IndexView] = OrderedDict()
+_cache: OrderedDict[tuple[object, ...], _Cached] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
@@ -123,7 +123,9 @@ def _paths(segment: Segment) -> tuple[str, str, str]:
 
 
 def _version(segment: Segment) -> tuple[object, ...]:
-    sizes: list[object] = [segment.log_path, segment.inode, segment.size]
+    """The segment's file and its derived files' (inode, size): what a view depends on,
+    with the log's size (kept apart: see :func:`index_view`)."""
+    sizes: list[object] = [segment.log_path, segment.inode]
     for path in _paths(segment):
         try:
             st = os.stat(path)  # noqa: PTH116 (a str path, made once: see _derived_paths)
@@ -133,28 +135,55 @@ def _version(segment: Segment) -> tuple[object, ...]:
     return tuple(sizes)
 
 
+@dataclass(frozen=True, slots=True)
+class _Cached:
+    view: IndexView
+    log_size: int  # the segment's size when the view was loaded
+    whole: bool  # every block of the three files is in the view
+
+
 def index_view(segment: Segment) -> IndexView:
-    """The current view of ``segment``'s derived files (cached per file version)."""
-    key = _version(segment)
+    """The current view of ``segment``'s derived files (cached per file version).
+
+    A view loaded from derived files that held nothing but the blocks it took stays
+    right while the log only grows (an active segment of a busy partition grows between
+    any two queries) and the derived files do not change: it is reused, so a reader does
+    not re-read and re-check every block of the active segment per query. A view that
+    left blocks out because they ended past the log's size then (a read-only opening
+    whose size snapshot lags the indexer) is reloaded when the size changes.
+    """
+    files = _version(segment)
+    size = segment.size
     with _cache_lock:
-        view = _cache.get(key)
-        if view is not None:
-            _cache.move_to_end(key)
+        cached = _cache.get(files)
+        if cached is not None and (cached.log_size == size or (cached.whole and size > cached.log_size)):
+            _cache.move_to_end(files)
+            view = cached.view
             # the same files, maybe through another Segment object (a read-only refresh)
             return view if view.segment is segment else dataclasses.replace(view, segment=segment)
-    view = _load(segment)
+    view, whole = _load(segment, files)
     with _cache_lock:
-        _cache[key] = view
+        current = _cache.get(files)
+        if current is None or current.log_size <= size:  # an older, shorter opening does not evict
+            _cache[files] = _Cached(view, size, whole)
+            _cache.move_to_end(files)
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
     return view
 
 
-def _load(segment: Segment) -> IndexView:
+def _load(segment: Segment, files: tuple[object, ...]) -> tuple[IndexView, bool]:
+    """The view, and whether it took every block the three files held (their sizes as
+    ``files`` gives them, stat'ed before the blocks were read)."""
     blocks = common_blocks(segment)
+    file_sizes = files[3::2]
+    whole = all(  # a missing file (None) holds no block
+        valid_length(blocks[kind]) == (size or 0)
+        for kind, size in zip((keyindex.KIND, skipindex.KIND, tagindex.KIND), file_sizes, strict=True)
+    )
     key_list = blocks[keyindex.KIND]
     if not key_list:
-        return IndexView(segment, segment.base_offset, 0, (), ())
+        return IndexView(segment, segment.base_offset, 0, (), ()), whole
     key_blocks = []
     fd = os.open(derived_path(segment, keyindex.SUFFIX), os.O_RDONLY)
     try:
@@ -177,7 +206,7 @@ def _load(segment: Segment) -> IndexView:
         os.close(fd)
     skip_blocks = _skip_blocks(segment, blocks[skipindex.KIND])
     last = key_list[-1]
-    return IndexView(segment, last.end_offset, last.end_position, tuple(key_blocks), skip_blocks)
+    return IndexView(segment, last.end_offset, last.end_position, tuple(key_blocks), skip_blocks), whole
 
 
 def _skip_blocks(segment: Segment, blocks: list[Block]) -> tuple[SkipBlock, ...]:

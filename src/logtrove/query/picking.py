@@ -1,0 +1,227 @@
+"""Reading only the records a lookup needs: the one a key-index candidate names, and
+the ones a time range holds.
+
+Both go through :mod:`logtrove.records.pick` (compiled), which frames every record of a
+batch but builds Python objects only for the records asked for. When it refuses a batch
+(:class:`ValueError`: it is stricter than the row-wise readers), the answer comes from
+those readers instead (:func:`~logtrove.records.iter_records`,
+:func:`~logtrove.records.record.record_span`), so a damaged batch gives the same records,
+warnings and errors as before and every batch gives the same records as a full decode
+(``tests/query/test_picking.py``).
+
+Costs, 10 M records on the shared 2-core machine: a candidate is one ``pread`` of its
+batch (32 KiB first, the rest if the batch is larger) and one decoded record; a batch of
+a range scan with no record in the window costs its read and a framing pass in C (about
+a microsecond for 200 records) instead of a pure-Python walk (about 120 µs).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Generator, Iterator
+
+from logtrove.query.model import Stats
+from logtrove.query.tail import append_time, batches_in, tail_bounds
+from logtrove.records import HEADER_SIZE, BatchHeader, Record, RecordsError, iter_records, read_header
+from logtrove.records.batch import MIN_BATCH_LENGTH
+from logtrove.records.compression import Compression
+from logtrove.records.pick import pick_offset, pick_window
+from logtrove.records.record import batch_payload, decode_record, record_span, timestamp_bounds
+from logtrove.storage import Segment
+from logtrove.storage.indexview import index_view
+from logtrove.storage.txnview import CommittedView
+
+_log = logging.getLogger(__name__)
+
+_FIRST_READ = 32 * 1024  # a produced batch of ~200 small records fits: one pread per candidate
+_INT64_MAX = 2**63 - 1
+
+
+def batch_holding(seg: Segment, offset: int) -> tuple[int, BatchHeader, bytes, int] | None:
+    """(position, header, buffer, position of the batch in the buffer) of the first batch
+    whose last offset is ≥ ``offset`` (what :meth:`Segment.find` finds), read with one
+    ``pread`` when the batch is within :data:`_FIRST_READ` of the offset index's entry."""
+    _, start = seg.offset_index.lookup(offset)
+    end = seg.size
+    pos = start
+    while pos + HEADER_SIZE <= end:
+        buf = seg.read(pos, min(max(_FIRST_READ, HEADER_SIZE), end - pos))
+        rel = 0
+        while rel + HEADER_SIZE <= len(buf):
+            try:
+                header = read_header(buf, rel)
+            except RecordsError:
+                return None
+            size = header.size
+            if header.batch_length < MIN_BATCH_LENGTH or pos + rel + size > end:
+                return None
+            if header.last_offset >= offset:
+                if rel + size > len(buf):
+                    return pos + rel, header, seg.read(pos + rel, size), 0
+                return pos + rel, header, buf, rel
+            rel += size
+        if rel == 0:
+            return None
+        pos += rel
+    return None
+
+
+class RecordReader:
+    """Records of one segment at given offsets, for checking key-index candidates: the
+    batch holding each is read, and only the record asked for is decoded. The last
+    decompressed payload is kept (candidates of one batch come in a row, newest first)."""
+
+    def __init__(self, seg: Segment, stats: Stats) -> None:
+        self.seg = seg
+        self.stats = stats
+        self._last: tuple[int, bytes] | None = None  # position, decompressed payload
+
+    def record_at(self, offset: int) -> Record | None:
+        found = batch_holding(self.seg, offset)
+        if found is None or found[1].base_offset > offset:
+            return None
+        position, header, buf, rel = found
+        self.stats.bytes_scanned += header.size
+        if header.compression is Compression.NONE:
+            payload: bytes | memoryview = memoryview(buf)[rel + HEADER_SIZE : rel + header.size]
+        elif self._last is not None and self._last[0] == position:
+            payload = self._last[1]
+        else:
+            payload = bytes(batch_payload(buf, header, rel))
+            self._last = (position, payload)
+        try:
+            picked = pick_offset(
+                payload, header.base_offset, header.base_timestamp, append_time(header), offset
+            )
+        except ValueError:  # stricter than the row-wise reader: let it answer (or raise)
+            return _record_by_span(payload, header, offset)
+        return None if picked is None else Record(*picked)
+
+
+def _record_by_span(payload: bytes | memoryview, header: BatchHeader, offset: int) -> Record | None:
+    span = record_span(payload, header, offset)
+    if span is None or span[0] != offset:
+        return None
+    return decode_record(payload[span[1] : span[2]], header)
+
+
+def scan_window(
+    seg: Segment,
+    a: int,
+    b: int,
+    begin: int,
+    to_offset: int | None,
+    start_ms: int | None,
+    end_ms: int | None,
+    stats: Stats,
+    view: CommittedView | None = None,
+) -> Iterator[Record | int]:
+    """What ``partition._scan_range`` yields for a time window and no predicate (a range
+    query): the records of ``[a, b)`` with offsets in ``[begin, to_offset)`` stamped in
+    ``[start_ms, end_ms)``, each batch followed by its next offset, only those records
+    decoded. The part of ``[a, b)`` from the segment's unindexed tail on is first checked
+    against the tail's summary (:func:`~logtrove.query.tail.tail_bounds`): what it
+    covers is skipped when no record there is stamped in the window."""
+    tail = index_view(seg).end_position
+    pieces = [(a, tail), (tail, b)] if a < tail < b else [(a, b)]
+    for x, y in pieces:
+        first = x
+        if x == tail:
+            covered, lo, hi = tail_bounds(seg, x, y)
+            if lo > hi or (start_ms is not None and hi < start_ms) or (end_ms is not None and lo >= end_ms):
+                first = covered  # no record of [x, covered) is stamped in the window
+        stopped = yield from _scan_batches(seg, first, y, begin, to_offset, start_ms, end_ms, stats, view)
+        if stopped:
+            return
+
+
+def _scan_batches(
+    seg: Segment,
+    a: int,
+    b: int,
+    begin: int,
+    to_offset: int | None,
+    start_ms: int | None,
+    end_ms: int | None,
+    stats: Stats,
+    view: CommittedView | None,
+) -> Generator[Record | int, None, bool]:
+    """:func:`scan_window` over ``[a, b)`` batch by batch; True when it reached
+    ``to_offset``."""
+    max_offset = _INT64_MAX if to_offset is None else to_offset
+    for header, buf, rel in batches_in(seg, a, b):
+        if to_offset is not None and header.base_offset >= to_offset:
+            yield to_offset
+            return True
+        if header.last_offset < begin or header.is_control:
+            continue
+        if view is not None and view.hides_batch(header):
+            yield header.next_offset
+            continue
+        if start_ms is not None and header.max_timestamp < start_ms:
+            yield header.next_offset
+            continue
+        stats.bytes_scanned += header.size
+        try:
+            payload = batch_payload(buf, header, rel)
+        except RecordsError as exc:
+            _log.warning("%s: batch at offset %d skipped: %s", seg.log_path.name, header.base_offset, exc)
+            yield header.next_offset
+            continue
+        try:
+            picked = pick_window(
+                payload,
+                header.base_offset,
+                header.base_timestamp,
+                append_time(header),
+                start_ms,
+                end_ms,
+                begin,
+                max_offset,
+            )
+        except ValueError:  # refused: the row-wise readers answer
+            yield from _window_rowwise(
+                seg, buf, rel, header, payload, begin, to_offset, start_ms, end_ms, stats
+            )
+        else:
+            if picked is None:
+                stats.batches_prefiltered += 1
+            elif picked[0] == header.record_count:
+                stats.records_scanned += picked[0]
+                for t in picked[1]:
+                    yield Record(*t)
+            else:  # the row-wise reader yields the records, then reports the count
+                yield from _window_rowwise(
+                    seg, buf, rel, header, payload, begin, to_offset, start_ms, end_ms, stats
+                )
+        yield header.next_offset
+    return False
+
+
+def _window_rowwise(
+    seg: Segment,
+    buf: bytes,
+    rel: int,
+    header: BatchHeader,
+    payload: bytes | memoryview,
+    begin: int,
+    to_offset: int | None,
+    start_ms: int | None,
+    end_ms: int | None,
+    stats: Stats,
+) -> Iterator[Record]:
+    """The records of one batch as the row-wise readers give them (what the scan did
+    before :func:`pick_window`): for batches it refuses."""
+    try:
+        lo, hi = timestamp_bounds(payload, header)
+        if not ((start_ms is None or hi >= start_ms) and (end_ms is None or lo < end_ms)):
+            stats.batches_prefiltered += 1
+            return
+        for r in iter_records(buf, rel, header):
+            stats.records_scanned += 1
+            if r.offset < begin or (to_offset is not None and r.offset >= to_offset):
+                continue
+            if (start_ms is None or r.timestamp >= start_ms) and (end_ms is None or r.timestamp < end_ms):
+                yield r
+    except RecordsError as exc:  # stored by older code (produce validates now): skip it
+        _log.warning("%s: batch at offset %d skipped: %s", seg.log_path.name, header.base_offset, exc)

@@ -1,0 +1,56 @@
+"""A segment's index view is reused while only its log grows (a busy active segment
+grows between any two queries; reloading checked every block again), and reloaded when
+a derived file changes or when the view had left out blocks past the log's size."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from logtrove.records import NewRecord, build_batch
+from logtrove.storage import Storage
+from logtrove.storage.indexer import PartitionIndexer
+from logtrove.storage.indexview import index_view
+
+
+def append(storage: Storage, n: int, start: int = 0) -> None:
+    log = storage.log("t", 0)
+    for i in range(start, start + n):
+        log.append(build_batch([NewRecord(b"v%d" % i, b"k%d" % (i % 5))]))
+
+
+def test_the_view_is_reused_while_the_log_grows_and_reloaded_when_the_files_change(tmp_path: Path) -> None:
+    with Storage.open(tmp_path) as storage:
+        storage.create_topic("t", 1)
+        append(storage, 40)
+        log = storage.log("t", 0)
+        indexer = PartitionIndexer(log, block_records=10)
+        indexer.step(10**9, flush_tail=True)
+        seg = log.segments[-1]
+        first = index_view(seg)
+        assert first.end_position == seg.size
+        append(storage, 7, start=40)  # the log grows; the derived files do not
+        again = index_view(seg)
+        assert again.key_blocks is first.key_blocks  # not loaded again
+        assert again.end_position < seg.size  # the new records are the unindexed tail
+        indexer.step(10**9, flush_tail=True)  # a new block: the files changed
+        fresh = index_view(seg)
+        assert fresh.key_blocks is not first.key_blocks
+        assert fresh.end_position == seg.size
+
+
+def test_a_reader_whose_size_snapshot_lagged_the_indexer_sees_the_blocks_later(tmp_path: Path) -> None:
+    with Storage.open(tmp_path) as storage:
+        storage.create_topic("t", 1)
+        append(storage, 30)
+        reader = Storage.open(tmp_path, read_only=True)
+        try:
+            old = reader.log("t", 0).segments[-1]  # its size is that of 30 records
+            append(storage, 30, start=30)
+            PartitionIndexer(storage.log("t", 0), block_records=10).step(10**9, flush_tail=True)
+            lagging = index_view(old)
+            assert lagging.end_position <= old.size < storage.log("t", 0).segments[-1].size
+            reader.refresh()
+            current = reader.log("t", 0).segments[-1]
+            assert index_view(current).end_position == current.size  # blocks past the old size now count
+        finally:
+            reader.close()

@@ -1,0 +1,257 @@
+"""Picking records for lookups: the compiled pickers and their pure-Python twins agree
+on valid, damaged and random payloads (the same values or the same ValueError), and
+whatever a picker accepts, the row-wise readers give the same records for."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tests.records.helpers import with_payload
+
+from logtrove.records import CorruptRecordError, NewRecord, Record, build_batch, iter_records, read_header
+from logtrove.records.batch import ATTR_TIMESTAMP_TYPE
+from logtrove.records.pick import NATIVE, py_pick_offset, py_pick_window, py_time_bounds
+from logtrove.records.record import batch_payload, decode_record, encode_record, record_span, timestamp_bounds
+from logtrove.records.varint import encode_varint
+
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+BASE_OFFSET = 1000
+BASE_TS = 1_700_000_000_000
+
+
+def test_the_compiled_pickers_are_built() -> None:
+    assert NATIVE is not None, "logtrove.records._walk lacks the pickers: rebuild it (`make install`)"
+
+
+def outcome(fn: object, *args: object) -> object:
+    try:
+        return fn(*args)  # type: ignore[operator]
+    except ValueError as exc:
+        return f"ValueError: {exc}"
+
+
+def both_window(payload: bytes, *args: object) -> object:
+    assert NATIVE is not None
+    results = [outcome(f, payload, *args) for f in (py_pick_window, NATIVE[0])]
+    assert results[0] == results[1], results
+    return results[0]
+
+
+def both_offset(payload: bytes, *args: object) -> object:
+    assert NATIVE is not None
+    results = [outcome(f, payload, *args) for f in (py_pick_offset, NATIVE[1])]
+    assert results[0] == results[1], results
+    return results[0]
+
+
+records = st.builds(
+    NewRecord,
+    value=st.one_of(st.none(), st.binary(max_size=40)),
+    key=st.one_of(st.none(), st.binary(max_size=12)),
+    headers=st.lists(
+        st.tuples(st.text(max_size=6), st.one_of(st.none(), st.binary(max_size=8))), max_size=3
+    ).map(tuple),
+    timestamp=st.integers(BASE_TS - 3000, BASE_TS + 3000),
+)
+window_bound = st.one_of(st.none(), st.integers(BASE_TS - 3500, BASE_TS + 3500))
+append_ts = st.one_of(st.none(), st.integers(BASE_TS - 3500, BASE_TS + 3500))
+
+
+def batch_of(recs: list[NewRecord]) -> tuple[bytes, bytes]:
+    batch = build_batch(recs, base_offset=BASE_OFFSET)
+    return batch, bytes(batch_payload(batch, read_header(batch)))
+
+
+def damaged(payload: bytes, data: st.DataObject) -> bytes:
+    out = bytearray(payload)
+    for _ in range(data.draw(st.integers(1, 4))):
+        i = data.draw(st.integers(0, len(out) - 1))
+        out[i] = data.draw(st.integers(0, 255))
+    return bytes(out[: data.draw(st.integers(0, len(out)))])
+
+
+def rowwise_window(
+    batch: bytes,
+    payload: bytes,
+    count: int,
+    appended: int | None,
+    start: int | None,
+    end: int | None,
+    lo: int,
+    hi: int,
+) -> list[Record]:
+    """What the range scan's row-wise path decodes for this payload, ``count`` records."""
+    header = read_header(batch)
+    buf = with_payload(batch, payload)
+    attributes = header.attributes | (ATTR_TIMESTAMP_TYPE if appended is not None else 0)
+    patched = read_header(buf)._replace(
+        base_offset=BASE_OFFSET,
+        base_timestamp=BASE_TS,
+        record_count=count,
+        attributes=attributes,
+        max_timestamp=appended if appended is not None else 0,
+    )
+    return [
+        r
+        for r in iter_records(bytes(buf), 0, patched)
+        if lo <= r.offset < hi
+        and (start is None or r.timestamp >= start)
+        and (end is None or r.timestamp < end)
+    ]
+
+
+def check_window(batch: bytes, payload: bytes, data: st.DataObject) -> None:
+    appended = data.draw(append_ts)
+    start, end = data.draw(window_bound), data.draw(window_bound)
+    lo = data.draw(st.integers(BASE_OFFSET - 2, BASE_OFFSET + 10))
+    hi = data.draw(st.integers(lo, BASE_OFFSET + 25))
+    got = both_window(payload, BASE_OFFSET, BASE_TS, appended, start, end, lo, hi)
+    if got is None or isinstance(got, str):
+        return
+    assert isinstance(got, tuple)
+    count, picked = got
+    assert [Record(*t) for t in picked] == rowwise_window(batch, payload, count, appended, start, end, lo, hi)
+
+
+def check_offset(batch: bytes, payload: bytes, data: st.DataObject) -> None:
+    appended = data.draw(append_ts)
+    offset = data.draw(st.integers(BASE_OFFSET - 2, BASE_OFFSET + 25))
+    got = both_offset(payload, BASE_OFFSET, BASE_TS, appended, offset)
+    if isinstance(got, str):
+        return
+    header = read_header(batch)._replace(
+        base_offset=BASE_OFFSET,
+        base_timestamp=BASE_TS,
+        attributes=ATTR_TIMESTAMP_TYPE if appended is not None else 0,
+        max_timestamp=appended if appended is not None else 0,
+    )
+    span = record_span(payload, header, offset)  # the row-wise point lookup
+    expected = (
+        None if span is None or span[0] != offset else decode_record(payload[span[1] : span[2]], header)
+    )
+    assert (None if got is None else Record(*got)) == expected  # type: ignore[misc]
+
+
+@SETTINGS
+@given(st.lists(records, min_size=1, max_size=20), st.data())
+def test_valid_batches_give_what_a_full_decode_gives(recs: list[NewRecord], data: st.DataObject) -> None:
+    batch, payload = batch_of(recs)
+    check_window(batch, payload, data)
+    check_offset(batch, payload, data)
+
+
+@SETTINGS
+@given(st.lists(records, min_size=1, max_size=8), st.data())
+def test_damaged_payloads_are_refused_or_read_as_the_row_wise_readers_do(
+    recs: list[NewRecord], data: st.DataObject
+) -> None:
+    batch, payload = batch_of(recs)
+    bad = damaged(payload, data)
+    check_window(batch, bad, data)
+    check_offset(batch, bad, data)
+
+
+@SETTINGS
+@given(st.binary(max_size=200), st.integers(-5, 5), window_bound, window_bound)
+def test_twins_agree_on_random_bytes(payload: bytes, offset: int, start: int | None, end: int | None) -> None:
+    both_window(payload, 0, BASE_TS, None, start, end, -10, 10)
+    both_offset(payload, 0, BASE_TS, None, offset)
+
+
+def test_a_window_no_record_meets_is_refused_from_timestamps_alone() -> None:
+    recs = [NewRecord(b"v", b"k", (), BASE_TS + i) for i in range(5)]
+    _, payload = batch_of(recs)
+    broken_value = payload[:-3] + b"\x7f\x7f\x7f"  # the last record's fields are damaged
+    assert both_window(broken_value, BASE_OFFSET, BASE_TS, None, BASE_TS + 100, None, 0, 2**63 - 1) is None
+    assert "record 4" in str(
+        both_window(broken_value, BASE_OFFSET, BASE_TS, None, BASE_TS, None, 0, 2**63 - 1)
+    )
+
+
+def test_only_the_records_asked_for_are_decoded_and_the_count_covers_all() -> None:
+    recs = [NewRecord(b"v%d" % i, b"k", (("h", b"x"),), BASE_TS + 10 * i) for i in range(6)]
+    _, payload = batch_of(recs)
+    got = both_window(
+        payload, BASE_OFFSET, BASE_TS, None, BASE_TS + 15, BASE_TS + 45, BASE_OFFSET + 3, 2**63 - 1
+    )
+    assert got == (
+        6,
+        [
+            (BASE_OFFSET + 3, BASE_TS + 30, b"k", b"v3", (("h", b"x"),)),
+            (BASE_OFFSET + 4, BASE_TS + 40, b"k", b"v4", (("h", b"x"),)),
+        ],
+    )
+    assert both_offset(payload, BASE_OFFSET, BASE_TS, BASE_TS + 99, BASE_OFFSET + 5) == (
+        BASE_OFFSET + 5,
+        BASE_TS + 99,
+        b"k",
+        b"v5",
+        (("h", b"x"),),
+    )
+    assert both_offset(payload, BASE_OFFSET, BASE_TS, None, BASE_OFFSET + 6) is None
+
+
+def one_record(offset_delta: int, tail: bytes) -> bytes:
+    body = b"\x00" + encode_varint(0) + encode_varint(offset_delta) + tail
+    return encode_varint(len(body)) + body
+
+
+NULLS = encode_varint(-1) + encode_varint(-1)
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        (
+            encode_record(0, 0, NewRecord(b"a")) + encode_record(0, 0, NewRecord(b"b")),
+            "record 1: its offset delta",
+        ),
+        (one_record(0, NULLS + encode_varint(0) + b"zz"), "left over"),
+        (one_record(0, encode_varint(-1) + encode_varint(50) + b"short"), "truncated value"),
+        (one_record(0, NULLS + encode_varint(-3)), "bad header count"),
+        (
+            one_record(0, NULLS + encode_varint(1) + encode_varint(2) + b"\xff\xfe" + encode_varint(-1)),
+            "UTF-8",
+        ),
+        (one_record(0, NULLS + encode_varint(1) + encode_varint(-1)), "truncated header name"),
+        (encode_varint(10_000) + b"\x00" * 20, "length runs past"),
+        (b"\x02\x00\xff\xff\xff\xff\xff\xff\xff\xff\xff\x02", "length runs past"),
+        (one_record(0, b"\x80" * 9 + b"\x02" + encode_varint(-1) + encode_varint(0)), "truncated key"),
+    ],
+    ids=[
+        "delta-not-rising",
+        "trailing",
+        "value",
+        "header-count",
+        "utf8",
+        "null-name",
+        "length",
+        "long-varint",
+        "64-bit",
+    ],
+)
+def test_each_malformation_is_named_alike(payload: bytes, message: str) -> None:
+    result = both_window(payload, 0, BASE_TS, None, None, None, 0, 100)
+    assert isinstance(result, str) and message in result, result
+    offset = both_offset(payload, 0, BASE_TS, None, 1)
+    assert (isinstance(offset, str) and message in offset) or offset is None
+
+
+def test_the_row_wise_reader_refuses_what_the_picker_refuses_here() -> None:
+    payload = one_record(0, NULLS + encode_varint(0) + b"zz")
+    batch = with_payload(build_batch([NewRecord(b"v")]), payload)
+    with pytest.raises(CorruptRecordError):
+        list(iter_records(bytes(batch)))
+
+
+@SETTINGS
+@given(st.lists(records, min_size=1, max_size=20), st.data())
+def test_time_bounds_are_the_row_wise_bounds(recs: list[NewRecord], data: st.DataObject) -> None:
+    assert NATIVE is not None
+    batch, payload = batch_of(recs)
+    header = read_header(batch)
+    bounds = [outcome(f, payload, header.base_timestamp) for f in (py_time_bounds, NATIVE[2])]
+    assert bounds[0] == bounds[1] == timestamp_bounds(payload, header)
+    bad = damaged(payload, data)
+    assert outcome(py_time_bounds, bad, BASE_TS) == outcome(NATIVE[2], bad, BASE_TS)
