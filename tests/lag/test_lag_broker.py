@@ -16,8 +16,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.broker.conftest import BrokerProcess, free_port
 
-from logtrove.broker.client import KafkaClient
-from logtrove.cli.remote_groups import remote_lag
+from logtrove.client import KafkaClient, remote_lag
 from logtrove.groups.lag import GroupLag, LagMonitor
 from logtrove.storage import Storage
 from logtrove.testing import FakeClock

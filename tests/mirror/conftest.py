@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from tests.broker.conftest import BrokerProcess, cli_in, free_port
 
-from logtrove.broker.client import KafkaClient, check
+from logtrove.client import KafkaClient, check
 from logtrove.records import peek_batch_size, read_header
 from logtrove.wire import ApiKey
 

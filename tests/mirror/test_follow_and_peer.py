@@ -17,7 +17,7 @@ from tests.broker.conftest import BrokerProcess, HttpBrokerProcess, cli_in, free
 from tests.broker.test_peer_broker import tansu  # noqa: F401  (the fixture)
 from tests.mirror.conftest import DEADLINE_S, mirror_once, offsets, offsets_of, raw_batches, served
 
-from logtrove.broker.client import KafkaClient, KafkaProtocolError
+from logtrove.client import KafkaClient, KafkaProtocolError
 from logtrove.wire import ApiKey
 
 

@@ -12,7 +12,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.broker.conftest import BrokerProcess, cli_in, free_port
 from tests.mirror.conftest import DEADLINE_S, offsets, raw_batches
 
-from logtrove.broker.client import KafkaProtocolError
+from logtrove.client import KafkaProtocolError
 
 
 def _produce(bootstrap: str, values: list[bytes]) -> list[tuple[int, int]]:

@@ -22,8 +22,7 @@ from tests.broker.conftest import BrokerProcess, HttpBrokerProcess, cli_in, free
 from tests.broker.test_security import PASSWORD, Secured
 from tests.mirror.conftest import DEADLINE_S, mirror_once, offsets, same_partitions, served
 
-from logtrove.broker.client import KafkaProtocolError
-from logtrove.broker.client_security import ClientSecurity
+from logtrove.client import ClientSecurity, KafkaProtocolError
 from logtrove.mirror import Source, SourceError
 
 WRONG = "not-alices-password"

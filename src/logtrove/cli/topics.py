@@ -21,8 +21,7 @@ from logtrove.cli.common import (
     open_storage,
 )
 from logtrove.cli.main import app
-from logtrove.cli.remote import BootstrapOption
-from logtrove.cli.remote_tags import HttpOption
+from logtrove.cli.remote import BootstrapOption, HttpOption
 from logtrove.storage import CONFIG_DEFS, Storage, TopicInfo
 from logtrove.storage.cleaner import status_of
 from logtrove.storage.follow import read_follow_status

@@ -21,14 +21,15 @@ take the largest time lag; the number of never-committed partitions is reported 
 :class:`LagMonitor` computes all of it from a data directory, which may be opened
 read-only while a broker writes to it; committed offsets are read from
 ``__consumer_offsets`` by :class:`~logtrove.groups.progress.GroupProgress`. The CLI's
-``--bootstrap`` mode builds the same :class:`PartitionLag` rows from Kafka APIs and
-aggregates them with :func:`aggregate`.
+``--bootstrap`` mode (:mod:`logtrove.client.lag`) reads the same numbers from Kafka APIs,
+and both compute the rows with one formula, :func:`lag_of`, and aggregate them with
+:func:`aggregate`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,6 +180,81 @@ def aggregate(rows: Iterable[PartitionLag]) -> list[GroupLag]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class TagMatches:
+    """Records of an offset range that a tag expression wants, and the first one's time."""
+
+    matching: int
+    first_timestamp: int | None
+
+
+FirstTimestamp = Callable[[int], "int | None"]
+"""The timestamp of the first record at or after an offset (``None``: there is none)."""
+
+TagCount = Callable[[TagFilter, int, int], "TagMatches | None"]
+"""The records of ``[start, end)`` a filter wants (``None``: they cannot be counted)."""
+
+
+def lag_of(
+    group: str,
+    topic: str,
+    partition: int,
+    start: int | None,
+    end: int,
+    committed: int | None,
+    commit_timestamp: int | None = None,
+    *,
+    now: int,
+    first_timestamp: FirstTimestamp,
+    count_tags: TagCount | None,
+    subscription: TagSubscription | None = None,
+) -> PartitionLag:
+    """The lag formula (see the module docstring), for a partition read anywhere: the
+    data directory (:func:`partition_lag`) or a broker (:mod:`logtrove.client.lag`).
+    ``first_timestamp`` is asked only when there is lag; ``count_tags`` (``None``: tag
+    lag unknown) only for a subscription that is not ``*``, over
+    ``[min(committed, end), end)``."""
+    tags = subscription.expression if subscription is not None else None
+    if committed is None:
+        return PartitionLag(group, topic, partition, start, end, None, None, None, None, tags)
+    lag = max(end - committed, 0)
+    first = first_timestamp(committed) if lag else None
+    time_lag = max(now - first, 0) if first is not None else 0
+    tag_lag = tag_time_lag = None
+    if subscription is not None:
+        wanted = TagFilter.parse(subscription.expression)
+        found = None
+        if wanted.match_all:
+            tag_lag, tag_time_lag = lag, time_lag
+        elif count_tags is not None:
+            found = count_tags(wanted, min(committed, end), end)
+        if found is not None:
+            tag_lag = found.matching
+            first_tag = found.first_timestamp
+            tag_time_lag = max(now - first_tag, 0) if first_tag is not None else 0
+    return PartitionLag(
+        group,
+        topic,
+        partition,
+        start,
+        end,
+        committed,
+        commit_timestamp,
+        lag,
+        time_lag,
+        tags,
+        tag_lag,
+        tag_time_lag,
+    )
+
+
+def count_tags(log: PartitionLog, wanted: TagFilter, start: int, end: int) -> TagMatches:
+    """The records of ``[start, end)`` of ``log`` that ``wanted`` wants, from ``.tagidx``."""
+    matching = count_matching(log, wanted, start, end).matching if start < end else 0
+    first = first_matching(log, wanted, start) if matching else None
+    return TagMatches(matching, first.timestamp if first is not None else None)
+
+
 def partition_lag(
     log: PartitionLog,
     group: str,
@@ -188,43 +264,25 @@ def partition_lag(
     subscription: TagSubscription | None = None,
 ) -> PartitionLag:
     """Lag of ``group`` on one partition, from its commit (``None``: never committed)."""
-    tp = log.tp
-    end, start = log.log_end_offset, log.log_start_offset
-    tags = subscription.expression if subscription is not None else None
-    if commit is None:
-        return PartitionLag(group, tp.topic, tp.partition, start, end, None, None, None, None, tags)
-    now = clock.now_ms()
-    lag = max(end - commit.offset, 0)
-    time_lag = _age(log, commit.offset, now) if lag else 0
-    tag_lag = tag_time_lag = None
-    if subscription is not None:
-        wanted = TagFilter.parse(subscription.expression)
-        if wanted.match_all:
-            tag_lag, tag_time_lag = lag, time_lag
-        else:
-            tag_lag = count_matching(log, wanted, commit.offset, end).matching if lag else 0
-            first = first_matching(log, wanted, commit.offset) if tag_lag else None
-            tag_time_lag = max(now - first.timestamp, 0) if first is not None else 0
-    return PartitionLag(
+    return lag_of(
         group,
-        tp.topic,
-        tp.partition,
-        start,
-        end,
-        commit.offset,
-        commit.commit_timestamp,
-        lag,
-        time_lag,
-        tags,
-        tag_lag,
-        tag_time_lag,
+        log.tp.topic,
+        log.tp.partition,
+        log.log_start_offset,
+        log.log_end_offset,
+        commit.offset if commit is not None else None,
+        commit.commit_timestamp if commit is not None else None,
+        now=clock.now_ms(),
+        first_timestamp=lambda position: _first_timestamp(log, position),
+        count_tags=lambda wanted, start, end: count_tags(log, wanted, start, end),
+        subscription=subscription,
     )
 
 
-def _age(log: PartitionLog, position: int, now: int) -> int:
-    """now − timestamp of the first record at or after ``position`` (0 if none)."""
+def _first_timestamp(log: PartitionLog, position: int) -> int | None:
+    """The timestamp of the first record at or after ``position`` (``None`` if none)."""
     first = next(iter(log.records(position, log.log_end_offset)), None)
-    return max(now - first.timestamp, 0) if first is not None else 0
+    return first.timestamp if first is not None else None
 
 
 class LagMonitor:
