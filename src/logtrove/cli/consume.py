@@ -31,6 +31,7 @@ from typing import Annotated
 
 import typer
 
+from logtrove.cli.app import app
 from logtrove.cli.common import (
     DEFAULT_DATA,
     DataOption,
@@ -41,7 +42,6 @@ from logtrove.cli.common import (
     fail,
     parse_time,
 )
-from logtrove.cli.main import app
 from logtrove.cli.query import message_json
 from logtrove.cli.remote import BootstrapOption, HttpOption, connect, http_errors
 from logtrove.client import BrokerCommitter, HttpApi, RemoteTagSource, cluster_id, http_url, open_brokers_data

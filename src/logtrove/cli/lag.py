@@ -22,8 +22,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from logtrove.cli.app import app
 from logtrove.cli.common import DEFAULT_DATA, DataOption, JsonOption, cli_errors, console, err_console, fail
-from logtrove.cli.main import app
 from logtrove.cli.remote import BootstrapOption, HttpOption, connect
 from logtrove.client import (
     HttpApi,

@@ -24,8 +24,8 @@ from typing import Annotated
 
 import typer
 
+from logtrove.cli.app import app
 from logtrove.cli.common import DEFAULT_DATA, DataOption, err_console, fail, open_storage
-from logtrove.cli.main import app
 from logtrove.client import ClientConfigError, ClientSecurity
 from logtrove.groups import OffsetStore
 from logtrove.mirror import Mirror, MirrorConfig, MirrorError

@@ -27,8 +27,8 @@ import typer
 from rich.table import Table
 
 from logtrove.cli import remote
+from logtrove.cli.app import app
 from logtrove.cli.common import DEFAULT_DATA, DataOption, JsonOption, console, err_console, fail, open_storage
-from logtrove.cli.main import app
 from logtrove.cli.remote import BootstrapOption
 from logtrove.client.admin import ensure_topic
 from logtrove.client.records import produce_batches
