@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.conftest import HttpBrokerProcess, cli_in, free_port
 
 from logtrove.client import BrokerCommitter, HttpApi, HttpApiError, KafkaClient, RemoteTagSource, cluster_id
 from logtrove.groups.consumer import TagConsumer
+from logtrove.testing import HttpBrokerProcess, cli_in, free_port
 
 PARTITIONS = 2
 PER_PARTITION = 2500
