@@ -36,7 +36,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from _common import percentile, pick, save
-from logtrove.broker.client import KafkaClient
+from logtrove.client import KafkaClient
 from logtrove.mirror import Mirror, MirrorConfig, MirrorThread
 from logtrove.storage import Storage
 from logtrove.wire import ApiKey

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import pick, save, summary_us
-from logtrove.broker.client import KafkaClient
+from logtrove.client import KafkaClient
 from logtrove.records import Compression, NewRecord, build_batch, recompress_batch
 from logtrove.storage import Storage
 from logtrove.storage.config import COMPRESSION_TYPES, TopicConfig

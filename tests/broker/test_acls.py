@@ -22,9 +22,9 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from tests.broker.conftest import BrokerProcess, cli_in, free_port
 
 from logtrove.storage import Storage
+from logtrove.testing import BrokerProcess, cli_in, free_port
 
 ANON = "User:ANONYMOUS"
 

@@ -21,10 +21,9 @@ from kafka.admin import KafkaAdminClient
 from kafka.admin import NewTopic as KpNewTopic
 from kio.schema.errors import ErrorCode
 from tests.broker import clients
-from tests.broker.conftest import BrokerProcess
-from tests.broker.wire import WireClient
 
 from logtrove.records import NewRecord, build_batch
+from logtrove.testing import BrokerProcess, WireClient
 from logtrove.wire import ApiKey
 
 

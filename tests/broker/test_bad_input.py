@@ -9,10 +9,9 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.broker.conftest import BrokerProcess
-from tests.broker.wire import WireClient
 
 from logtrove.records import NewRecord, build_batch
+from logtrove.testing import BrokerProcess, WireClient
 from logtrove.wire import ApiKey
 
 FUZZ = settings(

@@ -22,12 +22,11 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from kio.schema.errors import ErrorCode
-from tests.broker.conftest import BrokerProcess
-from tests.broker.wire import WireClient
 
 from logtrove.storage import Storage
 from logtrove.storage.broker_configs import BROKER_CONFIGS_FILE
 from logtrove.storage.errors import InvalidConfigError
+from logtrove.testing import BrokerProcess, WireClient
 from logtrove.wire import ApiKey
 
 

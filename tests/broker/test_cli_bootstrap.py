@@ -11,11 +11,10 @@ import time
 from pathlib import Path
 
 from tests.broker import clients
-from tests.broker.conftest import SERVE, BrokerProcess, HttpBrokerProcess, cli_in, free_port
 
-from logtrove.broker.client import KafkaClient
-from logtrove.cli.remote_tags import HttpApi, RemoteTagSource
+from logtrove.client import HttpApi, KafkaClient, RemoteTagSource
 from logtrove.groups.tags import TagFilter
+from logtrove.testing import SERVE, BrokerProcess, HttpBrokerProcess, cli_in, free_port
 from logtrove.wire import ApiKey
 
 

@@ -7,7 +7,8 @@ import importlib.util
 
 import pytest
 from tests.broker import clients
-from tests.broker.conftest import BrokerProcess
+
+from logtrove.testing import BrokerProcess
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 

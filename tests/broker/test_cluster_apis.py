@@ -16,9 +16,8 @@ from confluent_kafka import (
 from confluent_kafka.admin import AclOperation, AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
 from kio.schema.errors import ErrorCode
-from tests.broker.conftest import BrokerProcess
-from tests.broker.wire import WireClient
 
+from logtrove.testing import BrokerProcess, WireClient
 from logtrove.wire import ApiKey
 
 TOPIC_OPS = {"READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"}

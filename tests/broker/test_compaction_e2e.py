@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .conftest import SERVE, BrokerProcess, free_port
+from logtrove.testing import SERVE, BrokerProcess, free_port
 
 DEADLINE_S = 60
 KEYS = 40

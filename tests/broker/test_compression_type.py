@@ -22,12 +22,11 @@ from confluent_kafka.admin import (
 )
 from kio.schema.errors import ErrorCode
 from tests.broker import clients
-from tests.broker.conftest import BrokerProcess, cli_in
 from tests.broker.test_produce_validation import log_end, produce_raw
-from tests.broker.wire import WireClient
 from tests.records.helpers import with_payload
 
 from logtrove.records import Compression, NewRecord, build_batch, read_header
+from logtrove.testing import BrokerProcess, WireClient, cli_in
 
 
 def messages(n: int, tag: str) -> list[clients.Message]:

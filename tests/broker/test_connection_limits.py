@@ -13,9 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.broker.conftest import BrokerProcess, free_port
-from tests.broker.wire import WireClient
 
+from logtrove.testing import BrokerProcess, WireClient, free_port
 from logtrove.wire import ApiKey
 
 API_VERSIONS = {"client_software_name": "limits-test", "client_software_version": "1"}

@@ -9,7 +9,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.conftest import BrokerProcess
+
+from logtrove.testing import BrokerProcess
 
 TOPIC = "orders"
 PARTITIONS = 6

@@ -23,9 +23,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.conftest import BrokerProcess, HttpBrokerProcess, free_port
-from tests.broker.wire import WireClient
 
+from logtrove.testing import BrokerProcess, HttpBrokerProcess, WireClient, free_port
 from logtrove.wire import ApiKey
 
 PARTITIONS = 6

@@ -15,9 +15,8 @@ from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
-from tests.broker.conftest import BrokerProcess, free_port
-from tests.broker.wire import WireClient
 
+from logtrove.testing import BrokerProcess, WireClient, free_port
 from logtrove.wire import ZERO_UUID, ApiKey
 
 HEARTBEAT, DESCRIBE = 68, 69

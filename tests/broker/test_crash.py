@@ -11,7 +11,8 @@ import time
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.broker import clients
-from tests.broker.conftest import BrokerProcess
+
+from logtrove.testing import BrokerProcess
 
 TOPIC = "durable"
 

@@ -13,8 +13,9 @@ from pathlib import Path
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.broker import clients
-from tests.broker.conftest import BrokerProcess, cli_in, free_port
 from tests.storage.test_data_dir_safety import old_version_data_dir, user_files
+
+from logtrove.testing import BrokerProcess, cli_in, free_port
 
 
 def produce_errors(bootstrap: str, topic: str) -> list[KafkaError]:

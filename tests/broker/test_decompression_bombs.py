@@ -21,13 +21,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.broker.conftest import SERVE, HttpBrokerProcess, free_port
 from tests.broker.procs import peak_rss_kib
-from tests.broker.wire import WireClient
 from tests.records.helpers import patch_header, with_payload, zstd_zeros
 
 from logtrove.records import Compression, NewRecord, build_batch
 from logtrove.storage import Storage
+from logtrove.testing import SERVE, HttpBrokerProcess, WireClient, free_port
 from logtrove.wire import ApiKey
 
 MEMORY_LIMIT_KIB = 300 << 10

@@ -16,10 +16,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.conftest import HttpBrokerProcess, free_port
-from tests.broker.wire import WireClient
 
 from logtrove.storage import Storage
+from logtrove.testing import HttpBrokerProcess, WireClient, free_port
 from logtrove.wire import ApiKey
 
 

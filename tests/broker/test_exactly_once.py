@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from tests.broker.conftest import BrokerProcess, free_port
 from tests.broker.test_transactions import READ_COMMITTED, READ_UNCOMMITTED, _topic, _values
-from tests.broker.wire import WireClient
+
+from logtrove.testing import BrokerProcess, WireClient, free_port
 
 COPIER = Path(__file__).with_name("eos_copier.py")
 TOTAL = 1000

@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.broker.conftest import BrokerProcess, free_port
-from tests.broker.wire import WireClient
 
 from logtrove.records import NewRecord, build_batch
+from logtrove.testing import BrokerProcess, WireClient, free_port
 from logtrove.wire import ApiKey
 
 BATCH = struct.Struct(">qi")  # base offset, length of the rest

@@ -13,9 +13,8 @@ from pathlib import Path
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
-from tests.broker.conftest import BrokerProcess, free_port
-from tests.broker.wire import WireClient
 
+from logtrove.testing import BrokerProcess, WireClient, free_port
 from logtrove.wire import ApiKey
 
 

@@ -10,11 +10,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from kio.schema.errors import ErrorCode
-from tests.broker.conftest import BrokerProcess, free_port
-from tests.broker.wire import WireClient
 
 from logtrove.groups.group_configs import GROUP_CONFIGS_FILE, GroupConfigs
 from logtrove.storage.errors import InvalidConfigError
+from logtrove.testing import BrokerProcess, WireClient, free_port
 from logtrove.wire import ApiKey
 
 GROUP_CONFIG_SOURCE = 8

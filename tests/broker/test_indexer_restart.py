@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from tests.broker.conftest import BrokerProcess, free_port
 from tests.broker.procs import indexer_children
 
 from logtrove.storage.indexer import recorded_index_offsets
+from logtrove.testing import BrokerProcess, free_port
 
 
 def produce(broker: BrokerProcess, topic: str, count: int) -> None:

@@ -10,10 +10,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KTopicPartition
-from tests.broker.conftest import BrokerProcess
-from tests.broker.wire import WireClient
 
 from logtrove.storage import Storage
+from logtrove.testing import BrokerProcess, WireClient
 
 pytestmark = pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 from tests.broker import clients
-from tests.broker.conftest import SERVE, BrokerProcess, free_port
 
 from logtrove.storage.checkpoint import INDEX_OFFSET, CheckpointFile
 from logtrove.storage.datadir import CLEAN_SHUTDOWN_FILE
+from logtrove.testing import SERVE, BrokerProcess, free_port
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

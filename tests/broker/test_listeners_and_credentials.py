@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 from scramp import ScramClient, ScramMechanism
-from tests.broker.conftest import SERVE, free_port
 
 from logtrove.acl.credentials import CredentialError, CredentialStore, ScramCredential
 from logtrove.broker.listeners import (
@@ -21,6 +20,7 @@ from logtrove.broker.listeners import (
     principal_of_certificate,
     with_advertised,
 )
+from logtrove.testing import SERVE, free_port
 
 
 def test_listeners_parse_as_kafka_writes_them() -> None:

@@ -15,10 +15,9 @@ from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
-from tests.broker.conftest import BrokerProcess, cli_in, free_port
-from tests.broker.wire import WireClient
 
 from logtrove.records import NewRecord, build_batch, iter_records, read_header
+from logtrove.testing import BrokerProcess, WireClient, cli_in, free_port
 from logtrove.wire import ApiKey
 
 POLICY_VIOLATION = int(ErrorCode.policy_violation)

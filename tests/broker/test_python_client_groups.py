@@ -9,7 +9,8 @@ import time
 
 from kafka import KafkaConsumer
 from tests.broker import clients
-from tests.broker.conftest import BrokerProcess
+
+from logtrove.testing import BrokerProcess
 
 
 def _kafka_python_read(bootstrap: str, topic: str, group: str, count: int) -> list[bytes]:

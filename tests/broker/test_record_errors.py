@@ -13,12 +13,11 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
-from tests.broker.conftest import BrokerProcess
 from tests.broker.test_produce_validation import log_end
-from tests.broker.wire import WireClient
 
 from logtrove.records import Compression, NewRecord, build_batch
 from logtrove.records.walk import MAX_KEYLESS_REPORTED
+from logtrove.testing import BrokerProcess, WireClient
 from logtrove.wire import ApiKey
 
 

@@ -28,9 +28,8 @@ from confluent_kafka.admin import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
-from tests.broker.conftest import SERVE, BrokerProcess, free_port
-from tests.broker.wire import WireClient
 
+from logtrove.testing import SERVE, BrokerProcess, WireClient, free_port
 from logtrove.wire import ApiKey
 
 PASSWORD = "alice-secret"

@@ -27,7 +27,8 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.conftest import HttpBrokerProcess, free_port
+
+from logtrove.testing import HttpBrokerProcess, free_port
 
 pytestmark = pytest.mark.slow
 

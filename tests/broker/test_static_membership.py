@@ -16,9 +16,8 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 from tests.broker.clients import poll_until
-from tests.broker.conftest import BrokerProcess
-from tests.broker.wire import WireClient
 
+from logtrove.testing import BrokerProcess, WireClient
 from logtrove.wire import ApiKey
 
 TOPIC = "sensors"

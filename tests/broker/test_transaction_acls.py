@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from kio.schema.errors import ErrorCode
-from tests.broker.conftest import BrokerProcess, cli_in, free_port
-from tests.broker.wire import WireClient
 
 from logtrove.storage import Storage
+from logtrove.testing import BrokerProcess, WireClient, cli_in, free_port
 from logtrove.wire import ApiKey
 
 ANON = "User:ANONYMOUS"

@@ -9,11 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from tests.broker.conftest import BrokerProcess
 from tests.broker.test_produce_validation import produce_raw
-from tests.broker.wire import WireClient
 
 from logtrove.records import NewRecord, build_batch
+from logtrove.testing import BrokerProcess, WireClient
 from logtrove.txn import marker_batch
 from logtrove.wire import ApiKey
 

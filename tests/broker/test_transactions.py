@@ -26,9 +26,8 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
-from tests.broker.conftest import BrokerProcess, free_port
-from tests.broker.wire import WireClient
 
+from logtrove.testing import BrokerProcess, WireClient, free_port
 from logtrove.wire import ApiKey
 
 READ_COMMITTED, READ_UNCOMMITTED = "read_committed", "read_uncommitted"

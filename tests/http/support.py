@@ -4,13 +4,7 @@ values over several segments, a compacted topic, and a consumer group's commits.
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,17 +16,12 @@ from logtrove.groups import CommittedOffset, OffsetStore
 from logtrove.http import HttpServer, start_in_thread
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
+from logtrove.testing import BrokerProcess, HttpBrokerProcess, free_port, wait_until
 
 BASE_TS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 ORDERS_PER_PARTITION = 300
 GROUP = "billing"
 TAGGED_GROUP = "tagged"  # commits on orders-0 only; the tests give it a tag subscription
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass(frozen=True)
@@ -113,75 +102,28 @@ def client(live: HttpServer) -> Iterator[httpx.Client]:
         yield c
 
 
-class ServeProcess:
-    """``logtrove serve`` with its HTTP API, as a subprocess (started and stopped by PID).
+class ServeProcess(HttpBrokerProcess):
+    """``logtrove serve`` with its HTTP API on free ports: the tests' broker harness,
+    started once Kafka answers (:meth:`wait_http` then waits for the API)."""
 
-    Not the broker tests' fixture: that one passes ``--no-http``."""
+    start_timeout_s = 60  # a busy machine imports slowly
 
     def __init__(self, data: Path, *extra: str) -> None:
-        self.data = data
-        self.kafka_port = free_port()
-        self.http_port = free_port()
-        self.extra = extra
-        self.log = data.parent / f"serve-{self.kafka_port}.log"
-        self.proc: subprocess.Popen[bytes] | None = None
+        super().__init__(data, free_port(), free_port(), *extra)
 
     @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.kafka_port}"
+    def kafka_port(self) -> int:
+        return self.port
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
+        return self.http
 
-    def start(self) -> None:
-        args = [sys.executable, "-c", "from logtrove.cli.main import main; main()", "serve"]
-        args += [
-            "--data",
-            str(self.data),
-            "--listen",
-            self.bootstrap,
-            "--http",
-            f"127.0.0.1:{self.http_port}",
-        ]
-        args += ["--initial-rebalance-delay-ms", "200", *self.extra]
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60  # a busy machine imports slowly
-        while True:
-            assert self.proc.poll() is None, self.log.read_text()
-            try:
-                with socket.create_connection(("127.0.0.1", self.kafka_port), timeout=0.5):
-                    return
-            except OSError:
-                assert time.monotonic() < deadline, f"broker did not start: {self.log.read_text()}"
-                time.sleep(0.1)
+    def ready(self) -> bool:
+        return BrokerProcess.ready(self)
 
     def wait_http(self) -> None:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(f"{self.url}/api/v1/health", timeout=2).raise_for_status()
-                return
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, f"no HTTP API: {self.log.read_text()}"
-                time.sleep(0.1)
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-        try:
-            code = self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            code = self.proc.wait(10)
-        self.proc = None
-        return code
+        wait_until(self.http_ready, 60, interval_s=0.1, what=f"the HTTP API ({self.log.read_text()})")
 
 
 TIMELINE_TOPIC = "clicks"

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.http.support import free_port
 
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
+from logtrove.testing import free_port
 
 CLI = "from logtrove.cli.main import main; main()"
 

@@ -13,13 +13,14 @@ from typing import Any
 import httpx
 import pytest
 from tests.http import test_console_browser as base
-from tests.http.support import ServeProcess, free_port
+from tests.http.support import ServeProcess
 
 from logtrove.groups import CommittedOffset, OffsetStore
 from logtrove.http import start_in_thread
 from logtrove.http.lag_history import LagHistory
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
+from logtrove.testing import free_port
 
 T0 = 1_767_225_600_000
 browser_context = base.browser_context  # the console's headless Chromium fixtures

@@ -24,10 +24,11 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
-from tests.http.support import build_data, free_port
+from tests.http.support import build_data
 
 from logtrove.http import HttpServer, create_app, start_in_thread
 from logtrove.storage import Storage
+from logtrove.testing import free_port
 
 EXAMPLES = int(os.environ.get("LOGTROVE_SCHEMA_EXAMPLES", "5"))
 SLOW_EXAMPLES = 60

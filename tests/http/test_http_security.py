@@ -18,7 +18,6 @@ from pathlib import Path
 import httpx
 import pytest
 from fastapi.routing import APIRoute
-from tests.http.support import free_port
 
 from logtrove.acl import (
     AclBinding,
@@ -40,6 +39,7 @@ from logtrove.http.lag_history import LagHistory
 from logtrove.http.security import OPEN_ROUTES, RULES
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
+from logtrove.testing import free_port
 
 CLI = "from logtrove.cli.main import main; main()"
 PASSWORDS = {"admin": "admin-pw", "reader": "reader-pw", "writer": "writer-pw"}

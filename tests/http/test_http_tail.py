@@ -11,11 +11,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.http.support import free_port
 
 from logtrove.http import HttpServer, start_in_thread
 from logtrove.http.tail import TailLimits
 from logtrove.storage import Storage
+from logtrove.testing import free_port
 
 LIMITS = TailLimits(poll_interval_s=0.05, heartbeat_s=0.3, max_behind=50, max_tails=3)
 

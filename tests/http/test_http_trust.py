@@ -16,12 +16,12 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.broker.wire import WireClient
 from tests.http.support import ServeProcess
 
 from logtrove.http.limits import DEFAULT_MAX_BODY_BYTES
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
+from logtrove.testing import WireClient
 from logtrove.wire import ApiKey
 
 EVIL = "(a+)+$"  # Python's re backtracks 2^n steps on 'a'*n + '!'

@@ -21,13 +21,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.conftest import HttpBrokerProcess, cli_in, free_port
 
-from logtrove.broker.client import KafkaClient
-from logtrove.cli import remote_groups
-from logtrove.cli.remote_groups import BrokerCommitter
-from logtrove.cli.remote_tags import HttpApi, HttpApiError, RemoteTagSource
+from logtrove.client import BrokerCommitter, HttpApi, HttpApiError, KafkaClient, RemoteTagSource, cluster_id
 from logtrove.groups.consumer import TagConsumer
+from logtrove.testing import HttpBrokerProcess, cli_in, free_port
 
 PARTITIONS = 2
 PER_PARTITION = 2500
@@ -110,7 +107,7 @@ def test_remote_tag_consumer_gets_exactly_the_matching_records_and_lag_reaches_z
     assert subscribed.returncode == 0, subscribed.stderr
     with KafkaClient(broker.bootstrap) as client:
         committer = BrokerCommitter(client)
-        api = HttpApi(broker.http, cluster_id=remote_groups.cluster_id(client))
+        api = HttpApi(broker.http, cluster_id=cluster_id(client))
         # tag-aware lag at several committed positions equals the brute-force count
         for commits in ({0: 0, 1: 0}, {0: 1234, 1: 777}, {0: PER_PARTITION - 1, 1: 5}):
             committer.commit(group, topic, commits)

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.broker.conftest import BrokerProcess, cli_in, free_port
 
-from logtrove.broker.client import KafkaClient, check
+from logtrove.client import KafkaClient, check
 from logtrove.records import peek_batch_size, read_header
+from logtrove.testing import BrokerProcess, cli_in, free_port
 from logtrove.wire import ApiKey
 
 DEADLINE_S = 60

@@ -13,11 +13,11 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.conftest import BrokerProcess, HttpBrokerProcess, cli_in, free_port
 from tests.broker.test_peer_broker import tansu  # noqa: F401  (the fixture)
 from tests.mirror.conftest import DEADLINE_S, mirror_once, offsets, offsets_of, raw_batches, served
 
-from logtrove.broker.client import KafkaClient, KafkaProtocolError
+from logtrove.client import KafkaClient, KafkaProtocolError
+from logtrove.testing import BrokerProcess, HttpBrokerProcess, cli_in, free_port
 from logtrove.wire import ApiKey
 
 

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
-from tests.broker.conftest import SERVE, BrokerProcess, cli_in
 from tests.mirror.conftest import (
     DEADLINE_S,
     log_bytes,
@@ -28,6 +27,8 @@ from tests.mirror.conftest import (
     same_partitions,
     served,
 )
+
+from logtrove.testing import SERVE, BrokerProcess, cli_in
 
 
 def _create(bootstrap: str, topic: str, partitions: int, configs: dict[str, str] | None = None) -> None:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.conftest import BrokerProcess, cli_in, free_port
 from tests.mirror.conftest import DEADLINE_S, offsets, raw_batches
 
-from logtrove.broker.client import KafkaProtocolError
+from logtrove.client import KafkaProtocolError
+from logtrove.testing import BrokerProcess, cli_in, free_port
 
 
 def _produce(bootstrap: str, values: list[bytes]) -> list[tuple[int, int]]:

@@ -18,13 +18,12 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.broker import test_security
-from tests.broker.conftest import BrokerProcess, HttpBrokerProcess, cli_in, free_port
 from tests.broker.test_security import PASSWORD, Secured
 from tests.mirror.conftest import DEADLINE_S, mirror_once, offsets, same_partitions, served
 
-from logtrove.broker.client import KafkaProtocolError
-from logtrove.broker.client_security import ClientSecurity
+from logtrove.client import ClientSecurity, KafkaProtocolError
 from logtrove.mirror import Source, SourceError
+from logtrove.testing import BrokerProcess, HttpBrokerProcess, cli_in, free_port
 
 WRONG = "not-alices-password"
 secured = test_security.secured  # the fixture: one leader with SASL_SSL, SASL_PLAINTEXT and SSL listeners

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.broker.conftest import BrokerProcess, free_port
 from tests.spark.helpers import make_topic, record
+
+from logtrove.testing import BrokerProcess, free_port
 
 
 @pytest.fixture

@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.conftest import HttpBrokerProcess, free_port
 from typer.testing import CliRunner
 
 from logtrove.cli.main import app
@@ -39,6 +38,7 @@ from logtrove.query import (
 )
 from logtrove.records import iter_records
 from logtrove.storage import Storage
+from logtrove.testing import HttpBrokerProcess, free_port
 from logtrove.txn import MarkerType, marker_type
 
 TOPIC = "txn-readers"

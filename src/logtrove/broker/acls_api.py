@@ -17,7 +17,8 @@ from kio.schema.errors import ErrorCode
 from logtrove.acl import AclBinding, AclError, AclFilter, Operation
 
 if TYPE_CHECKING:
-    from logtrove.broker.server import Broker, Reply, Request
+    from logtrove.broker.requests import Reply, Request
+    from logtrove.broker.server import Broker
 
 _DISABLED = "no authorizer is configured on this broker: start it with `logtrove serve --authorizer`"
 

@@ -22,15 +22,17 @@ from logtrove.broker import (
     groups_api,
     offsets,
     produce,
-    sasl,
+    sasl_api,
     topics,
     txn_api,
     users_api,
 )
+from logtrove.broker.requests import Api
 from logtrove.wire import ApiKey
 
 if TYPE_CHECKING:
-    from logtrove.broker.server import Api, Broker, Handler, Reply, Request
+    from logtrove.broker.requests import Handler, Reply, Request
+    from logtrove.broker.server import Broker
 
 
 async def handle_api_versions(broker: Broker, request: Request) -> Reply:
@@ -70,7 +72,7 @@ _TABLE: dict[ApiKey, tuple[Handler, int, int]] = {
     ApiKey.SYNC_GROUP: (groups_api.handle_sync_group, 0, 5),
     ApiKey.DESCRIBE_GROUPS: (groups_api.handle_describe_groups, 0, 6),
     ApiKey.LIST_GROUPS: (groups_api.handle_list_groups, 0, 5),
-    ApiKey.SASL_HANDSHAKE: (sasl.handle_sasl_handshake, 0, 1),
+    ApiKey.SASL_HANDSHAKE: (sasl_api.handle_sasl_handshake, 0, 1),
     ApiKey.API_VERSIONS: (handle_api_versions, 0, 4),
     ApiKey.CREATE_TOPICS: (topics.handle_create_topics, 2, 7),
     ApiKey.DELETE_TOPICS: (topics.handle_delete_topics, 1, 6),
@@ -86,7 +88,7 @@ _TABLE: dict[ApiKey, tuple[Handler, int, int]] = {
     ApiKey.DESCRIBE_CONFIGS: (configs.handle_describe_configs, 1, 4),
     ApiKey.ALTER_CONFIGS: (configs.handle_alter_configs, 0, 2),
     ApiKey.DESCRIBE_LOG_DIRS: (cluster.handle_describe_log_dirs, 1, 4),
-    ApiKey.SASL_AUTHENTICATE: (sasl.handle_sasl_authenticate, 0, 2),
+    ApiKey.SASL_AUTHENTICATE: (sasl_api.handle_sasl_authenticate, 0, 2),
     ApiKey.CREATE_PARTITIONS: (topics.handle_create_partitions, 0, 3),
     ApiKey.DELETE_GROUPS: (groups_api.handle_delete_groups, 0, 2),
     ApiKey.ELECT_LEADERS: (cluster.handle_elect_leaders, 0, 2),
@@ -107,7 +109,6 @@ _TABLE: dict[ApiKey, tuple[Handler, int, int]] = {
 
 def build_api_table() -> dict[int, Api]:
     """The served APIs, each version range clipped to the versions kio knows."""
-    from logtrove.broker.server import Api
 
     table: dict[int, Api] = {}
     for key, (handler, low, high) in _TABLE.items():

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 from logtrove.acl import CLUSTER_NAME, Operation, ResourceType
 
 if TYPE_CHECKING:
-    from logtrove.broker.server import Broker, Request
+    from logtrove.broker.requests import Request
+    from logtrove.broker.server import Broker
 
 OMITTED = -(2**31)
 

@@ -22,7 +22,8 @@ from logtrove.broker.authorize import Resource, authorized_operations
 from logtrove.storage import StorageError
 
 if TYPE_CHECKING:
-    from logtrove.broker.server import Broker, Reply, Request
+    from logtrove.broker.requests import Reply, Request
+    from logtrove.broker.server import Broker
 
 
 def _partitions_of(broker: Broker) -> dict[str, int]:

@@ -53,7 +53,8 @@ from logtrove.storage.broker_configs import (
 )
 
 if TYPE_CHECKING:
-    from logtrove.broker.server import Broker, Reply, Request
+    from logtrove.broker.requests import Reply, Request
+    from logtrove.broker.server import Broker
 
 TOPIC = 2
 BROKER = 4

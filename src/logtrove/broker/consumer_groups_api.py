@@ -24,7 +24,8 @@ from logtrove.groups.group_configs import HEARTBEAT_INTERVAL
 from logtrove.wire import ms
 
 if TYPE_CHECKING:
-    from logtrove.broker.server import Broker, Reply, Request
+    from logtrove.broker.requests import Reply, Request
+    from logtrove.broker.server import Broker
 
 CLIENT_HOST = "/127.0.0.1"
 MAX_OWNED_TOPICS = 10_000

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from logtrove.acl import Operation, ResourceType
+from logtrove.broker.requests import RawBody
 from logtrove.storage import (
     OffsetOutOfRangeError,
     PartitionLog,
@@ -36,7 +37,8 @@ from logtrove.storage import (
 from logtrove.wire import FetchedPartition, encode_fetch_response, ms
 
 if TYPE_CHECKING:
-    from logtrove.broker.server import Broker, RawBody, Request
+    from logtrove.broker.requests import Request
+    from logtrove.broker.server import Broker
 
 READ_COMMITTED = 1
 
@@ -176,7 +178,6 @@ async def _load_transactions(broker: Broker, request: Request, names: dict[uuid.
 
 
 async def handle_fetch(broker: Broker, request: Request) -> RawBody:
-    from logtrove.broker.server import RawBody
 
     body = request.body
     loop = asyncio.get_running_loop()

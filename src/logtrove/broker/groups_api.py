@@ -26,7 +26,8 @@ from logtrove.groups import CommittedOffset
 from logtrove.wire import ms
 
 if TYPE_CHECKING:
-    from logtrove.broker.server import Broker, Reply, Request
+    from logtrove.broker.requests import Reply, Request
+    from logtrove.broker.server import Broker
 
 CLASSIC, CONSUMER = "classic", "consumer"  # ListGroups v5 group types
 DEAD = "Dead"

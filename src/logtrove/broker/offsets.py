@@ -29,7 +29,8 @@ from logtrove.broker.errors import error_code
 from logtrove.storage import PartitionLog, StorageError
 
 if TYPE_CHECKING:
-    from logtrove.broker.server import Broker, Reply, Request
+    from logtrove.broker.requests import Reply, Request
+    from logtrove.broker.server import Broker
 
 EARLIEST = -2
 LATEST = -1

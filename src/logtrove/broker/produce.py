@@ -31,6 +31,7 @@ from kio.schema.errors import ErrorCode
 
 from logtrove.acl import Operation, ResourceType
 from logtrove.broker.errors import error_code
+from logtrove.broker.requests import RawBody
 from logtrove.broker.txn_api import init_transactional_producer
 from logtrove.records import HEADER_SIZE, BatchHeader, RecordsError, read_header
 from logtrove.records.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
@@ -46,7 +47,8 @@ from logtrove.storage.log import DeferredFlushes, defer_flushes
 from logtrove.wire.produce import PartitionProduceResult, encode_produce_response
 
 if TYPE_CHECKING:
-    from logtrove.broker.server import Broker, Reply, Request
+    from logtrove.broker.requests import Reply, Request
+    from logtrove.broker.server import Broker
 
 RECENT_BATCHES = 5
 SEQUENCE_WRAP = 2**31
@@ -277,7 +279,6 @@ async def handle_produce(broker: Broker, request: Request) -> Reply:
     (fsync off the loop) before answering; a partition whose fsync failed is answered
     KAFKA_STORAGE_ERROR. acks=0 gets no answer and does not wait, but the topic's flush
     policy still runs."""
-    from logtrove.broker.server import RawBody
 
     body = request.body
     denied = {

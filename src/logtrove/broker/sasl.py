@@ -1,5 +1,6 @@
-"""SASL authentication: SaslHandshake (17) and SaslAuthenticate (36), as Kafka's
-``SaslServerAuthenticator`` does them.
+"""SASL authentication as Kafka's ``SaslServerAuthenticator`` does it: the session
+states, the mechanisms and the token exchange; the SaslHandshake (17) and
+SaslAuthenticate (36) handlers are in :mod:`.sasl_api`.
 
 A connection to a SASL listener goes through these states (:class:`Session`)::
 
@@ -37,7 +38,6 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from kio.schema.errors import ErrorCode
 from scramp import ScramException, ScramMechanism
 
 from logtrove.acl.credentials import SCRAM_MECHANISMS, CredentialError, CredentialStore
@@ -45,7 +45,7 @@ from logtrove.broker.listeners import Listener
 from logtrove.wire import ApiKey
 
 if TYPE_CHECKING:
-    from logtrove.broker.server import Broker, Reply, Request
+    from logtrove.broker.server import Broker
 
 log = logging.getLogger("logtrove.broker")
 
@@ -177,41 +177,6 @@ class ScramExchange:
         return final.encode()
 
 
-# -- the two APIs -----------------------------------------------------------------------
-async def handle_sasl_handshake(broker: Broker, request: Request) -> Reply:
-    session = request.session
-    mechanism = str(request.body.mechanism)
-    if not session.listener.protocol.sasl or session.state is not SaslState.HANDSHAKE:
-        # Kafka's KafkaApis answers a handshake it did not expect (PLAINTEXT/SSL, or an
-        # authenticated connection without re-authentication) this way; a second
-        # handshake before authentication ends the connection
-        session.close_after_reply = not session.authenticated
-        return {"error_code": ErrorCode.illegal_sasl_state, "mechanisms": []}
-    if mechanism not in MECHANISMS:
-        session.close_after_reply = True
-        return {"error_code": ErrorCode.unsupported_sasl_mechanism, "mechanisms": list(MECHANISMS)}
-    session.mechanism = mechanism
-    session.exchange = new_exchange(mechanism, broker.credentials)
-    session.state = SaslState.AUTHENTICATE
-    session.raw_tokens = request.version == 0
-    return {"error_code": ErrorCode.none, "mechanisms": list(MECHANISMS)}
-
-
-async def handle_sasl_authenticate(broker: Broker, request: Request) -> Reply:
-    session = request.session
-    if session.state is not SaslState.AUTHENTICATE or session.raw_tokens:
-        if session.state is not SaslState.AUTHENTICATED:
-            session.close_after_reply = True
-        return _auth_reply(
-            ErrorCode.illegal_sasl_state, "SaslAuthenticate request received in an unexpected state", b""
-        )
-    try:
-        token = await authenticate_step(broker, session, bytes(request.body.auth_bytes))
-    except SaslAuthenticationError as exc:
-        return _auth_reply(ErrorCode.sasl_authentication_failed, str(exc), b"")
-    return _auth_reply(ErrorCode.none, None, token)
-
-
 async def authenticate_step(broker: Broker, session: Session, token: bytes) -> bytes:
     """One client token through the session's exchange; on the last, the session is
     authenticated. A failure marks the connection to close after its answer, which is
@@ -235,15 +200,6 @@ async def authenticate_step(broker: Broker, session: Session, token: bytes) -> b
     return reply
 
 
-def _auth_reply(code: int, message: str | None, token: bytes) -> dict[str, object]:
-    return {
-        "error_code": code,
-        "error_message": message,
-        "auth_bytes": token,
-        "session_lifetime_ms": 0,  # no re-authentication required (connections.max.reauth.ms 0)
-    }
-
-
 __all__ = [
     "MAX_UNAUTHENTICATED_FRAME",
     "MECHANISMS",
@@ -253,6 +209,4 @@ __all__ = [
     "SaslState",
     "Session",
     "authenticate_step",
-    "handle_sasl_authenticate",
-    "handle_sasl_handshake",
 ]

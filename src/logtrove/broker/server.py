@@ -45,7 +45,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -56,6 +56,7 @@ from kio.serial.errors import SerialError
 
 from logtrove.acl import CLUSTER_NAME, AclStore, Authorizer, Operation, ResourceType
 from logtrove.acl.credentials import CredentialStore
+from logtrove.broker.apis import build_api_table, unsupported_api_versions
 from logtrove.broker.frames import IN_PLACE_MAX, FrameReader, start_frame_server
 from logtrove.broker.group_commit import GroupCommit
 from logtrove.broker.limits import Connection, ConnectionLimits, Phase, default_max_connections, overdue
@@ -68,7 +69,15 @@ from logtrove.broker.listeners import (
     server_context,
 )
 from logtrove.broker.produce import ProducerStates
-from logtrove.broker.sasl import MAX_UNAUTHENTICATED_FRAME, PRE_AUTH_KEYS, SaslState, Session
+from logtrove.broker.requests import Api, RawBody, Request
+from logtrove.broker.sasl import (
+    MAX_UNAUTHENTICATED_FRAME,
+    PRE_AUTH_KEYS,
+    SaslAuthenticationError,
+    SaslState,
+    Session,
+    authenticate_step,
+)
 from logtrove.broker.tls_accept import TlsAcceptor, listening_socket
 from logtrove.groups import ConsumerGroups, GroupCoordinator, OffsetStore
 from logtrove.groups.group_configs import HEARTBEAT_INTERVAL, SESSION_TIMEOUT, GroupConfigs
@@ -88,6 +97,8 @@ audit = logging.getLogger("logtrove.audit")  # one line per denied request
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024
 DEFAULT_FETCH_MAX = 55 * 1024 * 1024  # Kafka's broker fetch.max.bytes
 DEFAULT_FETCH_MEMORY = 256 * 1024 * 1024
+# bound once: looking a member up on the enum class costs ~50 ns, per request here
+_PRODUCE, _API_VERSIONS = ApiKey.PRODUCE, ApiKey.API_VERSIONS
 PRODUCE_PREFIX = int(ApiKey.PRODUCE).to_bytes(2, "big")  # a request frame's first bytes: its api key
 
 
@@ -136,51 +147,6 @@ class BrokerConfig:
     transaction_max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS  # [transaction.max.timeout.ms]
 
 
-@dataclass(frozen=True)
-class Request:
-    """One decoded request: header fields and the kio body."""
-
-    api_key: int
-    version: int
-    correlation_id: int
-    client_id: str | None
-    body: Any
-    flexible: bool
-    response_cls: type
-    session: Session  # the connection's listener and principal
-
-    @property
-    def principal(self) -> str:
-        """Who sent it (``User:NAME``; ``User:ANONYMOUS`` unauthenticated): the ACLs' subject."""
-        return self.session.principal
-
-    @property
-    def host(self) -> str:
-        """The client's address, as ACL hosts name it."""
-        return self.session.address
-
-
-@dataclass(frozen=True)
-class RawBody:
-    """A response body already encoded as chunks (Fetch: record bytes are not copied)."""
-
-    chunks: list[bytes | memoryview]
-
-
-Reply = Mapping[str, Any] | RawBody | None
-Handler = Callable[["Broker", Request], Awaitable[Reply]]
-
-
-@dataclass(frozen=True)
-class Api:
-    """A served API: the versions advertised and its handler."""
-
-    key: int
-    min_version: int
-    max_version: int
-    handler: Handler
-
-
 class BadFrameError(Exception):
     """A frame that cannot be decoded or is of a version we do not serve."""
 
@@ -196,8 +162,6 @@ class Broker:
     """The Kafka-protocol front of one data directory."""
 
     def __init__(self, storage: Storage, config: BrokerConfig) -> None:
-        from logtrove.broker.apis import build_api_table
-
         self.storage = storage
         self.config = config
         storage.max_partitions = config.max_partitions
@@ -568,8 +532,6 @@ class Broker:
         """A frame of a SASL connection not yet authenticated: a bare token after
         SaslHandshake v0, else ApiVersions, SaslHandshake or SaslAuthenticate; any other
         request ends the connection, as Kafka's SaslServerAuthenticator does."""
-        from logtrove.broker.sasl import SaslAuthenticationError, authenticate_step
-
         if session.raw_tokens:
             try:
                 token = await authenticate_step(self, session, bytes(frame))
@@ -590,7 +552,7 @@ class Broker:
             raise BadFrameError(f"api key {api_key} is not served")
         if not api.min_version <= version <= api.max_version:
             raise BadFrameError(f"api key {api_key} version {version} is not served")
-        if api_key == ApiKey.PRODUCE:  # the hot path: records stay views of the frame
+        if api_key == _PRODUCE:  # the hot path: records stay views of the frame
             try:
                 produce = decode_produce_request(frame)
             except MalformedRequestError as exc:
@@ -620,9 +582,7 @@ class Broker:
         self, frame: bytes | bytearray, session: Session
     ) -> list[bytes | memoryview] | None:
         api_key, version, correlation_id = REQUEST_PREFIX.unpack_from(frame, 0)
-        if api_key == ApiKey.API_VERSIONS and not self._serves(api_key, version):
-            from logtrove.broker.apis import unsupported_api_versions
-
+        if api_key == _API_VERSIONS and not self._serves(api_key, version):
             return self._frame(unsupported_api_versions(self), correlation_id, False, api_key)
         request = self._decode(frame, session)
         api = self.apis[request.api_key]
@@ -702,12 +662,8 @@ async def _main(storage: Storage, config: BrokerConfig, ready: Callable[[Broker]
 
 
 __all__ = [
-    "Api",
     "BadFrameError",
     "Broker",
     "BrokerConfig",
-    "RawBody",
-    "Reply",
-    "Request",
     "run",
 ]

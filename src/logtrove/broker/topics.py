@@ -32,7 +32,8 @@ from logtrove.storage import (
 from logtrove.wire import ZERO_UUID
 
 if TYPE_CHECKING:
-    from logtrove.broker.server import Broker, Reply, Request
+    from logtrove.broker.requests import Reply, Request
+    from logtrove.broker.server import Broker
 
 
 def _partitions(broker: Broker, info: TopicInfo) -> list[dict[str, Any]]:

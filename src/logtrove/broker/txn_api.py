@@ -28,7 +28,8 @@ from logtrove.txn import TxnState
 from logtrove.wire import ms
 
 if TYPE_CHECKING:
-    from logtrove.broker.server import Broker, Reply, Request
+    from logtrove.broker.requests import Reply, Request
+    from logtrove.broker.server import Broker
 
 FENCED_SINCE = 2  # the first version of 24/25/26/28 that knows PRODUCER_FENCED
 INIT_FENCED_SINCE = 4

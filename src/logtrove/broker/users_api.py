@@ -30,7 +30,8 @@ from logtrove.acl.credentials import (
 )
 
 if TYPE_CHECKING:
-    from logtrove.broker.server import Broker, Reply, Request
+    from logtrove.broker.requests import Reply, Request
+    from logtrove.broker.server import Broker
 
 MAX_SALT_BYTES = 1024
 

@@ -25,8 +25,8 @@ from logtrove.acl import (
     Permission,
     ResourceType,
 )
+from logtrove.cli.app import app
 from logtrove.cli.common import DEFAULT_DATA, DataOption, JsonOption, console, fail, open_storage
-from logtrove.cli.main import app
 
 acls_app = typer.Typer(
     help="Kafka ACLs of a data directory (enforced by `logtrove serve --authorizer`).",

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from logtrove.cli.app import app
 from logtrove.cli.common import console, fail
-from logtrove.cli.main import app
 
 if TYPE_CHECKING:
     from cryptography import x509

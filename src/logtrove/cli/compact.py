@@ -11,8 +11,8 @@ import typer
 from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from logtrove.cli.app import app
 from logtrove.cli.common import DEFAULT_DATA, DataOption, JsonOption, console, fail, open_storage
-from logtrove.cli.main import app
 from logtrove.storage.cleaner import Cleaner, CleanStats, OffsetMapFile
 
 

@@ -31,7 +31,7 @@ from typing import Annotated
 
 import typer
 
-from logtrove.cli import remote_groups
+from logtrove.cli.app import app
 from logtrove.cli.common import (
     DEFAULT_DATA,
     DataOption,
@@ -42,10 +42,9 @@ from logtrove.cli.common import (
     fail,
     parse_time,
 )
-from logtrove.cli.main import app
 from logtrove.cli.query import message_json
-from logtrove.cli.remote import BootstrapOption, connect
-from logtrove.cli.remote_tags import HttpApi, HttpOption, RemoteTagSource, http_errors, http_url
+from logtrove.cli.remote import BootstrapOption, HttpOption, connect, http_errors
+from logtrove.client import BrokerCommitter, HttpApi, RemoteTagSource, cluster_id, http_url, open_brokers_data
 from logtrove.groups.consumer import (
     EARLIEST,
     LATEST,
@@ -109,9 +108,9 @@ def _opened(
             storage.close()
         return
     with connect(bootstrap) as client, cli_errors(), http_errors():
-        cluster = remote_groups.cluster_id(client)
-        committer = remote_groups.BrokerCommitter(client) if group is not None else None
-        local = remote_groups.open_brokers_data(data, cluster) if http is None else None
+        cluster = cluster_id(client)
+        committer = BrokerCommitter(client) if group is not None else None
+        local = open_brokers_data(data, cluster) if http is None else None
         if local is None:
             api = HttpApi(http_url(bootstrap, http), cluster_id=cluster)
             yield RemoteTagSource(client, api, read_committed=read_committed), committer

@@ -11,8 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
+from logtrove.cli.app import app
 from logtrove.cli.common import console, fail, format_time
-from logtrove.cli.main import app
 from logtrove.records import (
     BatchHeader,
     RecordsError,

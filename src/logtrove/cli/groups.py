@@ -13,10 +13,10 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from logtrove.cli import remote_groups
+from logtrove.cli.app import app
 from logtrove.cli.common import DEFAULT_DATA, DataOption, JsonOption, console, fail, format_time, open_storage
-from logtrove.cli.main import app
 from logtrove.cli.remote import BootstrapOption, connect
+from logtrove.client import groups as remote_groups
 from logtrove.groups.consumer_state import STATE_FILE, load_groups
 from logtrove.groups.progress import GroupProgress
 from logtrove.groups.subscriptions import append_subscription

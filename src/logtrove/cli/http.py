@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from logtrove.cli.app import app
 from logtrove.cli.common import DEFAULT_DATA, DataOption, cli_errors, err_console, fail, open_storage
-from logtrove.cli.main import app
 from logtrove.storage import AppendResult
 
 # = logtrove.http.limits.DEFAULT_MAX_BODY_BYTES, not imported here: the CLI starts without FastAPI

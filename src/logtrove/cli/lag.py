@@ -2,9 +2,9 @@
 
 On a data directory (read-only, so it works while the broker runs) lag is computed by
 :class:`~logtrove.groups.lag.LagMonitor`; with ``--bootstrap`` it is asked of the broker
-over the Kafka protocol (:mod:`.remote_groups`), and tag-aware lag is counted next to the
+over the Kafka protocol (:mod:`logtrove.client.lag`), and tag-aware lag is counted next to the
 data: from the data directory when it is on this machine and belongs to that broker (and
-``--http`` is not given), else by the broker's HTTP API (:mod:`.remote_tags`; ``--http``,
+``--http`` is not given), else by the broker's HTTP API (:mod:`logtrove.client.http`; ``--http``,
 default the broker host on port 8080). When neither can count, tag lag is left out
 (``null``) with a warning.
 """
@@ -22,8 +22,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from logtrove.broker.client import KafkaClient
-from logtrove.cli import remote_groups
+from logtrove.cli.app import app
 from logtrove.cli.common import (
     DEFAULT_DATA,
     DataOption,
@@ -35,9 +34,18 @@ from logtrove.cli.common import (
     err_console,
     fail,
 )
-from logtrove.cli.main import app
-from logtrove.cli.remote import BootstrapOption, connect
-from logtrove.cli.remote_tags import HttpApi, HttpOption, HttpTagCounter, http_url
+from logtrove.cli.remote import BootstrapOption, HttpOption, connect
+from logtrove.client import (
+    HttpApi,
+    HttpTagCounter,
+    KafkaClient,
+    StorageTagCounter,
+    TagCounter,
+    cluster_id,
+    http_url,
+    open_brokers_data,
+    remote_lag,
+)
 from logtrove.groups.lag import GroupLag, LagMonitor, PartitionLag, TopicLag
 from logtrove.storage import Storage
 
@@ -126,7 +134,7 @@ class _Source:
         self.http = http
         self.storage: Storage | None = None
         self.monitor: LagMonitor | None = None
-        self.counter: remote_groups.TagCounter | None = None
+        self.counter: TagCounter | None = None
         self._warned: set[str] = set()
         if bootstrap is None:
             with cli_errors():
@@ -141,11 +149,9 @@ class _Source:
         assert client is not None and self.bootstrap is not None
         if self.counter is None:
             self.counter = self._counter(client, self.bootstrap)
-        if self.storage is not None and isinstance(self.counter, remote_groups.StorageTagCounter):
+        if self.storage is not None and isinstance(self.counter, StorageTagCounter):
             self.storage.refresh()
-        found = remote_groups.remote_lag(
-            client, group, topic, counter=self.counter, read_committed=self.read_committed
-        )
+        found = remote_lag(client, group, topic, counter=self.counter, read_committed=self.read_committed)
         if isinstance(self.counter, HttpTagCounter):
             failure = self.counter.take_failure()
             if failure is not None and str(failure) not in self._warned:
@@ -153,14 +159,14 @@ class _Source:
                 err_console.print(f"[yellow]warning:[/] no tag-aware lag: {failure}", highlight=False)
         return found
 
-    def _counter(self, client: KafkaClient, bootstrap: str) -> remote_groups.TagCounter:
+    def _counter(self, client: KafkaClient, bootstrap: str) -> TagCounter:
         """The data directory's counter if it is this broker's, else the HTTP API's."""
-        cluster = remote_groups.cluster_id(client)
+        cluster = cluster_id(client)
         if self.http is None:
             with cli_errors():
-                self.storage = remote_groups.open_brokers_data(self.data, cluster)
+                self.storage = open_brokers_data(self.data, cluster)
         if self.storage is not None:
-            return remote_groups.StorageTagCounter(self.storage, read_committed=self.read_committed)
+            return StorageTagCounter(self.storage, read_committed=self.read_committed)
         api = HttpApi(http_url(bootstrap, self.http), cluster_id=cluster)
         return HttpTagCounter(api, read_committed=self.read_committed)
 

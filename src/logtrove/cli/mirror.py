@@ -6,7 +6,7 @@ is written, the data directory is closed cleanly), or with ``--once`` until ever
 followed partition has the source's log end. Progress goes to stderr every few seconds.
 
 A secured source is reached with ``--source-config FILE``: librdkafka's property names,
-as ``LOGTROVE_CLIENT_CONFIG`` takes them (:mod:`logtrove.broker.client_security`), so
+as ``LOGTROVE_CLIENT_CONFIG`` takes them (:mod:`logtrove.client.security`), so
 the password is in a file, never an argument ``ps`` shows. The file is read and its TLS
 files loaded before the mirror starts; a refusal by the source stops it (exit 1).
 """
@@ -24,9 +24,9 @@ from typing import Annotated
 
 import typer
 
-from logtrove.broker.client_security import ClientConfigError, ClientSecurity
+from logtrove.cli.app import app
 from logtrove.cli.common import DEFAULT_DATA, DataOption, err_console, fail, open_storage
-from logtrove.cli.main import app
+from logtrove.client import ClientConfigError, ClientSecurity
 from logtrove.groups import OffsetStore
 from logtrove.mirror import Mirror, MirrorConfig, MirrorError
 from logtrove.storage.follow import STATUS_FILE

@@ -27,9 +27,11 @@ import typer
 from rich.table import Table
 
 from logtrove.cli import remote
+from logtrove.cli.app import app
 from logtrove.cli.common import DEFAULT_DATA, DataOption, JsonOption, console, err_console, fail, open_storage
-from logtrove.cli.main import app
 from logtrove.cli.remote import BootstrapOption
+from logtrove.client.admin import ensure_topic
+from logtrove.client.records import produce_batches
 from logtrove.records import Compression, NewRecord, build_batch
 from logtrove.records.partitioner import partition_for_key
 from logtrove.storage import Storage
@@ -242,13 +244,15 @@ def _write_remote(
 ) -> list[dict[str, int]]:
     """Through a running broker (``--bootstrap``): Produce requests with acks=all."""
     with remote.connect(bootstrap) as client:
-        count = remote.ensure_topic(client, topic, partitions)
+        count, created = ensure_topic(client, topic, partitions)
+        if created:
+            err_console.print(f"created topic {topic} with {partitions} partition(s)")
         try:
             groups = assign_partitions(records, count)
         except InputError as exc:
             fail(f"{exc}; nothing was written")
         batches = {p: list(chunk_batches(recs, batch_records, MAX_BATCH_BYTES)) for p, recs in groups.items()}
-        return remote.produce_batches(client, topic, batches, codec)
+        return produce_batches(client, topic, batches, codec)
 
 
 def _write(

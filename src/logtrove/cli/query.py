@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from logtrove.cli.app import app
 from logtrove.cli.common import (
     DEFAULT_DATA,
     DataOption,
@@ -24,7 +25,6 @@ from logtrove.cli.common import (
     open_storage,
     parse_time,
 )
-from logtrove.cli.main import app
 from logtrove.query import (
     Completion,
     Contains,

@@ -1,9 +1,9 @@
-"""``--bootstrap HOST:PORT``: the ``topics`` and ``produce`` commands through a running
-broker instead of the data directory (which the broker holds locked).
+"""``--bootstrap HOST:PORT`` and ``--http``: the commands through a running broker
+instead of the data directory (which the broker holds locked).
 
-Each function does one command over the Kafka protocol (:mod:`logtrove.broker.client`)
-and prints like its local counterpart; sizes on disk and compaction status are only
-known locally and are left out.
+The requests are :mod:`logtrove.client`'s; this module holds the options, turns client
+errors into CLI errors, and prints like the local commands (sizes on disk and compaction
+status are only known locally and are left out).
 """
 
 from __future__ import annotations
@@ -19,16 +19,26 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from logtrove.broker.client import KafkaClient, KafkaProtocolError, check
-from logtrove.broker.client_security import ClientSecurity
-from logtrove.cli import remote_groups
+from logtrove import client as kafka
 from logtrove.cli.common import console, err_console, fail
-from logtrove.cli.remote_groups import topic_partitions
-from logtrove.cli.remote_tags import HttpApi, HttpApiError, http_url
-from logtrove.records import Compression, NewRecord, build_batch
+from logtrove.client import ClientSecurity, HttpApi, HttpApiError, KafkaClient, KafkaProtocolError, http_url
+from logtrove.client.admin import (
+    alter_topic_configs,
+    grow_partitions,
+    list_offsets,
+    metadata,
+    topic_configs,
+    topic_partitions,
+)
+from logtrove.client.admin import (
+    create_topic as create_remote_topic,
+)
+from logtrove.client.admin import (
+    delete_topic as delete_remote_topic,
+)
 from logtrove.storage import StorageError
 from logtrove.storage.indexer import recorded_index_offsets
-from logtrove.wire import ApiKey
+from logtrove.wire import EARLIEST, LATEST
 
 BootstrapOption = Annotated[
     str | None,
@@ -41,8 +51,26 @@ BootstrapOption = Annotated[
     ),
 ]
 
-TOPIC_RESOURCE = 2
-SET, DELETE = 0, 1
+HttpOption = Annotated[
+    str | None,
+    typer.Option(
+        "--http",
+        envvar="LOGTROVE_HTTP",
+        help="With --bootstrap: the broker's HTTP API (URL or HOST:PORT), for what only its "
+        "files know (tag filters and counts, indexed offsets). Default: the --bootstrap host, "
+        "port 8080.",
+        show_default=False,
+    ),
+]
+
+
+@contextlib.contextmanager
+def http_errors() -> Iterator[None]:
+    """Turn :class:`HttpApiError` into a CLI error (exit code 1)."""
+    try:
+        yield
+    except HttpApiError as exc:
+        fail(str(exc))
 
 
 @contextlib.contextmanager
@@ -63,43 +91,14 @@ def connect(bootstrap: str) -> Iterator[KafkaClient]:
         fail(f"connection to the broker at {bootstrap} failed: {exc}")
 
 
-def _metadata(client: KafkaClient, topics: list[str] | None) -> Any:
-    body = {
-        "topics": None if topics is None else [{"name": t} for t in topics],
-        "allow_auto_topic_creation": False,
-    }
-    return client.request(ApiKey.METADATA, 12, body)
-
-
 def _offsets(client: KafkaClient, topic: str, partitions: int, timestamp: int) -> list[int]:
-    body = {
-        "replica_id": -1,
-        "topics": [
-            {
-                "name": topic,
-                "partitions": [{"partition_index": p, "timestamp": timestamp} for p in range(partitions)],
-            }
-        ],
-    }
-    parts = client.request(ApiKey.LIST_OFFSETS, 7, body).topics[0].partitions
-    return [p.offset for p in sorted(parts, key=lambda p: p.partition_index)]
+    found = list_offsets(client, topic, range(partitions), timestamp)
+    return [found[p] for p in range(partitions)]
 
 
 def create_topic(bootstrap: str, name: str, partitions: int, configs: dict[str, str], as_json: bool) -> None:
     with connect(bootstrap) as client:
-        body = {
-            "topics": [
-                {
-                    "name": name,
-                    "num_partitions": partitions,
-                    "replication_factor": -1,
-                    "configs": [{"name": k, "value": v} for k, v in configs.items()],
-                }
-            ],
-            "timeout": 30_000,
-        }
-        result = client.request(ApiKey.CREATE_TOPICS, 7, body).topics[0]
-        check(result.error_code, result.error_message, f"create {name}")
+        result = create_remote_topic(client, name, partitions, configs)
     if as_json:
         console.print_json(
             json.dumps({"name": name, "topic_id": str(result.topic_id), "partitions": partitions})
@@ -111,11 +110,11 @@ def create_topic(bootstrap: str, name: str, partitions: int, configs: dict[str, 
 def list_topics(bootstrap: str, internal: bool, as_json: bool) -> None:
     with connect(bootstrap) as client:
         rows = []
-        for t in sorted(_metadata(client, None).topics, key=lambda t: t.name):
+        for t in sorted(metadata(client, None).topics, key=lambda t: t.name):
             if (t.is_internal and not internal) or (t.name.startswith("__") and not internal):
                 continue
             n = len(t.partitions)
-            starts, ends = _offsets(client, t.name, n, -2), _offsets(client, t.name, n, -1)
+            starts, ends = _offsets(client, t.name, n, EARLIEST), _offsets(client, t.name, n, LATEST)
             rows.append({"name": t.name, "partitions": n, "messages": sum(ends) - sum(starts)})
     if as_json:
         console.print_json(json.dumps(rows))
@@ -135,18 +134,11 @@ def describe_topic(bootstrap: str, name: str, as_json: bool, *, data: Path, http
         n = topic_partitions(client, name)
         if n is None:
             fail(f"unknown topic {name!r} at {bootstrap}")
-        starts, ends = _offsets(client, name, n, -2), _offsets(client, name, n, -1)
-        body = {
-            "resources": [
-                {"resource_type": TOPIC_RESOURCE, "resource_name": name, "configuration_keys": None}
-            ]
-        }
-        result = client.request(ApiKey.DESCRIBE_CONFIGS, 4, body).results[0]
-        check(result.error_code, result.error_message, f"describe {name}")
+        starts, ends = _offsets(client, name, n, EARLIEST), _offsets(client, name, n, LATEST)
+        found = topic_configs(client, name)
         indexed = _indexed_offsets(client, bootstrap, name, data, http)
     configs = [
-        {"name": c.name, "value": c.value, "source": "topic" if c.config_source == 1 else "default"}
-        for c in result.configs
+        {"name": c.name, "value": c.value, "source": "topic" if c.set_on_topic else "default"} for c in found
     ]
     partitions: list[dict[str, Any]] = [
         {"partition": p, "log_start_offset": starts[p], "log_end_offset": ends[p]} for p in range(n)
@@ -182,10 +174,10 @@ def _indexed_offsets(
     """Per partition of ``name``, the broker indexer's checkpoint (``None`` where it has
     not recorded the partition); ``None`` with a warning when neither the broker's data
     directory nor its HTTP API can be read."""
-    cluster = remote_groups.cluster_id(client)
+    cluster = kafka.cluster_id(client)
     if http is None:
         try:
-            storage = remote_groups.open_brokers_data(data, cluster)
+            storage = kafka.open_brokers_data(data, cluster)
         except StorageError:
             storage = None
         if storage is not None:
@@ -206,68 +198,13 @@ def alter_topic(
 ) -> None:
     with connect(bootstrap) as client:
         if sets or deletes:
-            configs = [{"name": k, "config_operation": SET, "value": v} for k, v in sets.items()]
-            configs += [{"name": k, "config_operation": DELETE, "value": None} for k in deletes]
-            body: dict[str, Any] = {
-                "resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": name, "configs": configs}]
-            }
-            result = client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body).responses[0]
-            check(result.error_code, result.error_message, f"alter {name}")
+            alter_topic_configs(client, name, sets, deletes)
         if partitions is not None:
-            grow = {"topics": [{"name": name, "count": partitions, "assignments": None}], "timeout": 30_000}
-            result = client.request(ApiKey.CREATE_PARTITIONS, 3, grow).results[0]
-            check(result.error_code, result.error_message, f"grow {name}")
+            grow_partitions(client, name, partitions)
     console.print(f"Altered topic [bold]{name}[/].")
 
 
 def delete_topic(bootstrap: str, name: str) -> None:
     with connect(bootstrap) as client:
-        result = client.request(
-            ApiKey.DELETE_TOPICS, 5, {"topic_names": [name], "timeout": 30_000}
-        ).responses[0]
-        check(result.error_code, result.error_message, f"delete {name}")
+        delete_remote_topic(client, name)
     console.print(f"Deleted topic [bold]{name}[/].")
-
-
-def ensure_topic(client: KafkaClient, topic: str, partitions: int) -> int:
-    """The topic's partition count, creating it with ``partitions`` if it is missing."""
-    found = topic_partitions(client, topic)
-    if found is not None:
-        return found
-    body = {
-        "topics": [{"name": topic, "num_partitions": partitions, "replication_factor": -1}],
-        "timeout": 30_000,
-    }
-    result = client.request(ApiKey.CREATE_TOPICS, 7, body).topics[0]
-    check(result.error_code, result.error_message, f"create {topic}")
-    err_console.print(f"created topic {topic} with {partitions} partition(s)")
-    return partitions
-
-
-def produce_batches(
-    client: KafkaClient, topic: str, batches: dict[int, list[list[NewRecord]]], codec: Compression
-) -> list[dict[str, int]]:
-    """Send every batch (acks=all, one request each, in order per partition)."""
-    summary = []
-    for p in sorted(batches):
-        first = last = -1
-        for chunk in batches[p]:
-            data = {
-                "name": topic,
-                "partition_data": [{"index": p, "records": build_batch(chunk, compression=codec)}],
-            }
-            resp = client.request(ApiKey.PRODUCE, 9, {"acks": -1, "timeout": 30_000, "topic_data": [data]})
-            part = resp.responses[0].partition_responses[0]
-            check(part.error_code, part.error_message, f"produce to {topic}-{p}")
-            first = part.base_offset if first < 0 else first
-            last = part.base_offset + len(chunk) - 1
-        summary.append(
-            {
-                "partition": p,
-                "records": sum(len(c) for c in batches[p]),
-                "batches": len(batches[p]),
-                "first_offset": first,
-                "last_offset": last,
-            }
-        )
-    return summary

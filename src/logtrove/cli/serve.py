@@ -22,6 +22,7 @@ from logtrove.broker.listeners import (
     server_context,
     with_advertised,
 )
+from logtrove.cli.app import app
 from logtrove.cli.common import DEFAULT_DATA, DataOption, cli_errors, fail
 from logtrove.cli.http import (
     DEFAULT_MAX_BODY_BYTES,
@@ -36,7 +37,6 @@ from logtrove.cli.http import (
     check_listen,
     start_beside,
 )
-from logtrove.cli.main import app
 from logtrove.cli.mirror import source_security
 from logtrove.groups import CommittedOffset
 from logtrove.mirror import Mirror, MirrorConfig, MirrorError, MirrorThread

@@ -16,6 +16,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from logtrove.cli.app import app
 from logtrove.cli.common import (
     DEFAULT_DATA,
     DataOption,
@@ -27,7 +28,6 @@ from logtrove.cli.common import (
     fail,
     parse_time,
 )
-from logtrove.cli.main import app
 
 BootstrapOption = Annotated[
     str | None,

@@ -17,8 +17,8 @@ from rich.table import Table
 
 from logtrove.acl.credentials import CredentialError, CredentialStore, check_user_name
 from logtrove.acl.tokens import TokenError, TokenStore
+from logtrove.cli.app import app
 from logtrove.cli.common import DEFAULT_DATA, DataOption, JsonOption, cli_errors, console, fail
-from logtrove.cli.main import app
 from logtrove.storage.datadir import META_FILE
 
 tokens_app = typer.Typer(help="Create, list and revoke the HTTP API's bearer tokens.", no_args_is_help=True)

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from logtrove.cli import remote
+from logtrove.cli.app import app
 from logtrove.cli.common import (
     DEFAULT_DATA,
     DataOption,
@@ -20,9 +21,7 @@ from logtrove.cli.common import (
     format_time,
     open_storage,
 )
-from logtrove.cli.main import app
-from logtrove.cli.remote import BootstrapOption
-from logtrove.cli.remote_tags import HttpOption
+from logtrove.cli.remote import BootstrapOption, HttpOption
 from logtrove.storage import CONFIG_DEFS, Storage, TopicInfo
 from logtrove.storage.cleaner import status_of
 from logtrove.storage.follow import read_follow_status

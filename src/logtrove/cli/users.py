@@ -28,8 +28,8 @@ from logtrove.acl.credentials import (
     check_iterations,
     check_user_name,
 )
+from logtrove.cli.app import app
 from logtrove.cli.common import DEFAULT_DATA, DataOption, JsonOption, cli_errors, console, fail
-from logtrove.cli.main import app
 from logtrove.storage.datadir import META_FILE, DataDir
 
 users_app = typer.Typer(

@@ -10,14 +10,14 @@ protocol. Two sources:
 * :class:`StorageSource` reads a data directory itself — opened read-only while the
   broker runs (readers never need the lock), so on the broker's machine. A
   :class:`~logtrove.storage.Storage` given to :class:`TagConsumer` is wrapped in one.
-* ``logtrove.cli.remote_tags.RemoteTagSource`` asks a running broker: its HTTP API runs
+* ``logtrove.client.RemoteTagSource`` asks a running broker: its HTTP API runs
   ``fetch_matching`` next to the data (``GET /api/v1/topics/{t}/partitions/{p}/tags/fetch``)
   and start positions come from Kafka ListOffsets, so the consumer can run anywhere.
 
 Progress goes to the group's committed offsets, through an :class:`OffsetCommitter`:
 :class:`StoreCommitter` appends to ``__consumer_offsets`` when this process holds the
 data directory (no broker), and the CLI's Kafka committer
-(``logtrove.cli.remote_groups.BrokerCommitter``) sends OffsetCommit to a running broker.
+(``logtrove.client.BrokerCommitter``) sends OffsetCommit to a running broker.
 A commit is the position after the last *examined* offset, not after the last matching
 record, so commits move past skipped records and the group's lag — raw and tag-aware —
 reaches 0 once every matching record is consumed.
@@ -117,7 +117,7 @@ class StartAt:
 
 class TagSource(Protocol):
     """Where a :class:`TagConsumer` reads: a data directory (:class:`StorageSource`) or a
-    running broker (``logtrove.cli.remote_tags.RemoteTagSource``)."""
+    running broker (``logtrove.client.RemoteTagSource``)."""
 
     def partition_count(self, topic: str) -> int:
         """Partitions of ``topic``; raises if it does not exist."""

@@ -59,7 +59,6 @@ from kio.schema.errors import ErrorCode
 from logtrove.groups.offsets import CommitKey, CommittedOffset, OffsetStore
 
 NONE = ErrorCode.none
-COORDINATOR_NOT_AVAILABLE = ErrorCode.coordinator_not_available
 ILLEGAL_GENERATION = ErrorCode.illegal_generation
 INCONSISTENT_GROUP_PROTOCOL = ErrorCode.inconsistent_group_protocol
 INVALID_GROUP_ID = ErrorCode.invalid_group_id

@@ -28,14 +28,15 @@ take the largest time lag; the number of never-committed partitions is reported 
 :class:`LagMonitor` computes all of it from a data directory, which may be opened
 read-only while a broker writes to it; committed offsets are read from
 ``__consumer_offsets`` by :class:`~logtrove.groups.progress.GroupProgress`. The CLI's
-``--bootstrap`` mode builds the same :class:`PartitionLag` rows from Kafka APIs and
-aggregates them with :func:`aggregate`.
+``--bootstrap`` mode (:mod:`logtrove.client.lag`) reads the same numbers from Kafka APIs,
+and both compute the rows with one formula, :func:`lag_of`, and aggregate them with
+:func:`aggregate`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -189,6 +190,91 @@ def aggregate(rows: Iterable[PartitionLag]) -> list[GroupLag]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class TagMatches:
+    """Records of an offset range that a tag expression wants, and the first one's time."""
+
+    matching: int
+    first_timestamp: int | None
+
+
+FirstTimestamp = Callable[[int], "int | None"]
+"""The timestamp of the first record at or after an offset (``None``: there is none)."""
+
+TagCount = Callable[[TagFilter, int, int], "TagMatches | None"]
+"""The records of ``[start, end)`` a filter wants (``None``: they cannot be counted)."""
+
+
+def lag_of(
+    group: str,
+    topic: str,
+    partition: int,
+    start: int | None,
+    end: int,
+    committed: int | None,
+    commit_timestamp: int | None = None,
+    *,
+    now: int,
+    first_timestamp: FirstTimestamp,
+    count_tags: TagCount | None,
+    subscription: TagSubscription | None = None,
+    stable: int | None = None,
+) -> PartitionLag:
+    """The lag formula (see the module docstring), for a partition read anywhere: the
+    data directory (:func:`partition_lag`) or a broker (:mod:`logtrove.client.lag`).
+    ``stable`` is the last stable offset for a read_committed reader (the lag is measured
+    to it), ``None`` to measure to ``end``. ``first_timestamp`` is asked only when there
+    is lag; ``count_tags`` (``None``: tag lag unknown) only for a subscription that is
+    not ``*``, over ``[min(committed, reach), reach)`` where ``reach`` is where the lag
+    is measured to."""
+    tags = subscription.expression if subscription is not None else None
+    if committed is None:
+        return PartitionLag(
+            group, topic, partition, start, end, None, None, None, None, tags, last_stable_offset=stable
+        )
+    reach = end if stable is None else stable
+    lag = max(reach - committed, 0)
+    first = first_timestamp(committed) if lag else None
+    time_lag = max(now - first, 0) if first is not None else 0
+    tag_lag = tag_time_lag = None
+    if subscription is not None:
+        wanted = TagFilter.parse(subscription.expression)
+        found = None
+        if wanted.match_all:
+            tag_lag, tag_time_lag = lag, time_lag
+        elif count_tags is not None:
+            found = count_tags(wanted, min(committed, reach), reach)
+        if found is not None:
+            tag_lag = found.matching
+            first_tag = found.first_timestamp
+            tag_time_lag = max(now - first_tag, 0) if first_tag is not None else 0
+    return PartitionLag(
+        group,
+        topic,
+        partition,
+        start,
+        end,
+        committed,
+        commit_timestamp,
+        lag,
+        time_lag,
+        tags,
+        tag_lag,
+        tag_time_lag,
+        stable,
+    )
+
+
+def count_tags(
+    log: PartitionLog, wanted: TagFilter, start: int, end: int, view: CommittedView | None = None
+) -> TagMatches:
+    """The records of ``[start, end)`` of ``log`` that ``wanted`` wants, from ``.tagidx``
+    (with ``view``, aborted records left out)."""
+    matching = count_matching(log, wanted, start, end, view).matching if start < end else 0
+    first = first_matching(log, wanted, start, view) if matching else None
+    return TagMatches(matching, first.timestamp if first is not None else None)
+
+
 def partition_lag(
     log: PartitionLog,
     group: str,
@@ -200,54 +286,36 @@ def partition_lag(
 ) -> PartitionLag:
     """Lag of ``group`` on one partition, from its commit (``None``: never committed),
     to the last stable offset (``read_committed``) or the log end."""
-    tp = log.tp
-    end, start = log.log_end_offset, log.log_start_offset
+    end = log.log_end_offset
     view = committed_view(log) if read_committed else None
     stable = min(view.last_stable_offset, end) if view is not None else None
-    tags = subscription.expression if subscription is not None else None
-    if commit is None:
-        return PartitionLag(
-            group, tp.topic, tp.partition, start, end, None, None, None, None, tags, last_stable_offset=stable
-        )
-    now = clock.now_ms()
-    lag = max((end if stable is None else stable) - commit.offset, 0)
-    time_lag = _age(log, commit.offset, now, view) if lag else 0
-    tag_lag = tag_time_lag = None
-    if subscription is not None:
-        wanted = TagFilter.parse(subscription.expression)
-        if wanted.match_all:
-            tag_lag, tag_time_lag = lag, time_lag
-        else:
-            tag_lag = count_matching(log, wanted, commit.offset, end, view).matching if lag else 0
-            first = first_matching(log, wanted, commit.offset, view) if tag_lag else None
-            tag_time_lag = max(now - first.timestamp, 0) if first is not None else 0
-    return PartitionLag(
+    return lag_of(
         group,
-        tp.topic,
-        tp.partition,
-        start,
+        log.tp.topic,
+        log.tp.partition,
+        log.log_start_offset,
         end,
-        commit.offset,
-        commit.commit_timestamp,
-        lag,
-        time_lag,
-        tags,
-        tag_lag,
-        tag_time_lag,
-        stable,
+        commit.offset if commit is not None else None,
+        commit.commit_timestamp if commit is not None else None,
+        now=clock.now_ms(),
+        first_timestamp=lambda position: _first_timestamp(log, position, view),
+        count_tags=lambda wanted, start, stop: count_tags(log, wanted, start, stop, view),
+        subscription=subscription,
+        stable=stable,
     )
 
 
-def _age(log: PartitionLog, position: int, now: int, view: CommittedView | None) -> int:
-    """now − timestamp of the first record at or after ``position`` that the reader sees
-    (data only; with ``view``, committed and below the last stable offset); 0 if none."""
+def _first_timestamp(log: PartitionLog, position: int, view: CommittedView | None) -> int | None:
+    """The timestamp of the first record at or after ``position`` that the reader sees
+    (data only; with ``view``, committed and below the last stable offset); ``None`` if
+    there is none."""
     for header, data in log.batches(position, view.last_stable_offset if view is not None else None):
         if header.is_control or (view is not None and view.hides_batch(header)):
             continue
         first = next((r for r in iter_records(data, 0, header) if r.offset >= position), None)
         if first is not None:
-            return max(now - first.timestamp, 0)
-    return 0
+            return first.timestamp
+    return None
 
 
 class LagMonitor:

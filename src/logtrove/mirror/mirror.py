@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from logtrove.broker.client_security import ClientSecurity
+from logtrove.client import ClientSecurity
 from logtrove.clock import SYSTEM_CLOCK, Clock
 from logtrove.mirror.follower import DivergedError, append_fetched, tail_matches
 from logtrove.mirror.groups import CommitSink, GroupOffsetMirror

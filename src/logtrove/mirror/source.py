@@ -1,6 +1,6 @@
 """The leader a mirror follows, over the Kafka protocol: any Kafka-protocol cluster.
 
-One blocking :class:`~logtrove.broker.client.KafkaClient` per broker of the source: the
+One blocking :class:`~logtrove.client.kafka.KafkaClient` per broker of the source: the
 bootstrap one for cluster-wide requests (Metadata, DescribeConfigs, ListGroups), and one
 per partition leader for Fetch and ListOffsets (as a Kafka follower fetches from each
 leader), and per group coordinator for OffsetFetch. Requests use the versions
@@ -14,7 +14,7 @@ the source answers is hostile input: a connection error or an unreadable answer 
 :class:`SourceError`, and the mirror drops the connection and retries.
 
 A secured source (TLS, SASL) is reached with a
-:class:`~logtrove.broker.client_security.ClientSecurity` (librdkafka's property names):
+:class:`~logtrove.client.security.ClientSecurity` (librdkafka's property names):
 every connection, the bootstrap one and each leader's, is wrapped in TLS and
 authenticated before its first request. A refusal that retrying cannot mend raises
 :class:`SourceRefusedError` instead, and the mirror stops with its reason:
@@ -33,9 +33,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from logtrove.broker.client import KafkaClient, KafkaProtocolError, fetch_body
-from logtrove.broker.client_security import ClientSecurity
-from logtrove.wire import ApiKey
+from logtrove.client import ClientSecurity, KafkaClient, KafkaProtocolError
+from logtrove.wire import ApiKey, fetch_body
 
 EARLIEST, LATEST = -2, -1
 TOPIC_RESOURCE = 2

@@ -6,8 +6,8 @@ import base64
 import binascii
 import enum
 import json
-from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass
 
 from logtrove.query.errors import InvalidQueryError
 from logtrove.query.ids import position_id
@@ -193,7 +193,6 @@ class QueryResult(Iterator[Message]):
 
     _source: Generator[Message, None, Completion]
     completion: Completion | None = None
-    _on_close: list[Callable[[], None]] = field(default_factory=list)
 
     def __iter__(self) -> QueryResult:
         return self

@@ -9,7 +9,6 @@ storage knows nothing of the network, HTTP or Spark.
 from logtrove.storage.config import CONFIG_BY_NAME, CONFIG_DEFS, ConfigDef, TopicConfig
 from logtrove.storage.errors import (
     CorruptIndexError,
-    CorruptLogError,
     DataDirError,
     DataDirLockedError,
     FollowedTopicError,
@@ -46,7 +45,6 @@ __all__ = [
     "AppendResult",
     "ConfigDef",
     "CorruptIndexError",
-    "CorruptLogError",
     "DataDirError",
     "DataDirLockedError",
     "FileSlice",

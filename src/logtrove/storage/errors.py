@@ -19,13 +19,15 @@
      │                                  compacted topic)
      ├── SegmentsChangedError           retention or truncation removed segments a clean was
      │                                  rewriting (the clean is retried, not an error)
+     ├── CleanCancelledError            a clean stopped because the cleaner is stopping (nothing
+     │                                  swapped in; the next round starts over)
      ├── CorruptIndexError              an index file failed its sanity check (rebuilt, never fatal)
-     ├── CorruptLogError                a log file that recovery cannot read at all
      ├── TooManyOpenFilesError          the process ran out of file descriptors (EMFILE)
      └── PartitionLimitError            a creation would pass the broker's total partition cap
 
 Batches that fail validation raise :class:`logtrove.records.CorruptBatchError` (from the
-records layer) before anything is appended.
+records layer) before anything is appended; a log file that recovery cannot read is
+truncated at its last valid batch, not refused.
 """
 
 from __future__ import annotations
@@ -119,10 +121,6 @@ class CleanCancelledError(StorageError):
 
 class CorruptIndexError(StorageError):
     """An index file failed its sanity check; the caller rebuilds it from the log."""
-
-
-class CorruptLogError(StorageError):
-    """A log file cannot be read at all."""
 
 
 class TooManyOpenFilesError(StorageError):

@@ -1,5 +1,26 @@
-"""Test helpers shipped with the package, reused by every subpackage's tests."""
+"""Test helpers shipped with the package, reused by every subpackage's tests (as trio
+ships ``trio.testing``): a clock that moves only when told, the broker subprocess
+harness, a raw Kafka wire client, and :func:`wait_until`.
 
+* :mod:`.clock`: :class:`FakeClock`
+* :mod:`.broker`: :class:`BrokerProcess` / :class:`HttpBrokerProcess`, :func:`free_port`,
+  :func:`cli_in`
+* :mod:`.wire`: :class:`WireClient`, requests with exact control over versions and bytes
+* :mod:`.wait`: :func:`wait_until`
+"""
+
+from logtrove.testing.broker import SERVE, BrokerProcess, HttpBrokerProcess, cli_in, free_port
 from logtrove.testing.clock import FakeClock
+from logtrove.testing.wait import wait_until
+from logtrove.testing.wire import WireClient
 
-__all__ = ["FakeClock"]
+__all__ = [
+    "SERVE",
+    "BrokerProcess",
+    "FakeClock",
+    "HttpBrokerProcess",
+    "WireClient",
+    "cli_in",
+    "free_port",
+    "wait_until",
+]

@@ -37,18 +37,20 @@ RESPONSE_HEADER_V1 = struct.Struct(">iB")  # correlation_id, empty tagged fields
 I16 = struct.Struct(">h")
 I32 = struct.Struct(">i")
 I64 = struct.Struct(">q")
+# bound once: looking a member up on the enum class costs ~50 ns, per response here
+_API_VERSIONS = ApiKey.API_VERSIONS
 
 
 def response_header(correlation_id: int, flexible: bool, api_key: int) -> bytes:
     """The response header bytes (without the size prefix)."""
-    if flexible and api_key != ApiKey.API_VERSIONS:
+    if flexible and api_key != _API_VERSIONS:
         return RESPONSE_HEADER_V1.pack(correlation_id, 0)
     return RESPONSE_HEADER_V0.pack(correlation_id)
 
 
 def response_header_size(flexible: bool, api_key: int) -> int:
     """How many bytes the response header of ``api_key`` takes (see :func:`response_header`)."""
-    if flexible and api_key != ApiKey.API_VERSIONS:
+    if flexible and api_key != _API_VERSIONS:
         return RESPONSE_HEADER_V1.size
     return RESPONSE_HEADER_V0.size
 

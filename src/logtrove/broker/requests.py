@@ -1,0 +1,63 @@
+"""What the broker's handlers take and give: a decoded :class:`Request`, a :data:`Reply`
+(a version-independent dict, a :class:`RawBody` already encoded, or nothing), and the
+:class:`Api` each served key is, with its handler.
+
+The server (:mod:`.server`) decodes frames into requests and replies; the handlers, one
+module per API family, depend on these types and not on the server's internals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from logtrove.broker.sasl import Session
+
+if TYPE_CHECKING:
+    from logtrove.broker.server import Broker
+
+
+@dataclass(frozen=True)
+class Request:
+    """One decoded request: header fields and the kio body."""
+
+    api_key: int
+    version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any
+    flexible: bool
+    response_cls: type
+    session: Session  # the connection's listener and principal
+
+    @property
+    def principal(self) -> str:
+        """Who sent it (``User:NAME``; ``User:ANONYMOUS`` unauthenticated): the ACLs' subject."""
+        return self.session.principal
+
+    @property
+    def host(self) -> str:
+        """The client's address, as ACL hosts name it."""
+        return self.session.address
+
+
+@dataclass(frozen=True)
+class RawBody:
+    """A response body already encoded as chunks (Fetch: record bytes are not copied)."""
+
+    chunks: list[bytes | memoryview]
+
+
+Reply = Mapping[str, Any] | RawBody | None
+Handler = Callable[["Broker", Request], Awaitable[Reply]]
+
+
+@dataclass(frozen=True)
+class Api:
+    """A served API: the versions advertised and its handler."""
+
+    key: int
+    min_version: int
+    max_version: int
+    handler: Handler
