@@ -142,11 +142,16 @@ class _Walk:
         (:func:`logtrove.storage.txnload.start_state`): the aborted transactions below it
         come from the ``.txnindex`` files, their batches from a walk of their spans only."""
         start = start_state(segments, segments[-1].next_offset)
-        first = segments[start.index]
         for seg in segments[: start.index]:
             self.sizes[seg.base_offset] = seg.size
-        self.segment, self.position = first.base_offset, 0
-        self.walk_start = self.end_offset = first.base_offset
+        if start.index < len(segments):
+            first = segments[start.index]
+            self.segment, self.position = first.base_offset, 0
+            self.walk_start = self.end_offset = first.base_offset
+        else:  # a snapshot at the log end: nothing to walk
+            last = segments[-1]
+            self.segment, self.position = last.base_offset, last.size
+            self.walk_start = self.end_offset = last.next_offset
         self.carried = dict(start.open)
         self._add_spans(segments, [(a.producer_id, a.first_offset, a.last_offset) for a in start.aborted])
 
