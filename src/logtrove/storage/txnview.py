@@ -180,16 +180,19 @@ class _Walk:
         """Add the batches of each ``(producer, first, end)``: that producer's
         transactional data batches in ``[first, end)``, found by a walk of the headers of
         those offsets only."""
-        by_producer: dict[int, list[tuple[int, int]]] = {}
-        for pid, first, end in spans:
-            by_producer.setdefault(pid, []).append((first, end))
+        by_producer: dict[int, tuple[list[int], list[int]]] = {}  # sorted firsts, their ends
+        for pid, first, end in sorted(spans, key=lambda span: span[1]):
+            firsts, ends = by_producer.setdefault(pid, ([], []))
+            firsts.append(first)
+            ends.append(end)
         ranges: list[list[int]] = []
         for lo, hi in _merged((first, end) for _, first, end in spans):
             for header in _headers(segments, lo, hi):
                 owned = by_producer.get(header.producer_id)
                 if not owned or header.is_control or not header.is_transactional:
                     continue
-                if any(first <= header.base_offset < end for first, end in owned):
+                i = bisect.bisect_right(owned[0], header.base_offset) - 1  # a producer's spans are disjoint
+                if i >= 0 and header.base_offset < owned[1][i]:
                     if ranges and ranges[-1][1] + 1 == header.base_offset:
                         ranges[-1][1] = header.last_offset
                     else:
@@ -226,8 +229,8 @@ def _merged(spans: Iterator[tuple[int, int]]) -> list[tuple[int, int]]:
 
 def _headers(segments: list[Segment], lo: int, hi: int) -> Iterator[BatchHeader]:
     """The headers of the batches beginning in ``[lo, hi)``, one small read per header
-    from the offset-index entry below ``lo`` (a span is usually a few batches: the
-    chunked reads of a long walk would read far past it)."""
+    from the offset-index entry below ``lo``: a span is usually a few batches, and a
+    chunked read would carry the data between the headers too."""
     for seg in segments:
         if seg.next_offset <= lo or seg.base_offset >= hi:
             continue
