@@ -19,6 +19,7 @@ are compared with the walk's.
 
 from __future__ import annotations
 
+import functools
 import random
 import shutil
 import statistics
@@ -29,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from _common import pick, save
-
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
 from logtrove.storage.txnview import _Cache
@@ -93,19 +93,19 @@ def main() -> None:
         for _ in range(3):
             with Storage.open(data) as storage:
                 log = storage.log("t", 0)
-                seconds, read, walked = measure(lambda: scan(log))
+                seconds, read, walked = measure(functools.partial(scan, log))
                 cases["walk"].append((seconds, read))
                 end_snapshots.write_bytes(saved)
-                seconds, read, ended = measure(lambda: load(log, repair=False))
+                seconds, read, ended = measure(functools.partial(load, log, repair=False))
                 cases["files_end"].append((seconds, read))
                 end_snapshots.unlink()
-                seconds, read, loaded = measure(lambda: load(log, repair=False))
+                seconds, read, loaded = measure(functools.partial(load, log, repair=False))
                 cases["files"].append((seconds, read))
                 assert loaded.aborted == walked.aborted == ended.aborted and loaded.open == walked.open
             end_snapshots.write_bytes(saved)
             with Storage.open(data, read_only=True) as storage:
                 log = storage.log("t", 0)
-                seconds, read, _view = measure(lambda: _Cache().view(log))
+                seconds, read, _view = measure(functools.partial(_Cache().view, log))
                 cases["reader"].append((seconds, read))
         results = {
             "transactions": transactions,
