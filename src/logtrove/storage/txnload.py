@@ -224,8 +224,11 @@ def _repair(
     seg: Segment, found: list[AbortedTxn], following: Segment, open_txns: dict[int, int], *, sync: bool
 ) -> None:
     """Make the files of sealed ``seg`` say what its walk found; a failure to write them
-    is logged (the next start walks again)."""
+    is logged (the next start walks again). A segment the cleaner replaced meanwhile is
+    left alone: its name is the new segment's now."""
     try:
+        if not seg.is_current_file():
+            return
         if read_txn_index(seg) != found:
             write_txn_index(seg, found, sync=sync)
         if read_snapshot(following.directory, following.base_offset) != open_txns:

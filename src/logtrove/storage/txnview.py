@@ -228,25 +228,36 @@ def _merged(spans: Iterator[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def _headers(segments: list[Segment], lo: int, hi: int) -> Iterator[BatchHeader]:
-    """The headers of the batches beginning in ``[lo, hi)``, one small read per header
-    from the offset-index entry below ``lo``: a span is usually a few batches, and a
-    chunked read would carry the data between the headers too."""
+    """The headers of the batches beginning in ``[lo, hi)``, from the offset-index entry
+    below ``lo``: one small read per header for a short span (a chunked read would carry
+    the data between the headers too), the chunked walk of :meth:`Segment.batches` for a
+    long one (fewer reads where most bytes are wanted anyway)."""
     for seg in segments:
         if seg.next_offset <= lo or seg.base_offset >= hi:
             continue
         position = seg.offset_index.lookup(lo)[1] if seg.base_offset < lo else 0
-        while position + HEADER_SIZE <= seg.size:
-            try:
-                header = read_header(seg.read(position, HEADER_SIZE), 0)
-            except RecordsError:
-                break
-            if header.batch_length < MIN_BATCH_LENGTH or position + header.size > seg.size:
-                break
+        walk = seg.batches(position) if hi - lo > _LONG_SPAN else _header_reads(seg, position)
+        for _, header in walk:
             if header.base_offset >= hi:
                 return
             if header.base_offset >= lo:
                 yield header
-            position += header.size
+
+
+_LONG_SPAN = 256  # offsets
+
+
+def _header_reads(seg: Segment, position: int) -> Iterator[tuple[int, BatchHeader]]:
+    """:meth:`Segment.batches` reading only each header."""
+    while position + HEADER_SIZE <= seg.size:
+        try:
+            header = read_header(seg.read(position, HEADER_SIZE), 0)
+        except RecordsError:
+            return
+        if header.batch_length < MIN_BATCH_LENGTH or position + header.size > seg.size:
+            return
+        yield position, header
+        position += header.size
 
 
 @dataclass
