@@ -260,3 +260,32 @@ def test_retention_deletes_the_files_with_their_segment(storage: Storage) -> Non
     log.purge_deleted(force=True)
     assert not any(p.exists() for p in paths)
     assert not list(log.directory.glob("*.deleted"))
+
+
+def test_a_clean_shutdowns_end_snapshot_leaves_nothing_to_walk(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    indexes = TxnIndexes()
+    with Storage.open(data) as storage:
+        storage.create_topic(TOPIC, 1, {"segment.bytes": "1000000"})  # one large active segment
+        log = storage.log(TOPIC, 0)
+        workload(Writer(log, indexes), random.Random(11), 3_000)
+        end = log.log_end_offset
+        assert len(log.segments) <= 2 and log.active.size > 200_000
+    indexes.write_end_snapshots()  # as the broker's stop does, after storage closed
+    assert snapshot_path(log.directory, end).exists()
+    with Storage.open(data, read_only=True) as storage:  # a reader: files only
+        log = storage.log(TOPIC, 0)
+        view = committed_view(log)  # (the aborted spans cover most of this log: read whole)
+        assert [o for o in data_offsets(log) if view.visible(o)] == _brute_force_visible(log)
+    with Storage.open(data) as storage:
+        log = storage.log(TOPIC, 0)
+        before = rchar()
+        loaded = load(log)
+        assert rchar() - before < 64_000
+        assert loaded.walk_start == end
+        same_state(loaded, scan(log))
+        assert not snapshot_path(log.directory, end).exists()  # used once: it names no segment
+        w = Writer(log, TxnIndexes())
+        w.data(1)
+        w.marker(1, commit=False)
+        same_state(load(log), scan(log))  # the next start walks from the segment's base again

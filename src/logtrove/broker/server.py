@@ -380,6 +380,7 @@ class Broker:
         if self._maintenance is not None:
             self._maintenance.join(timeout=30)
         self.storage.close()
+        self.txn.indexes.write_end_snapshots()  # after the last append: the next start reads no log
 
     async def _abort_expired_transactions(self) -> None:
         """Abort the transactions past their timeout, every maintenance interval, on the

@@ -9,6 +9,11 @@ walk of every batch header of the log costs a read of the whole log; instead::
                                        .snapshot ─┐
     state  =   entries(S0) + entries(S1)  +  open(S2.snapshot)  +  walk(S2, S3)
 
+After a clean shutdown the broker also leaves a snapshot at the log end
+(:meth:`~logtrove.txn.TxnIndexes.write_end_snapshots`); with the last segment's
+``.txnindex`` it makes the walk empty. A writer's load removes it afterwards (it names no
+segment, so retention would not).
+
 :func:`start_state` takes the newest snapshot ``Sk`` such that every segment below it has a
 valid ``.txnindex`` and both are trusted (below the recovery point of an unclean
 shutdown: files of the segments recovery re-validated may be stale or missing entries),
@@ -25,7 +30,9 @@ marker closes it; an ABORT marker that closes one adds an :class:`AbortedTxn`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -33,6 +40,7 @@ from dataclasses import dataclass, field
 from logtrove.records import BatchHeader, RecordsError, iter_records
 from logtrove.storage.segment import Segment
 from logtrove.storage.txnindex import (
+    SNAPSHOT_SUFFIX,
     AbortedTxn,
     read_snapshot,
     read_txn_index,
@@ -111,12 +119,26 @@ def start_state(segments: list[Segment], trusted_to: int) -> StartState:
         if entries is None:
             break
         below.append(entries)
+    if len(below) == len(segments) - 1 and segments and segments[-1].next_offset <= trusted_to:
+        end = _at_end(segments[-1], below)
+        if end is not None:
+            return end
     for k in range(len(below), 0, -1):
         snap = read_snapshot(segments[k].directory, segments[k].base_offset)
         if snap is not None:
             return StartState(k, snap, [e for entries in below[:k] for e in entries])
     first = read_snapshot(segments[0].directory, segments[0].base_offset) if segments else None
     return StartState(0, first or {}, [])
+
+
+def _at_end(active: Segment, below: list[list[AbortedTxn]]) -> StartState | None:
+    """A start past the last segment, when a clean shutdown left a snapshot at the log end
+    and the last segment's ``.txnindex``: nothing to walk."""
+    entries = read_txn_index(active)
+    snap = read_snapshot(active.directory, active.next_offset) if entries is not None else None
+    if entries is None or snap is None:
+        return None
+    return StartState(len(below) + 1, snap, [e for found in (*below, entries) for e in found])
 
 
 @dataclass
@@ -148,7 +170,7 @@ def load(
     start = start_state(segments, trusted_to) if segments else StartState(0, {}, [])
     tracker = TxnTracker({p: max(f, log_start_offset) for p, f in start.open.items()})
     aborted = list(start.aborted)
-    walk_start = segments[start.index].base_offset if segments else 0
+    walk_start = segments[start.index].base_offset if start.index < len(segments) else _end(segments)
     walked_to = walk_start
     for i in range(start.index, len(segments)):
         seg, found, complete = segments[i], [], True
@@ -167,7 +189,28 @@ def load(
             _repair(seg, found, segments[i + 1], tracker.open, sync=sync)
         if not complete:
             break
+    if repair and segments:
+        remove_loose_snapshots(segments)
     return LoadedTxns(tracker.open, aborted, walked_to, walk_start)
+
+
+def _end(segments: list[Segment]) -> int:
+    return segments[-1].next_offset if segments else 0
+
+
+def remove_loose_snapshots(segments: list[Segment]) -> None:
+    """Remove the snapshots at offsets that are no segment's base (written at the log end
+    by a clean shutdown, and used by the load that follows it): no retention would."""
+    bases = {seg.base_offset for seg in segments}
+    try:
+        names = [entry.name for entry in os.scandir(segments[0].directory)]
+    except OSError:
+        return
+    for name in names:
+        stem = name[: -len(SNAPSHOT_SUFFIX)]
+        if name.endswith(SNAPSHOT_SUFFIX) and stem.isdigit() and int(stem) not in bases:
+            with contextlib.suppress(OSError):
+                (segments[0].directory / name).unlink()
 
 
 def _batches(seg: Segment, end: int | None) -> Iterator[tuple[int, BatchHeader]]:
@@ -181,8 +224,11 @@ def _repair(
     seg: Segment, found: list[AbortedTxn], following: Segment, open_txns: dict[int, int], *, sync: bool
 ) -> None:
     """Make the files of sealed ``seg`` say what its walk found; a failure to write them
-    is logged (the next start walks again)."""
+    is logged (the next start walks again). A segment the cleaner replaced meanwhile is
+    left alone: its name is the new segment's now."""
     try:
+        if not seg.is_current_file():
+            return
         if read_txn_index(seg) != found:
             write_txn_index(seg, found, sync=sync)
         if read_snapshot(following.directory, following.base_offset) != open_txns:

@@ -142,11 +142,16 @@ class _Walk:
         (:func:`logtrove.storage.txnload.start_state`): the aborted transactions below it
         come from the ``.txnindex`` files, their batches from a walk of their spans only."""
         start = start_state(segments, segments[-1].next_offset)
-        first = segments[start.index]
         for seg in segments[: start.index]:
             self.sizes[seg.base_offset] = seg.size
-        self.segment, self.position = first.base_offset, 0
-        self.walk_start = self.end_offset = first.base_offset
+        if start.index < len(segments):
+            first = segments[start.index]
+            self.segment, self.position = first.base_offset, 0
+            self.walk_start = self.end_offset = first.base_offset
+        else:  # a snapshot at the log end: nothing to walk
+            last = segments[-1]
+            self.segment, self.position = last.base_offset, last.size
+            self.walk_start = self.end_offset = last.next_offset
         self.carried = dict(start.open)
         self._add_spans(segments, [(a.producer_id, a.first_offset, a.last_offset) for a in start.aborted])
 
@@ -175,16 +180,19 @@ class _Walk:
         """Add the batches of each ``(producer, first, end)``: that producer's
         transactional data batches in ``[first, end)``, found by a walk of the headers of
         those offsets only."""
-        by_producer: dict[int, list[tuple[int, int]]] = {}
-        for pid, first, end in spans:
-            by_producer.setdefault(pid, []).append((first, end))
+        by_producer: dict[int, tuple[list[int], list[int]]] = {}  # sorted firsts, their ends
+        for pid, first, end in sorted(spans, key=lambda span: span[1]):
+            firsts, ends = by_producer.setdefault(pid, ([], []))
+            firsts.append(first)
+            ends.append(end)
         ranges: list[list[int]] = []
         for lo, hi in _merged((first, end) for _, first, end in spans):
             for header in _headers(segments, lo, hi):
                 owned = by_producer.get(header.producer_id)
                 if not owned or header.is_control or not header.is_transactional:
                     continue
-                if any(first <= header.base_offset < end for first, end in owned):
+                i = bisect.bisect_right(owned[0], header.base_offset) - 1  # a producer's spans are disjoint
+                if i >= 0 and header.base_offset < owned[1][i]:
                     if ranges and ranges[-1][1] + 1 == header.base_offset:
                         ranges[-1][1] = header.last_offset
                     else:
@@ -220,25 +228,36 @@ def _merged(spans: Iterator[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def _headers(segments: list[Segment], lo: int, hi: int) -> Iterator[BatchHeader]:
-    """The headers of the batches beginning in ``[lo, hi)``, one small read per header
-    from the offset-index entry below ``lo`` (a span is usually a few batches: the
-    chunked reads of a long walk would read far past it)."""
+    """The headers of the batches beginning in ``[lo, hi)``, from the offset-index entry
+    below ``lo``: one small read per header for a short span (a chunked read would carry
+    the data between the headers too), the chunked walk of :meth:`Segment.batches` for a
+    long one (fewer reads where most bytes are wanted anyway)."""
     for seg in segments:
         if seg.next_offset <= lo or seg.base_offset >= hi:
             continue
         position = seg.offset_index.lookup(lo)[1] if seg.base_offset < lo else 0
-        while position + HEADER_SIZE <= seg.size:
-            try:
-                header = read_header(seg.read(position, HEADER_SIZE), 0)
-            except RecordsError:
-                break
-            if header.batch_length < MIN_BATCH_LENGTH or position + header.size > seg.size:
-                break
+        walk = seg.batches(position) if hi - lo > _LONG_SPAN else _header_reads(seg, position)
+        for _, header in walk:
             if header.base_offset >= hi:
                 return
             if header.base_offset >= lo:
                 yield header
-            position += header.size
+
+
+_LONG_SPAN = 256  # offsets
+
+
+def _header_reads(seg: Segment, position: int) -> Iterator[tuple[int, BatchHeader]]:
+    """:meth:`Segment.batches` reading only each header."""
+    while position + HEADER_SIZE <= seg.size:
+        try:
+            header = read_header(seg.read(position, HEADER_SIZE), 0)
+        except RecordsError:
+            return
+        if header.batch_length < MIN_BATCH_LENGTH or position + header.size > seg.size:
+            return
+        yield position, header
+        position += header.size
 
 
 @dataclass

@@ -236,6 +236,18 @@ class TxnIndexes:
         except OSError as exc:  # the file is gone: the next start rebuilds it
             log.warning("cannot add to the transaction index of %s: %s", seg.log_path.name, exc)
 
+    def write_end_snapshots(self) -> None:
+        """At a clean shutdown (appends over): a snapshot at the log end of each partition
+        whose state is held, so that the next start walks nothing
+        (:mod:`logtrove.storage.txnload`)."""
+        for plog, txns in list(self._by_log.items()):
+            if plog.read_only or plog.follower or not plog.segments:
+                continue
+            try:
+                write_snapshot(plog.directory, plog.log_end_offset, txns.open)
+            except OSError as exc:
+                log.warning("cannot write the end snapshot of %s: %s", plog.tp, exc)
+
     def _install(
         self, plog: PartitionLog, txns: PartitionTxns, walked_from: int | None = None
     ) -> PartitionTxns:
