@@ -77,6 +77,7 @@ _TABLE: dict[int, tuple[Handler, int, int]] = {
     20: (topics.handle_delete_topics, 1, 6),
     21: (offsets.handle_delete_records, 0, 2),
     22: (produce.handle_init_producer_id, 0, 5),
+    23: (offsets.handle_offset_for_leader_epoch, 2, 4),
     24: (txn_api.handle_add_partitions_to_txn, 0, 4),
     25: (txn_api.handle_add_offsets_to_txn, 0, 4),
     26: (txn_api.handle_end_txn, 0, 4),

@@ -29,6 +29,8 @@ from logtrove.cli.common import DEFAULT_DATA, DataOption, err_console, fail, ope
 from logtrove.cli.main import app
 from logtrove.groups import OffsetStore
 from logtrove.mirror import Mirror, MirrorConfig, MirrorError
+from logtrove.storage import Storage
+from logtrove.storage.epochs import latest_epoch
 from logtrove.storage.follow import STATUS_FILE
 
 FollowTopics = Annotated[
@@ -157,7 +159,9 @@ def promote(
     offset, record and group commit (the mirror must be stopped: a standby's failover).
 
     A standby is asynchronous: records the source acknowledged after the mirror's last
-    fetch are not here. Example: logtrove promote --data ./standby
+    fetch are not here. The topics' leader epoch is raised past every epoch their logs
+    hold, so that mirrors of the old leader that follow this one truncate what it lacks.
+    Example: logtrove promote --data ./standby
     """
     with open_storage(
         data, read_only=False, when_locked="Stop the mirror (or `serve --follow`) first, then promote."
@@ -171,12 +175,22 @@ def promote(
             )
         for name in chosen:
             storage.follow_topic(name, None)
+            storage.set_leader_epoch(name, _next_epoch(storage, name))
         if set(chosen) == set(followed):
             (storage.path / STATUS_FILE).unlink(missing_ok=True)  # no mirror lag to report any more
     err_console.print(
         f"promoted {len(chosen)} topic(s): {', '.join(chosen) or '-'}; they take client writes now",
         highlight=False,
     )
+
+
+def _next_epoch(storage: Storage, name: str) -> int:
+    """A promoted topic's leader epoch: past every epoch its logs hold (the old leader's,
+    copied with its batches), so that followers of the new leader find where their logs
+    part from it (OffsetForLeaderEpoch; logtrove.storage.epochs)."""
+    info = storage.topic(name)
+    held = (latest_epoch(storage.log(name, p)) for p in range(info.partitions))
+    return max(info.leader_epoch, *held) + 1
 
 
 def _progress(follower: Mirror) -> None:

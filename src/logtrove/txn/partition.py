@@ -12,7 +12,8 @@ Per partition, :class:`PartitionTxns` keeps
 
 A followed partition (a mirror's, written only by ``append_replicated`` in the mirror's
 thread) gets its markers from the leader, not from this coordinator: its state is brought
-up to date by walking what was appended since the last walk, each time it is asked for.
+up to date by walking what was appended since the last walk, each time it is asked for,
+and walked anew after the follower truncated its log (:mod:`logtrove.storage.truncate`).
 
 Invariant: an entry of ``open`` is added by the first transactional batch of a producer
 after its previous marker and removed by its next marker (COMMIT or ABORT); an ABORT
@@ -61,6 +62,7 @@ class PartitionTxns:
     _last_offsets: list[int] = field(default_factory=list)  # aborted[i].last_offset, for bisect
     _max_span: int = 0  # the largest last_offset - first_offset of an aborted transaction
     walked_to: int = 0  # the offset after the last batch a walk of the log has seen
+    truncations: int = 0  # the log's truncation count the walk began at (storage.truncate)
 
     def on_transactional_batch(self, producer_id: int, base_offset: int) -> None:
         """A transactional data batch was appended at ``base_offset``."""
@@ -97,7 +99,7 @@ def scan(
 ) -> PartitionTxns:
     """The transactions of the batches of ``plog`` that begin in ``[start, end)``, from
     their headers (control batches read whole), added to ``into`` if given."""
-    txns = PartitionTxns() if into is None else into
+    txns = PartitionTxns(truncations=plog.truncations) if into is None else into
     begin = max(start, plog.log_start_offset)
     segments = plog.segments
     for i, seg in enumerate(segments):
@@ -132,7 +134,7 @@ class TxnIndexes:
         """The partition's state, scanning the log the first time (call it before an
         append whose effect is then recorded, so the scan does not see that append)."""
         txns = self._by_log.get(log)
-        if txns is None:
+        if txns is None or txns.truncations != log.truncations:  # a follower truncated: walk anew
             txns = self._by_log[log] = scan(log)
         elif log.follower and txns.walked_to < log.log_end_offset:
             scan(log, start=txns.walked_to, into=txns)  # a mirror's appends: the leader's batches
