@@ -13,6 +13,7 @@ import pytest
 from logtrove.query import KeyQuery, QueryEngine
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
+from logtrove.storage.cleaner import Cleaner
 from logtrove.storage.epochs import end_offset_for, epoch_entries, latest_epoch
 from logtrove.storage.indexer import Indexer
 from logtrove.storage.truncate import truncate_partition
@@ -132,3 +133,23 @@ def test_end_offset_for_answers_as_kafka(
 def test_below_every_known_epoch_the_answer_is_the_first_epochs_start() -> None:
     assert end_offset_for([(2, 10), (3, 40)], 1, 100) == (1, 10)
     assert end_offset_for([], 1, 100) == (-1, -1)
+
+
+def test_records_appended_after_a_truncation_below_the_cleaned_section_are_cleaned(tmp_path: Path) -> None:
+    storage = Storage.open(tmp_path / "data", clock=FakeClock())
+    storage.create_topic(T, 1, {"segment.bytes": "2000", "cleanup.policy": "compact"}, followed_from="x:1")
+    log = storage.log(T, 0)
+    for base in range(0, 100, 5):
+        log.append_replicated(_batch(base, 5, "old", 0))
+    cleaner = Cleaner(storage)
+    cleaner.clean(log)
+    assert cleaner.first_dirty(log) > 40
+    truncate_partition(storage, T, 0, 40)
+    assert cleaner.first_dirty(log) == 40  # what comes next was never cleaned
+    for base in range(40, 100, 5):  # keys k0-k9 over and over: each written six times
+        records = [NewRecord(key=b"k%d" % ((base + i) % 10), value=b"v", timestamp=1_000) for i in range(5)]
+        log.append_replicated(build_batch(records, base_offset=base, partition_leader_epoch=1))
+    log.roll()
+    cleaner.clean(log)
+    keys = [r.key for r in log.records(40, log.active.base_offset)]
+    assert sorted(keys) == sorted(b"k%d" % i for i in range(10)), "each key once"
