@@ -23,6 +23,7 @@ from tests.mirror.conftest import DEADLINE_S, mirror_once, offsets, same_partiti
 
 from logtrove.client import ClientSecurity, KafkaProtocolError
 from logtrove.mirror import Source, SourceError
+from logtrove.storage.follow import read_follow_status
 from logtrove.testing import BrokerProcess, HttpBrokerProcess, cli_in, free_port
 
 WRONG = "not-alices-password"
@@ -135,6 +136,11 @@ def test_a_wrong_password_stops_the_mirror_at_once_with_the_user_and_broker(
     assert f"authentication failed for user alice at {source}" in out.stderr
     assert "retrying" not in out.stderr
     assert WRONG not in out.stdout + out.stderr
+    status = read_follow_status(tmp_path / "m")  # the reason stays for topics describe, /metrics
+    assert status is not None and status.state == "stopped" and status.problem is not None
+    assert status.problem.reason == "authentication_failed"
+    assert "sasl.password" in status.problem.action
+    assert WRONG not in (tmp_path / "m" / "mirror-status.json").read_text()
 
 
 def test_an_untrusted_leader_certificate_stops_the_mirror_naming_the_problem(
@@ -161,6 +167,8 @@ def test_an_untrusted_leader_certificate_stops_the_mirror_naming_the_problem(
     )
     assert out.returncode == 1
     assert f"the certificate of {source} did not verify: " in out.stderr
+    status = read_follow_status(tmp_path / "m")
+    assert status is not None and status.problem is not None and status.problem.reason == "tls_refused"
     assert "self-signed certificate in certificate chain" in out.stderr  # OpenSSL's reason
 
 

@@ -78,6 +78,7 @@ _TABLE: dict[ApiKey, tuple[Handler, int, int]] = {
     ApiKey.DELETE_TOPICS: (topics.handle_delete_topics, 1, 6),
     ApiKey.DELETE_RECORDS: (offsets.handle_delete_records, 0, 2),
     ApiKey.INIT_PRODUCER_ID: (produce.handle_init_producer_id, 0, 5),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (offsets.handle_offset_for_leader_epoch, 2, 4),
     ApiKey.ADD_PARTITIONS_TO_TXN: (txn_api.handle_add_partitions_to_txn, 0, 4),
     ApiKey.ADD_OFFSETS_TO_TXN: (txn_api.handle_add_offsets_to_txn, 0, 4),
     ApiKey.END_TXN: (txn_api.handle_end_txn, 0, 4),

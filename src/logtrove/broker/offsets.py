@@ -16,10 +16,18 @@ or beyond it finds nothing (Kafka's ``fetchOffsetForTimestamp`` with the LSO as 
 
 DeleteRecords moves a partition's log start offset forward (``-1`` = to the high
 watermark) and deletes the segments wholly below it.
+
+OffsetForLeaderEpoch (23) tells a follower (or a KIP-320 consumer) where a leader epoch
+ended in this log: the largest epoch ≤ the one asked and the offset where the next one
+begins, from the epochs stamped in the batch headers (:mod:`logtrove.storage.epochs`,
+walked in a thread). A ``current_leader_epoch`` other than the partition's is fenced as
+Kafka fences it (older: FENCED_LEADER_EPOCH; newer: UNKNOWN_LEADER_EPOCH). A followed
+partition answers from its copy of the leader's epochs.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -27,6 +35,7 @@ from kio.schema.errors import ErrorCode
 from logtrove.acl import Operation, ResourceType
 from logtrove.broker.errors import error_code
 from logtrove.storage import PartitionLog, StorageError
+from logtrove.storage.epochs import end_offset_for, epoch_entries
 
 if TYPE_CHECKING:
     from logtrove.broker.requests import Reply, Request
@@ -69,7 +78,7 @@ async def handle_list_offsets(broker: Broker, request: Request) -> Reply:
                 if committed:
                     stable = (await broker.txn.indexes.load(log)).last_stable_offset(log.log_end_offset)
                 offset, timestamp = _lookup(log, p.timestamp, stable)
-                result.update(offset=offset, timestamp=timestamp, leader_epoch=0)
+                result.update(offset=offset, timestamp=timestamp, leader_epoch=log.leader_epoch)
             except StorageError as exc:
                 result["error_code"] = error_code(exc)
             partitions.append(result)
@@ -98,4 +107,35 @@ async def handle_delete_records(broker: Broker, request: Request) -> Reply:
                 result["error_code"] = error_code(exc)
             partitions.append(result)
         topics.append({"name": topic.name, "partitions": partitions})
+    return {"topics": topics}
+
+
+async def handle_offset_for_leader_epoch(broker: Broker, request: Request) -> Reply:
+    topics = []
+    for topic in request.body.topics:
+        partitions = []
+        denied = not broker.allowed(request, Operation.DESCRIBE, ResourceType.TOPIC, topic.topic)
+        for p in topic.partitions:
+            result: dict[str, Any] = {"partition": p.partition, "leader_epoch": -1, "end_offset": -1}
+            current = getattr(p, "current_leader_epoch", -1)
+            try:
+                if denied:
+                    result["error_code"] = ErrorCode.topic_authorization_failed
+                    continue
+                log = broker.storage.log(topic.topic, p.partition)
+                ours = None if log.follower else log.leader_epoch
+                if current >= 0 and ours is not None and current != ours:
+                    older = current < ours
+                    result["error_code"] = (
+                        ErrorCode.fenced_leader_epoch if older else ErrorCode.unknown_leader_epoch
+                    )
+                    continue
+                entries = await asyncio.to_thread(epoch_entries, log)
+                epoch, end = end_offset_for(entries, p.leader_epoch, log.log_end_offset, ours)
+                result.update(leader_epoch=epoch, end_offset=end)
+            except StorageError as exc:
+                result["error_code"] = error_code(exc)
+            finally:
+                partitions.append(result)
+        topics.append({"topic": topic.topic, "partitions": partitions})
     return {"topics": topics}

@@ -43,7 +43,7 @@ def _partitions(broker: Broker, info: TopicInfo) -> list[dict[str, Any]]:
             "error_code": 0,
             "partition_index": p,
             "leader_id": node,
-            "leader_epoch": 0,
+            "leader_epoch": info.leader_epoch,
             "replica_nodes": [node],
             "isr_nodes": [node],
             "offline_replicas": [],

@@ -29,6 +29,9 @@ from logtrove.cli.common import DEFAULT_DATA, DataOption, err_console, fail, ope
 from logtrove.client import ClientConfigError, ClientSecurity
 from logtrove.groups import OffsetStore
 from logtrove.mirror import Mirror, MirrorConfig, MirrorError
+from logtrove.storage import Storage
+from logtrove.storage.cleaner import Cleaner
+from logtrove.storage.epochs import latest_epoch
 from logtrove.storage.follow import STATUS_FILE
 
 FollowTopics = Annotated[
@@ -51,6 +54,10 @@ def source_security(path: Path | None, option: str) -> ClientSecurity | None:
     except ClientConfigError as exc:
         fail(f"{option} {path}: {exc}", 2)
     return security
+
+
+CLEANER_INTERVAL_S = 5.0
+MAX_COMPACTION_ROUNDS = 1000
 
 
 @app.command()
@@ -88,10 +95,19 @@ def mirror(
             "--metadata-interval-ms", min=10, help="How often to look for new topics and partitions."
         ),
     ] = 5000,
+    compact: Annotated[
+        bool,
+        typer.Option(
+            "--compact/--no-compact",
+            help="Compact the compacted topics here too, as a broker does (--once: after copying). "
+            "Offsets never change; --no-compact keeps every batch byte-equal to the source's.",
+        ),
+    ] = True,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
 ) -> None:
     """Follow a Kafka cluster's topics: batches byte for byte at the same offsets,
-    read-only to clients, indexed like any topic.
+    read-only to clients, indexed like any topic. Compacted topics are copied from the
+    source's log start and compacted here as well (offsets never change).
 
     Example (a SASL_SSL cluster): logtrove mirror --from kafka1:9093 --source-config source.properties
     """
@@ -126,13 +142,19 @@ def mirror(
             follower = Mirror(storage, config, commit=store.commit if store is not None else None)
         except MirrorError as exc:
             fail(str(exc), 2)
+        cleaner = Cleaner(storage)  # compacted topics are compacted here too, as a broker does
+        if compact and not once:
+            cleaner.start(CLEANER_INTERVAL_S)
         try:
             follower.run(stop, once=once, progress=None if quiet else _progress)
         except MirrorError as exc:
             fail(str(exc))
         finally:
+            cleaner.stop()
             follower.close()
         _progress(follower)
+        if compact and once:
+            _compact(storage)
         if not follower.partitions:
             err_console.print(
                 f"[yellow]warning:[/] no topic at {source} matches --topics {topics!r} (whole name; "
@@ -157,7 +179,9 @@ def promote(
     offset, record and group commit (the mirror must be stopped: a standby's failover).
 
     A standby is asynchronous: records the source acknowledged after the mirror's last
-    fetch are not here. Example: logtrove promote --data ./standby
+    fetch are not here. The topics' leader epoch is raised past every epoch their logs
+    hold, so that mirrors of the old leader that follow this one truncate what it lacks.
+    Example: logtrove promote --data ./standby
     """
     with open_storage(
         data, read_only=False, when_locked="Stop the mirror (or `serve --follow`) first, then promote."
@@ -171,12 +195,31 @@ def promote(
             )
         for name in chosen:
             storage.follow_topic(name, None)
+            storage.set_leader_epoch(name, _next_epoch(storage, name))
         if set(chosen) == set(followed):
             (storage.path / STATUS_FILE).unlink(missing_ok=True)  # no mirror lag to report any more
     err_console.print(
         f"promoted {len(chosen)} topic(s): {', '.join(chosen) or '-'}; they take client writes now",
         highlight=False,
     )
+
+
+def _compact(storage: Storage) -> None:
+    """``--once``: the seed's standby of a compacted topic, copied from the leader's log
+    start and then compacted (a bounded number of rounds; the cleaner decides what is due)."""
+    cleaner = Cleaner(storage)
+    for _ in range(MAX_COMPACTION_ROUNDS):
+        if cleaner.run_once() is None:
+            break
+
+
+def _next_epoch(storage: Storage, name: str) -> int:
+    """A promoted topic's leader epoch: past every epoch its logs hold (the old leader's,
+    copied with its batches), so that followers of the new leader find where their logs
+    part from it (OffsetForLeaderEpoch; logtrove.storage.epochs)."""
+    info = storage.topic(name)
+    held = (latest_epoch(storage.log(name, p)) for p in range(info.partitions))
+    return max(info.leader_epoch, *held) + 1
 
 
 def _progress(follower: Mirror) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Annotated, Any
 
 import typer
@@ -216,15 +217,19 @@ def _mirror_json(storage: Storage, info: TopicInfo) -> dict[str, Any] | None:
         return None
     status = read_follow_status(storage.path)
     rows = status.for_topic(info.name) if status is not None else {}
+    problem = status.problem if status is not None else None
     return {
         "source": info.followed_from,
         "status_updated_ms": status.updated_ms if status is not None else None,
+        "state": status.state if status is not None else None,
+        "problem": asdict(problem) if problem is not None else None,
         "partitions": [
             {
                 "partition": p,
                 "source_log_end_offset": rows[p].source_end if p in rows else None,
                 "lag_records": rows[p].lag_records if p in rows else None,
                 "lag_ms": rows[p].lag_ms if p in rows else None,
+                "failed": asdict(failed) if p in rows and (failed := rows[p].failed) is not None else None,
             }
             for p in range(info.partitions)
         ],
@@ -234,17 +239,34 @@ def _mirror_json(storage: Storage, info: TopicInfo) -> dict[str, Any] | None:
 def _print_mirror(followed: dict[str, Any]) -> None:
     updated = followed["status_updated_ms"]
     when = format_time(updated) if updated is not None else "never"
-    console.print(f"mirror of {followed['source']} (read-only to clients); lag as of {when}")
-    table = Table("partition", "source log end", "lag (records)", "lag (s)")
+    state = followed["state"] or "not reported"
+    console.print(f"mirror of {followed['source']} (read-only to clients): {state}; lag as of {when}")
+    problem = followed["problem"]
+    if problem is not None:
+        console.print(
+            f"[bold red]{problem['reason']}[/] since {format_time(problem['since_ms'])}: "
+            f"{problem['message']}\n  what to do: {problem['action']}",
+            highlight=False,
+        )
+    table = Table("partition", "source log end", "lag (records)", "lag (s)", "stopped")
+    failures = []
     for row in followed["partitions"]:
         lag_ms = row["lag_ms"]
+        failed = row["failed"]
         table.add_row(
             str(row["partition"]),
             "-" if row["source_log_end_offset"] is None else f"{row['source_log_end_offset']:,}",
             "-" if row["lag_records"] is None else f"{row['lag_records']:,}",
             "-" if lag_ms is None else f"{lag_ms / 1000:.1f}",
+            "" if failed is None else failed["reason"],
         )
+        if failed is not None:
+            failures.append(
+                f"partition {row['partition']}: {failed['message']}\n  what to do: {failed['action']}"
+            )
     console.print(table)
+    for line in failures:
+        console.print(line, highlight=False, markup=False)
 
 
 @topics_app.command("alter")

@@ -12,8 +12,8 @@ a partial one at its end (Kafka cuts at the byte limit)::
 A batch that ends below ``O`` is one the local log already has (a source may answer
 from the start of the batch holding ``O``). A batch that starts below ``O`` and ends at
 or after it cannot be placed without rewriting it: the leader's log no longer agrees
-with the local one (the leader truncated or rewrote it), which a mirror does not repair
-(:class:`DivergedError`). Everything else goes to
+with the local one (the leader truncated or rewrote it: :class:`DivergedError`, which
+the mirror resolves with the leader's epochs, :mod:`.truncation`). Everything else goes to
 :meth:`~logtrove.storage.PartitionLog.append_replicated`, which validates each batch as
 hostile input (CRC, counts, records) and writes it unchanged.
 """
@@ -87,9 +87,11 @@ def tail_matches(last: tuple[BatchHeader, bytes], data: bytes, *, compacted: boo
     (the source's log diverged: truncated and rewritten, or the topic recreated), ``None``
     if the answer holds no batch at that offset (nothing to compare).
 
-    This is how the mirror notices a divergence without leader epochs (logtrove and tansu
-    leaders do not serve OffsetForLeaderEpoch): once per partition at start and after
-    every reconnection, before it appends again."""
+    The mirror compares once per partition at start, after every reconnection and leader
+    epoch change, before it appends again, after the leader's epochs were asked
+    (:mod:`.truncation`): it is all a source without OffsetForLeaderEpoch (tansu) offers,
+    and it tells a topic deleted and created again at the source, whose epochs start
+    over, from the one the mirror copied."""
     header, raw = last
     end, _partial = whole_batches(data)
     pos = 0

@@ -13,9 +13,13 @@ single writer):
    append the answers byte for byte (:func:`~logtrove.mirror.follower.append_fetched`).
    The answer's log start offset moves the local one (retention, DeleteRecords at the
    source). OFFSET_OUT_OF_RANGE is resolved with ListOffsets: below the source's start,
-   the local log restarts there; past the source's end, the source lost records it had
-   (a truncation, which this mirror does not follow yet: the partition stops, with the
-   reason in the log and the status).
+   the local log restarts there; past the source's end, the source lost records it had.
+   That, an answer overlapping the local end, and every start, reconnection or leader
+   epoch change, are checked with the leader's epochs (:mod:`.truncation`): the local log
+   is truncated where it parts from the leader's, as a Kafka follower's is. Where the
+   epochs cannot tell (a source without OffsetForLeaderEpoch, a log without epochs), the
+   last local batch is compared instead, and a divergence stops the partition, with the
+   reason in the log and the status.
 3. **Groups** (every ``groups_interval_ms``): the source's commits on followed topics
    are committed locally (:class:`~logtrove.mirror.groups.GroupOffsetMirror`).
 4. **Status** (every ``status_interval_ms``): per partition, records and milliseconds
@@ -40,6 +44,7 @@ from kio.schema.errors import ErrorCode
 
 from logtrove.client import ClientSecurity
 from logtrove.clock import SYSTEM_CLOCK, Clock
+from logtrove.mirror import problems
 from logtrove.mirror.follower import DivergedError, append_fetched, tail_matches
 from logtrove.mirror.groups import CommitSink, GroupOffsetMirror
 from logtrove.mirror.source import (
@@ -53,10 +58,15 @@ from logtrove.mirror.source import (
     SourceRefusedError,
     SourceTopic,
 )
+from logtrove.mirror.truncation import check_epochs
 from logtrove.records import BatchHeader, RecordsError
 from logtrove.storage import PartitionLog, Storage, StorageError, TopicError
 from logtrove.storage.config import validate_overrides
 from logtrove.storage.follow import (
+    RETRYING,
+    RUNNING,
+    STOPPED,
+    FollowProblem,
     FollowStatus,
     PartitionFollowStatus,
     remove_status_leftovers,
@@ -113,7 +123,11 @@ class PartitionState:
     caught_up_ms: int = 0  # the last time the local end reached the source's high watermark
     max_bytes: int = 0
     failed: str | None = None  # why it is no longer followed (divergence, a refused batch)
-    verified: bool = False  # the source's batch at the local log's last batch was compared
+    problem: FollowProblem | None = None  # the same with its reason and what to do
+    verified: bool = False  # checked against the leader (epochs, or the last batch compared)
+    source_epoch: int = -1  # the partition's leader epoch in the source's metadata
+    diverged: str | None = None  # an answer overlapped the local end: the epochs must resolve it
+    past_end: str | None = None  # the source's end is below ours (lost records, or a lagging HW)
 
 
 @dataclass
@@ -152,6 +166,8 @@ class Mirror:
         self.group_offsets = GroupOffsetMirror(self.source, commit, clock=clock) if commit else None
         self.partitions: dict[tuple[str, int], PartitionState] = {}
         self.stats = MirrorStats()
+        self.state = RUNNING  # RETRYING while the source is unreachable, STOPPED for good
+        self.problem: FollowProblem | None = None  # why retrying or stopped
         self._topics: dict[str, SourceTopic] = {}
         self._skipped: set[str] = set()
         self._refused: set[tuple[str, str, str]] = set()
@@ -182,25 +198,41 @@ class Mirror:
             try:
                 appended = self.round()
                 failures = 0
+                if self.state == RETRYING:
+                    self.state, self.problem = RUNNING, None
                 if once and appended == 0 and self._caught_up():
                     break
             except SourceRefusedError as exc:  # the caller reports it (exit, or a log line)
-                self.write_status()
+                self._stop(problems.refused(exc.reason, str(exc), self.clock.now_ms()))
                 raise MirrorError(str(exc)) from exc
+            except OSError as exc:  # the local data directory (the source's errors are SourceError)
+                problem = problems.local_failure(str(self.storage.path), exc, self.clock.now_ms())
+                self._stop(problem)
+                raise MirrorError(f"{problem.message}; {problem.action}") from exc
             except SourceError as exc:
                 failures += 1
                 for state in self.partitions.values():
                     state.verified = False  # the source may have changed while unreachable
-                if once and failures >= self.config.once_max_failures:
-                    raise MirrorError(f"gave up after {failures} failed rounds: {exc}") from exc
                 growth = 0 if once else min(failures - 1, 5)  # ``once`` gives up after about 30 s
                 backoff_ms = min(self.config.retry_backoff_ms << growth, MAX_BACKOFF_MS)
+                since = self.problem.since_ms if self.problem is not None else self.clock.now_ms()
+                self.problem = problems.unreachable(self.config.source, str(exc), backoff_ms / 1000, since)
+                if once and failures >= self.config.once_max_failures:
+                    self._stop(self.problem)
+                    raise MirrorError(f"gave up after {failures} failed rounds: {exc}") from exc
+                self.state = RETRYING
                 log.warning("source %s: %s; retrying in %.1f s", self.config.source, exc, backoff_ms / 1000)
                 self.write_status()
                 stop.wait(backoff_ms / 1000)
             if progress is not None and time.monotonic() >= next_progress:
                 progress(self)
                 next_progress = time.monotonic() + progress_interval_s
+        self.write_status()
+
+    def _stop(self, problem: FollowProblem) -> None:
+        """The mirror stops (its caller exits or logs): the reason goes to the status file."""
+        self.state, self.problem = STOPPED, problem
+        log.error("mirror of %s stopped: %s; %s", self.config.source, problem.message, problem.action)
         self.write_status()
 
     def round(self) -> int:
@@ -230,6 +262,8 @@ class Mirror:
                 state = self.partitions.get((name, p))
                 if state is None or state.failed:
                     continue
+                if state.diverged or state.past_end:  # the next round settles it
+                    return False
                 if p not in ends or self.storage.log(name, p).log_end_offset < ends[p]:
                     return False
         if self.group_offsets is not None:
@@ -246,6 +280,10 @@ class Mirror:
         for name, topic in found.items():
             if not self._ensure_local(name, topic, configs.get(name)):
                 continue
+            for p, epoch in topic.epochs.items():
+                state = self.partitions.get((name, p))
+                if state is not None and state.source_epoch != epoch:
+                    state.source_epoch, state.verified = epoch, False  # a new leader: check again
             new = [p for p in range(topic.partitions) if (name, p) not in self.partitions]
             if new:
                 self._start_partitions(topic, new)
@@ -301,6 +339,7 @@ class Mirror:
         now = self.clock.now_ms()
         for p in partitions:
             state = PartitionState(topic.name, p, caught_up_ms=now, max_bytes=self.config.partition_max_bytes)
+            state.source_epoch = topic.epochs.get(p, -1)
             start = starts.get(p)
             if start is not None:
                 state.source_start = start
@@ -313,7 +352,42 @@ class Mirror:
             self.storage.follow_log_start(state.topic, state.partition, source_start)
 
     # -- fetching -----------------------------------------------------------------------
+    def _check_epochs(self) -> None:
+        """Check the unverified partitions against their leaders' epochs (:mod:`.truncation`),
+        truncating where the logs part; a divergence the epochs cannot resolve stops its
+        partition. The last local batch is compared with the source's after this all the
+        same (a topic deleted and created again at the source starts at epoch 0 again)."""
+        unverified: dict[str, list[PartitionState]] = {}
+        for (name, _p), state in self.partitions.items():
+            if (
+                not state.verified
+                and not state.failed
+                and name in self._topics
+                and self.storage.has_topic(name)
+            ):
+                unverified.setdefault(name, []).append(state)
+        for name, states in unverified.items():
+            verdicts = check_epochs(
+                self.source, self.storage, self._topics[name], [s.partition for s in states]
+            )
+            for state in states:
+                verdict = verdicts.get(state.partition)
+                suspect = state.diverged or state.past_end
+                if verdict is not None and (state.diverged is None or verdict.truncated):
+                    state.diverged = state.past_end = None  # the last batch is compared next
+                elif suspect is not None:
+                    why = (
+                        "the leader's epochs say the logs agree up to the local end"
+                        if verdict is not None
+                        else "the source's leader epochs cannot tell where the logs part (it does not "
+                        "serve OffsetForLeaderEpoch, or its batches carry no epochs)"
+                    )
+                    self._fail(
+                        state, problems.diverged(state.topic, f"{suspect}; {why}", self.clock.now_ms())
+                    )
+
     def _fetch_round(self) -> int:
+        self._check_epochs()
         by_leader: dict[int, list[FetchWant]] = {}
         rate = self.config.max_bytes_per_s
         for (name, p), state in self.partitions.items():
@@ -379,11 +453,20 @@ class Mirror:
             return 0
         try:
             appended = append_fetched(plog, fetched.records)
-        except (DivergedError, RecordsError, StorageError) as exc:
-            self._fail(state, f"{exc}")
+        except DivergedError as exc:  # the next round asks the leader's epochs
+            state.diverged, state.verified = str(exc), False
+            return 0
+        except RecordsError as exc:
+            self._fail(state, problems.invalid_batch(str(exc), self.clock.now_ms()))
+            return 0
+        except StorageError as exc:
+            self._fail(state, problems.partition_storage(str(exc), self.clock.now_ms()))
             return 0
         if appended.partial and appended.batches == 0:
             state.max_bytes = min(state.max_bytes * 2, MAX_PARTITION_FETCH)
+        if not appended.batches and 0 <= fetched.high_watermark < plog.log_end_offset:
+            self._past_end(state, plog.log_end_offset, fetched.high_watermark)  # no out-of-range error
+            return 0
         state.source_end = fetched.high_watermark
         if fetched.log_start_offset >= 0:
             state.source_start = fetched.log_start_offset
@@ -399,12 +482,11 @@ class Mirror:
         base offset); a different one stops the partition (see ``tail_matches``)."""
         last = _last_batch(plog)
         if last is not None and tail_matches(last, records, compacted=plog.config.compact) is False:
-            self._fail(
-                state,
+            why = (
                 f"the source's batch at offset {last[0].base_offset} differs from the mirror's: the "
-                "source's log diverged (truncated and rewritten, or the topic recreated); delete the "
-                "topic here to copy it anew",
+                "source's log diverged (truncated and rewritten, or the topic recreated)"
             )
+            self._fail(state, problems.diverged(state.topic, why, self.clock.now_ms()))
             return False
         state.verified = True
         return True
@@ -422,15 +504,20 @@ class Mirror:
         elif not state.verified and (start is None or end is None or start <= leo <= end):
             state.verified = True  # the last local batch is below the source's start: nothing to compare
         elif end is not None and leo > end:
-            self._fail(
-                state,
-                f"the local log ends at {leo}, past the source's end {end}: the source lost records it "
-                "had (leader truncation is not followed yet); delete the topic here to copy it anew",
-            )
+            self._past_end(state, leo, end)
 
-    def _fail(self, state: PartitionState, why: str) -> None:
-        state.failed = why
-        log.error("%s-%d is no longer mirrored: %s", state.topic, state.partition, why)
+    def _past_end(self, state: PartitionState, leo: int, end: int) -> None:
+        """The source ends below the local log: it lost records it had (an unclean leader
+        change), or its high watermark lags after a leader change. The next round asks
+        the leader's epochs."""
+        state.past_end = (
+            f"the local log ends at {leo}, past the source's end {end}: the source lost records it had"
+        )
+        state.verified = False
+
+    def _fail(self, state: PartitionState, problem: FollowProblem) -> None:
+        state.failed, state.problem = f"{problem.message}; {problem.action}", problem
+        log.error("%s-%d is no longer mirrored: %s", state.topic, state.partition, state.failed)
 
     def _pace(self, appended: int) -> None:
         """Sleep so that the bytes appended since the start stay under ``max_bytes_per_s``."""
@@ -465,12 +552,16 @@ class Mirror:
             behind = max(0, state.source_end - end)
             lag_ms = 0 if behind == 0 else max(0, now - state.caught_up_ms)
             rows.append(
-                PartitionFollowStatus(name, p, state.source_start, state.source_end, end, behind, lag_ms)
+                PartitionFollowStatus(
+                    name, p, state.source_start, state.source_end, end, behind, lag_ms, state.problem
+                )
             )
         return rows
 
     def write_status(self) -> None:
-        status = FollowStatus(self.config.source, self.clock.now_ms(), tuple(self.lag()))
+        status = FollowStatus(
+            self.config.source, self.clock.now_ms(), tuple(self.lag()), self.state, self.problem
+        )
         try:
             write_follow_status(self.storage.path, status)
         except OSError as exc:
@@ -507,7 +598,8 @@ class MirrorThread:
             try:
                 self.mirror.run(self._stop)
             except MirrorError as exc:  # refused: retrying with the same settings cannot help
-                log.error("mirror of %s stopped: %s", self.mirror.config.source, exc)
+                if self.mirror.problem is None:  # else the mirror logged it, with what to do
+                    log.error("mirror of %s stopped: %s", self.mirror.config.source, exc)
                 return
             except Exception:  # one bad round must not end the mirror; it starts over
                 log.exception("mirror round failed; starting over")

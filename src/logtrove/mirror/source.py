@@ -6,7 +6,8 @@ per partition leader for Fetch and ListOffsets (as a Kafka follower fetches from
 leader), and per group coordinator for OffsetFetch. Requests use the versions
 logtrove's own remote commands use (Metadata 12, Fetch 12, ListOffsets 7, OffsetFetch 8,
 ListGroups 4, DescribeConfigs 4, FindCoordinator 3), which Apache Kafka 2.8+, Redpanda,
-tansu and logtrove serve.
+tansu and logtrove serve; OffsetForLeaderEpoch 3 only where ApiVersions lists it (Kafka,
+Redpanda and logtrove do, tansu does not).
 
 Fetch is a consumer's (replica id -1, READ_UNCOMMITTED): it returns every batch below the
 high watermark, control batches included, as raw bytes, never decoded here. Everything
@@ -30,7 +31,7 @@ from __future__ import annotations
 import re
 import ssl
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from logtrove.client import ClientSecurity, KafkaClient, KafkaProtocolError
@@ -73,7 +74,12 @@ class SourceError(Exception):
 class SourceRefusedError(Exception):
     """The source refused the mirror's credentials or TLS session, or its certificate did
     not verify: retrying with the same settings cannot help, so this is not a
-    :class:`SourceError` (which the mirror retries)."""
+    :class:`SourceError` (which the mirror retries). ``reason``: ``authentication_failed``
+    or ``tls_refused`` (:data:`logtrove.storage.follow.REASONS`)."""
+
+    def __init__(self, message: str, reason: str = "tls_refused") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +88,7 @@ class SourceTopic:
 
     name: str
     leaders: Mapping[int, int]  # partition -> leader node id (-1: none right now)
+    epochs: Mapping[int, int] = field(default_factory=dict)  # partition -> leader epoch (-1: unknown)
 
     @property
     def partitions(self) -> int:
@@ -128,11 +135,13 @@ class Source:
         self.max_frame_bytes = max_frame_bytes
         self._nodes: dict[int, str] = {}
         self._clients: dict[str, KafkaClient] = {}
+        self._api_keys: dict[str, frozenset[int]] = {}  # per broker address, from ApiVersions
 
     def close(self) -> None:
         for client in self._clients.values():
             client.close()
         self._clients.clear()
+        self._api_keys.clear()
 
     def _client(self, address: str) -> KafkaClient:
         client = self._clients.get(address)
@@ -164,6 +173,7 @@ class Source:
             return client.request(api_key, version, body)
         except (OSError, KafkaProtocolError, ValueError, TypeError) as exc:
             self._clients.pop(address, None)
+            self._api_keys.pop(address, None)  # another broker may answer there next time
             client.close()
             # TLS 1.3 refuses a client certificate after the handshake: at the first read
             refused = _tls_refused(address, exc) if isinstance(exc, ssl.SSLError) else None
@@ -191,9 +201,12 @@ class Source:
         user = self.security.username if self.security else None
         if exc.code == SASL_AUTHENTICATION_FAILED:
             return SourceRefusedError(
-                f"authentication failed for user {user} at {address} ({mechanism}): {exc}"
+                f"authentication failed for user {user} at {address} ({mechanism}): {exc}",
+                "authentication_failed",
             )
-        return SourceRefusedError(f"SASL {mechanism} as user {user} refused at {address}: {exc}")
+        return SourceRefusedError(
+            f"SASL {mechanism} as user {user} refused at {address}: {exc}", "authentication_failed"
+        )
 
     def _node(self, node_id: int) -> str:
         """The address of a node (the bootstrap one if Metadata did not name it)."""
@@ -215,7 +228,8 @@ class Source:
             leaders = {int(p.partition_index): int(p.leader_id) for p in t.partitions}
             if sorted(leaders) != list(range(len(leaders))):
                 raise SourceError(f"metadata of {name!r} lists partitions {sorted(leaders)}, not 0..n-1")
-            found[name] = SourceTopic(name, leaders)
+            epochs = {int(p.partition_index): int(p.leader_epoch) for p in t.partitions}
+            found[name] = SourceTopic(name, leaders, epochs)
         return found
 
     def configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
@@ -299,6 +313,40 @@ class Source:
             for t in resp.responses
             for p in t.partitions
         ]
+
+    def serves(self, node_id: int, api_key: int) -> bool:
+        """Whether a broker lists ``api_key`` in its ApiVersions answer (asked once per
+        broker address)."""
+        address = self._node(node_id)
+        keys = self._api_keys.get(address)
+        if keys is None:
+            resp = self._request(address, ApiKey.API_VERSIONS, 0, {})
+            keys = self._api_keys[address] = frozenset(int(k.api_key) for k in resp.api_keys)
+        return api_key in keys
+
+    def epoch_end_offsets(self, topic: SourceTopic, epochs: Mapping[int, int]) -> dict[int, tuple[int, int]]:
+        """OffsetForLeaderEpoch of some partitions (partition -> the local log's latest
+        epoch), each asked of its leader: partition -> (the leader's largest epoch ≤ it, the
+        offset where that epoch ends there). A leader that does not serve the API, and a
+        partition answered with an error, are left out (the epochs cannot tell)."""
+        by_leader: dict[int, list[int]] = {}
+        for p in epochs:
+            by_leader.setdefault(topic.leaders.get(p, -1), []).append(p)
+        out: dict[int, tuple[int, int]] = {}
+        for leader, parts in by_leader.items():
+            if leader < 0 or not self.serves(leader, ApiKey.OFFSET_FOR_LEADER_EPOCH):
+                continue
+            asked = [
+                {"partition": p, "current_leader_epoch": topic.epochs.get(p, -1), "leader_epoch": epochs[p]}
+                for p in parts
+            ]
+            body = {"replica_id": -1, "topics": [{"topic": topic.name, "partitions": asked}]}
+            resp = self._request(self._node(leader), ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, body)
+            for t in resp.topics:
+                for p in t.partitions:
+                    if not int(p.error_code) and int(p.partition) in epochs:
+                        out[int(p.partition)] = (int(p.leader_epoch), int(p.end_offset))
+        return out
 
     # -- consumer groups ----------------------------------------------------------------------
     def groups(self) -> list[str]:

@@ -10,14 +10,23 @@ in each topic's file (``TopicInfo.followed_from``).
 ::
 
     {"source": "HOST:PORT", "updated_ms": 1700000000000,
+     "state": "running",                                     # or "retrying", "stopped"
+     "problem": null,                                        # why retrying or stopped (below)
      "partitions": [{"topic": "t", "partition": 0,
                      "source_start": 0, "source_end": 120,   # the leader's log start, high watermark
                      "end": 100,                             # the mirror's log end offset
-                     "lag_records": 20, "lag_ms": 350}]}     # behind by; since last caught up
+                     "lag_records": 20, "lag_ms": 350,       # behind by; since last caught up
+                     "failed": null}]}                       # why this partition is no longer copied
+
+A problem is ``{"reason": ..., "message": ..., "action": ..., "since_ms": ...}``, the
+reason one of :data:`REASONS` and the action what an operator does about it. Retrying
+(the source unreachable) mends itself when the source is back; a stopped mirror (refused
+credentials or TLS, the local disk full) and a failed partition (a divergence the leader's
+epochs cannot resolve, a batch that fails validation) wait for the operator.
 
 ``lag_ms`` is Kafka's replica lag time: how long ago the mirror last reached the leader's
 high watermark (0 while it keeps up). A file that cannot be read or has the wrong shape
-reads as no status at all.
+reads as no status at all; one written before states were reported reads as running.
 """
 
 from __future__ import annotations
@@ -32,6 +41,26 @@ from typing import Any
 from logtrove.storage.checkpoint import TMP_SUFFIX, remove_temp_files
 
 STATUS_FILE = "mirror-status.json"
+RUNNING, RETRYING, STOPPED = "running", "retrying", "stopped"
+REASONS = (
+    "source_unreachable",  # retrying: connection refused, timed out, broken
+    "authentication_failed",  # stopped: SASL refused the mirror's user or password
+    "tls_refused",  # stopped: a certificate did not verify, or the broker refused ours
+    "diverged",  # a partition: its log parts from the source's and the epochs cannot say where
+    "invalid_batch",  # a partition: the source sent a batch that fails validation (CRC, records)
+    "disk_full",  # stopped: the data directory has no space left (or a file size limit)
+    "storage_error",  # stopped or a partition: the local storage failed otherwise
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FollowProblem:
+    """Why a mirror retries or stopped, or why a partition is no longer copied."""
+
+    reason: str  # one of REASONS
+    message: str
+    action: str  # what to do about it
+    since_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +74,7 @@ class PartitionFollowStatus:
     end: int
     lag_records: int
     lag_ms: int
+    failed: FollowProblem | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +84,8 @@ class FollowStatus:
     source: str
     updated_ms: int
     partitions: tuple[PartitionFollowStatus, ...]
+    state: str = RUNNING
+    problem: FollowProblem | None = None
 
     def for_topic(self, topic: str) -> dict[int, PartitionFollowStatus]:
         return {p.partition: p for p in self.partitions if p.topic == topic}
@@ -61,7 +93,8 @@ class FollowStatus:
 
 def write_follow_status(data_dir: Path, status: FollowStatus) -> None:
     """Replace the status file (temporary file + rename; no fsync, see the module doc)."""
-    body = {"source": status.source, "updated_ms": status.updated_ms}
+    body: dict[str, Any] = {"source": status.source, "updated_ms": status.updated_ms, "state": status.state}
+    body["problem"] = asdict(status.problem) if status.problem is not None else None
     body["partitions"] = [asdict(p) for p in status.partitions]
     fd, tmp = tempfile.mkstemp(dir=data_dir, prefix="." + STATUS_FILE + ".", suffix=TMP_SUFFIX)
     try:
@@ -92,9 +125,21 @@ def read_follow_status(data_dir: Path) -> FollowStatus | None:
                 int(p["end"]),
                 int(p["lag_records"]),
                 int(p["lag_ms"]),
+                _problem(p.get("failed")),
             )
             for p in data["partitions"]
         )
-        return FollowStatus(str(data["source"]), int(data["updated_ms"]), rows)
-    except (OSError, ValueError, KeyError, TypeError):
+        state = str(data.get("state", RUNNING))
+        return FollowStatus(
+            str(data["source"]), int(data["updated_ms"]), rows, state, _problem(data.get("problem"))
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def _problem(data: Any) -> FollowProblem | None:
+    if data is None:
+        return None
+    return FollowProblem(
+        str(data["reason"]), str(data["message"]), str(data["action"]), int(data["since_ms"])
+    )

@@ -12,8 +12,9 @@
 
 The hot path handles batches as opaque bytes: :meth:`PartitionLog.append` validates a
 produced batch (header, CRC32C, counts, and its records walked in compiled code:
-:mod:`logtrove.records.walk`), gives it offsets by patching its first 8 bytes
-and writes it with one ``pwritev``; :meth:`PartitionLog.read` returns a slice of whole
+:mod:`logtrove.records.walk`), gives it offsets and the partition's leader epoch
+(:mod:`logtrove.storage.epochs`) by patching its first 16 bytes (outside the CRC) and
+writes it with one ``pwritev``; :meth:`PartitionLog.read` returns a slice of whole
 batches of one segment file, read with one ``pread`` and sent as-is. Only a topic whose
 ``compression.type`` names a codec has a batch in another codec recompressed before it
 is checked (:meth:`PartitionLog.recompressed`, which the broker runs in a worker thread
@@ -80,7 +81,7 @@ from logtrove.storage.errors import (
 from logtrove.storage.segment import LOG_SUFFIX, Segment
 from logtrove.storage.swap import CLEANED_SUFFIX, DELETED_SUFFIX, Fault, recover_swaps, swap_in
 
-_BASE_OFFSET = struct.Struct(">q")
+_STAMP = struct.Struct(">qii")  # base offset, batch length, partition leader epoch
 _REFRESH_ATTEMPTS = 10  # listings a reader takes while the writer deletes segments under it
 
 
@@ -221,6 +222,8 @@ class PartitionLog:
         self.rewrites = 0  # segment replacements by the cleaner (readers of derived state re-check)
         # called with (sealed, new) after a roll, under the log's lock, on the writer's thread
         self.roll_listener: Callable[[Segment, Segment], None] | None = None
+        self.leader_epoch = 0  # stamped into produced batches (the topic's, storage.epochs)
+        self.truncations = 0  # follower truncations (storage.truncate): caches walk afresh
 
     # -- loading --------------------------------------------------------------------
     def _load(self, recovery_point: int, clean_shutdown: bool) -> None:
@@ -444,7 +447,11 @@ class PartitionLog:
             placements = self._place(batches, assign_offsets=assign_offsets)
             for (pos, header), placed in zip(batches, placements, strict=True):
                 self._maybe_roll(placed)
-                prefix = _BASE_OFFSET.pack(placed.base_offset) if assign_offsets else b""
+                prefix = (
+                    _STAMP.pack(placed.base_offset, placed.batch_length, self.leader_epoch)
+                    if assign_offsets
+                    else b""
+                )
                 self.active.append(placed, view[pos : pos + header.size], patched_prefix=prefix)
             count = sum(h.record_count for h in placements)
             self._messages_since_flush += count

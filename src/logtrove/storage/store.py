@@ -149,6 +149,7 @@ class TopicInfo:
     created_ms: int
     config: TopicConfig = field(compare=False)
     followed_from: str | None = None  # the source a mirror copies it from; read-only to clients
+    leader_epoch: int = 0  # stamped into produced batches; raised by promotion (storage.epochs)
 
     @property
     def internal(self) -> bool:
@@ -161,7 +162,10 @@ class TopicInfo:
             "partitions": self.partitions,
             "configs": dict(self.overrides),
             "created_ms": self.created_ms,
-        } | ({"followed_from": self.followed_from} if self.followed_from is not None else {})
+        } | (
+            ({"followed_from": self.followed_from} if self.followed_from is not None else {})
+            | ({"leader_epoch": self.leader_epoch} if self.leader_epoch else {})
+        )
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], defaults: Mapping[str, str] | None = None) -> TopicInfo:
@@ -175,6 +179,7 @@ class TopicInfo:
             created_ms=int(data.get("created_ms", 0)),
             config=TopicConfig.from_overrides({**(defaults or {}), **overrides}),
             followed_from=None if data.get("followed_from") is None else str(data["followed_from"]),
+            leader_epoch=max(0, int(data.get("leader_epoch", 0))),
         )
 
 
@@ -529,6 +534,7 @@ class Storage:
                 created_ms=info.created_ms,
                 config=self._effective_config(overrides),
                 followed_from=info.followed_from,
+                leader_epoch=info.leader_epoch,
             )
             self._write_topic_file(new)
             self._set_info(new)
@@ -589,6 +595,20 @@ class Storage:
                     plog.follower = source is not None
             return new
 
+    def set_leader_epoch(self, name: str, epoch: int) -> TopicInfo:
+        """Make ``epoch`` the topic's leader epoch (promotion raises it past every epoch
+        its logs hold: :mod:`logtrove.storage.epochs`). Persisted in its topic file."""
+        self._check_writable()
+        with self._lock:
+            new = dataclasses.replace(self.topic(name), leader_epoch=epoch)
+            self._write_topic_file(new)
+            self._topics[name] = new
+            for p in range(new.partitions):
+                plog = self._logs.get(TopicPartition(name, p))
+                if plog is not None:
+                    plog.leader_epoch = epoch
+            return new
+
     def create_partitions(self, name: str, total: int) -> TopicInfo:
         """Grow a topic to ``total`` partitions (never shrink, as in Kafka)."""
         self._check_writable()
@@ -608,6 +628,7 @@ class Storage:
                 for log in logs.values():
                     log.config = new.config
                     log.follower = new.followed_from is not None
+                    log.leader_epoch = new.leader_epoch
                 self._topics[name] = new
                 self._logs.update(logs)
             return new
@@ -659,6 +680,7 @@ class Storage:
                     log_start_offset=log_starts.get(key, 0),
                 )
                 log.follower = info.followed_from is not None
+                log.leader_epoch = info.leader_epoch
                 self._logs[tp] = log
             return log
 

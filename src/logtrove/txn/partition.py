@@ -27,7 +27,8 @@ and makes sure the sealed one has its ``.txnindex``, as Kafka's roll does.
 
 A followed partition (a mirror's, written only by ``append_replicated`` in the mirror's
 thread) gets its markers from the leader, not from this coordinator: its state is brought
-up to date by walking what was appended since the last walk, each time it is asked for;
+up to date by walking what was appended since the last walk, each time it is asked for,
+and loaded anew after the follower truncated its log (:mod:`logtrove.storage.truncate`);
 its files are written by the next start's load only.
 """
 
@@ -71,6 +72,7 @@ class PartitionTxns:
     walked_to: int = 0  # the offset after the last batch a walk of the log has seen
     walk_start: int = 0  # where the load's walk began (the files covered what is below)
     rewrites: int = 0  # the log's cleaner rewrites the aborted list reflects
+    truncations: int = 0  # the log's truncation count the walk began at (storage.truncate)
 
     def on_transactional_batch(self, producer_id: int, base_offset: int) -> None:
         """A transactional data batch was appended at ``base_offset``."""
@@ -118,7 +120,7 @@ def scan(
 ) -> PartitionTxns:
     """The transactions of the batches of ``plog`` that begin in ``[start, end)``, from
     their headers (control batches read whole), added to ``into`` if given."""
-    txns = PartitionTxns() if into is None else into
+    txns = PartitionTxns(truncations=plog.truncations) if into is None else into
     begin = max(start, plog.log_start_offset)
     segments = plog.segments
     for i, seg in enumerate(segments):
@@ -148,6 +150,7 @@ def load(plog: PartitionLog, *, end: int | None = None, repair: bool = True) -> 
     the files of the sealed segments it had to walk (``repair``)."""
     repair = repair and not plog.read_only and not plog.follower
     rewrites = plog.rewrites  # read first: a rewrite during the load is seen by the next check
+    truncations = plog.truncations
     loaded = load_files(
         plog.segments,
         log_start_offset=plog.log_start_offset,
@@ -155,7 +158,9 @@ def load(plog: PartitionLog, *, end: int | None = None, repair: bool = True) -> 
         end=end,
         repair=repair,
     )
-    txns = PartitionTxns(open=loaded.open, walked_to=loaded.walked_to, walk_start=loaded.walk_start)
+    txns = PartitionTxns(
+        open=loaded.open, walked_to=loaded.walked_to, walk_start=loaded.walk_start, truncations=truncations
+    )
     txns.replace_aborted(loaded.aborted)
     txns.rewrites = rewrites
     return txns
@@ -172,7 +177,7 @@ class TxnIndexes:
         """The partition's state, loaded the first time (call it before an append whose
         effect is then recorded, so the load does not see that append)."""
         txns = self._by_log.get(log)
-        if txns is None:
+        if txns is None or txns.truncations != log.truncations:  # a follower truncated: load anew
             txns = self._install(log, load(log))
         elif log.follower and txns.walked_to < log.log_end_offset:
             scan(log, start=txns.walked_to, into=txns)  # a mirror's appends: the leader's batches

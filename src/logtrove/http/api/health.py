@@ -15,7 +15,7 @@ from logtrove import __version__
 from logtrove.http.context import HttpContext, get_context
 from logtrove.http.groups import GroupsSource
 from logtrove.http.models import Health
-from logtrove.storage.follow import read_follow_status
+from logtrove.storage.follow import RETRYING, RUNNING, STOPPED, read_follow_status
 from logtrove.storage.indexer import recorded_index_offsets
 
 router = APIRouter(tags=["health"])
@@ -110,10 +110,31 @@ def _mirror_metrics(out: _Families, ctx: HttpContext) -> None:
         max(0, ctx.clock.now_ms() - status.updated_ms) / 1000,
         source=status.source,
     )
+    reason = status.problem.reason if status.problem is not None else ""
+    for state in (RUNNING, RETRYING, STOPPED):
+        out.add(
+            "logtrove_mirror_state",
+            "gauge",
+            "1 for the mirror's state (running, retrying: the source unreachable, stopped: see "
+            "reason and mirror-status.json for what to do), 0 for the others.",
+            int(status.state == state),
+            source=status.source,
+            state=state,
+            reason=reason if status.state == state else "",
+        )
     for row in status.partitions:
         labels = {"topic": row.topic, "partition": row.partition, "source": status.source}
         out.add("logtrove_mirror_lag_records", "gauge", MIRROR_LAG_DOC, row.lag_records, **labels)
         out.add("logtrove_mirror_lag_seconds", "gauge", MIRROR_LAG_SECONDS_DOC, row.lag_ms / 1000, **labels)
+        out.add(
+            "logtrove_mirror_partition_stopped",
+            "gauge",
+            "1 when the mirror no longer copies the partition (reason: diverged, invalid_batch, "
+            "storage_error; topics describe says what to do).",
+            int(row.failed is not None),
+            reason=row.failed.reason if row.failed is not None else "",
+            **labels,
+        )
         out.add(
             "logtrove_mirror_source_log_end_offset",
             "gauge",

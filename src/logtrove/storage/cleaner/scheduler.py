@@ -63,7 +63,11 @@ class Cleaner:
 
     # -- status ------------------------------------------------------------------------
     def first_dirty(self, log: PartitionLog) -> int:
-        return max(self._first_dirty.get((log.tp.topic, log.tp.partition), 0), log.log_start_offset)
+        """Where the dirty section starts: the checkpoint, within the log (a follower that
+        truncated its log end below the checkpoint appends records that were never cleaned,
+        as Kafka's ``maybeTruncateCheckpoint`` has it)."""
+        checkpoint = self._first_dirty.get((log.tp.topic, log.tp.partition), 0)
+        return max(min(checkpoint, log.log_end_offset), log.log_start_offset)
 
     def status(self, log: PartitionLog) -> CleanStatus:
         return status_of(self.storage, log)

@@ -1,0 +1,136 @@
+"""An unclean failover followed as a Kafka follower follows it: a mirror of the old leader
+that had more than the promoted standby truncates its diverged suffix (OffsetForLeaderEpoch
+against the new leader) and ends byte-equal to the new leader, files included. And a source
+that cannot tell (tansu does not serve OffsetForLeaderEpoch) stops the partition with the
+reason instead of keeping a log that is not the leader's."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from tests.broker.conftest import BrokerProcess, cli_in, free_port
+from tests.broker.test_peer_broker import tansu  # noqa: F401  (the fixture)
+from tests.mirror.conftest import DEADLINE_S, log_bytes, mirror_once, offsets, raw_batches, served
+
+from logtrove.client import KafkaClient, KafkaProtocolError
+from logtrove.records import read_header
+from logtrove.storage.follow import read_follow_status
+
+T = "orders"
+
+
+def _produce(bootstrap: str, prefix: str, n: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2, "batch.num.messages": 5})
+    errors: list[object] = []
+    for i in range(n):
+        producer.produce(
+            T,
+            key=b"k%d" % i,
+            value=b"%s %d" % (prefix.encode(), i),
+            partition=i % 2,
+            on_delivery=lambda e, _m: e and errors.append(e),
+        )
+    producer.flush(DEADLINE_S)
+    assert not errors, errors
+
+
+def _create(bootstrap: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(T, 2, 1)])[T].result(DEADLINE_S)
+
+
+def _epochs(bootstrap: str, partition: int) -> list[int]:
+    return [read_header(b).partition_leader_epoch for b in raw_batches(bootstrap, T, partition)]
+
+
+def _metadata_epoch(bootstrap: str) -> int:
+    with KafkaClient(bootstrap) as client:
+        resp = client.request(3, 12, {"topics": [{"name": T}], "allow_auto_topic_creation": False})
+        return int(resp.topics[0].partitions[0].leader_epoch)
+
+
+def test_a_mirror_of_the_old_leader_truncates_what_the_promoted_standby_lacks(tmp_path: Path) -> None:
+    for name in ("old", "follower", "standby"):
+        (tmp_path / name).mkdir()
+    old = BrokerProcess(tmp_path / "old" / "data", free_port(), "--no-indexer")
+    follower = BrokerProcess(tmp_path / "follower" / "data", free_port(), "--no-indexer")
+    follower.extra = ("--follow", old.bootstrap, "--follow-topics", T)
+    standby = tmp_path / "standby" / "data"
+    with old:
+        _create(old.bootstrap)
+        _produce(old.bootstrap, "first", 60)
+        mirror_once(old.bootstrap, standby, T)  # the standby has offsets 0-29 of each partition
+        _produce(old.bootstrap, "late", 40)  # acknowledged, never reached the standby
+        assert set(_epochs(old.bootstrap, 0)) == {0}, "a leader stamps its epoch (0) in every batch"
+        with follower:
+            deadline = time.monotonic() + DEADLINE_S
+            while True:
+                try:
+                    if all(offsets(follower.bootstrap, T, p) == (0, 50) for p in (0, 1)):
+                        break
+                except KafkaProtocolError:
+                    pass
+                assert time.monotonic() < deadline, "the follower did not catch up with the old leader"
+                time.sleep(0.2)
+            follower.stop()
+    # unclean failover: the standby is promoted and takes writes at the old leader's address
+    promoted = cli_in(tmp_path, "promote", "--data", str(standby))
+    assert promoted.returncode == 0, promoted.stderr
+    new = BrokerProcess(standby, old.port, "--no-indexer")
+    with new:
+        assert _metadata_epoch(new.bootstrap) == 1
+        _produce(new.bootstrap, "after", 20)  # offsets 30-39 of each partition, epoch 1
+        assert _epochs(new.bootstrap, 0)[-1] == 1
+        with follower:  # follows the same address, now the new leader
+            deadline = time.monotonic() + DEADLINE_S
+            while True:
+                try:
+                    if all(offsets(follower.bootstrap, T, p) == (0, 40) for p in (0, 1)):
+                        batches = [raw_batches(follower.bootstrap, T, p) for p in (0, 1)]
+                        if batches == [raw_batches(new.bootstrap, T, p) for p in (0, 1)]:
+                            break
+                except KafkaProtocolError:
+                    pass
+                assert time.monotonic() < deadline, follower.log.read_text()[-3000:]
+                time.sleep(0.2)
+            assert "truncated the local log from 50 to 30" in follower.log.read_text()
+            assert [read_header(b).partition_leader_epoch for b in batches[0]][-1] == 1
+            assert follower.stop() == 0
+    for p in (0, 1):  # the files too: what the follower would recover after a restart
+        assert log_bytes(follower.data, T, p) == log_bytes(standby, T, p)
+    with served(follower.data) as again:
+        assert [offsets(again.bootstrap, T, p) for p in (0, 1)] == [(0, 40), (0, 40)]
+
+
+def test_a_source_without_leader_epochs_stops_a_diverged_partition_with_the_reason(
+    tansu: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "m" / "data"
+    data.parent.mkdir()
+    (tmp_path / "first").mkdir()
+    with BrokerProcess(tmp_path / "first" / "data", free_port(), "--no-indexer") as first:
+        _create(first.bootstrap)
+        _produce(first.bootstrap, "first", 20)
+        mirror_once(first.bootstrap, data, T)  # offsets 0-9 of each partition
+    # the same topic at tansu holds fewer records: the mirror's log runs past its end
+    _create(tansu)
+    _produce(tansu, "other", 10)
+    out = cli_in(data.parent, "mirror", "--from", tansu, "--topics", T, "--data", str(data), "--once")
+    assert out.returncode == 1, out.stderr
+    assert "past the source's end 5" in out.stderr
+    assert "cannot tell where the logs part" in out.stderr
+    status = read_follow_status(data)
+    assert status is not None
+    assert [(r.partition, r.failed.reason if r.failed else None) for r in status.partitions] == [
+        (0, "diverged"),
+        (1, "diverged"),
+    ]
+    described = cli_in(data.parent, "topics", "describe", T, "--data", str(data))
+    assert described.returncode == 0, described.stderr
+    assert "diverged" in described.stdout and f"logtrove topics delete {T}" in described.stdout
+    with served(data) as mirror:  # nothing was dropped on a guess
+        assert [offsets(mirror.bootstrap, T, p) for p in (0, 1)] == [(0, 10), (0, 10)]
