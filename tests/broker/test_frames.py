@@ -14,7 +14,7 @@ import uvloop
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from logtrove.broker.frames import SCRATCH_BYTES, FrameReader, start_frame_server
+from logtrove.broker.frames import IN_PLACE_MAX, SCRATCH_BYTES, FrameReader, start_frame_server
 
 SIZE = struct.Struct(">i")
 
@@ -26,14 +26,24 @@ async def _serve(handler: Handler) -> tuple[asyncio.Server, int]:
     return server, int(server.sockets[0].getsockname()[1])
 
 
-async def _echo_lengths(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Reads frames as the broker does (size prefix by readexactly, body by readframe) and
-    answers each with its size and its bytes."""
+def _echo(ahead_max: int) -> Handler:
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _echo_frames(reader, writer, ahead_max)
+
+    return echo
+
+
+async def _echo_frames(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, ahead_max: int) -> None:
+    """Reads frames as the broker does (size prefix by readexactly, body by readframe,
+    then the next frame may be allocated ahead up to ``ahead_max`` bytes) and answers
+    each with its size and its bytes, after a pause that lets the next frame arrive."""
     assert isinstance(reader, FrameReader)
     try:
         while True:
             (size,) = SIZE.unpack(await reader.readexactly(4))
             frame = await reader.readframe(size)
+            reader.ahead_max = ahead_max
+            await asyncio.sleep(0.001)
             writer.write(SIZE.pack(len(frame)) + bytes(frame))
             await writer.drain()
     except asyncio.IncompleteReadError:
@@ -42,8 +52,8 @@ async def _echo_lengths(reader: asyncio.StreamReader, writer: asyncio.StreamWrit
         writer.close()
 
 
-async def _roundtrip(frames: list[bytes], cuts: list[int], pause_every: int) -> list[bytes]:
-    server, port = await _serve(_echo_lengths)
+async def _roundtrip(frames: list[bytes], cuts: list[int], pause_every: int, ahead_max: int) -> list[bytes]:
+    server, port = await _serve(_echo(ahead_max))
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         stream = b"".join(SIZE.pack(len(f)) + f for f in frames)
@@ -71,13 +81,16 @@ async def _roundtrip(frames: list[bytes], cuts: list[int], pause_every: int) -> 
     cuts=st.lists(st.integers(1, 200_000), max_size=20),
     pause_every=st.integers(1, 4),
     seed=st.integers(0, 2**32 - 1),
+    ahead_max=st.sampled_from([0, SCRATCH_BYTES, IN_PLACE_MAX]),
 )
 def test_frames_arrive_whole_and_in_order_however_the_bytes_are_cut(
-    sizes: list[int], cuts: list[int], pause_every: int, seed: int
+    sizes: list[int], cuts: list[int], pause_every: int, seed: int, ahead_max: int
 ) -> None:
+    """Received in place from readframe on, or ahead (the next frame allocated while the
+    handler works on one), or through the buffer: the same frames."""
     rng = random.Random(seed)
     frames = [rng.randbytes(n) for n in sizes]
-    assert uvloop.run(_roundtrip(frames, cuts, pause_every)) == frames
+    assert uvloop.run(_roundtrip(frames, cuts, pause_every, ahead_max)) == frames
 
 
 def test_many_frames_sent_back_to_back_in_one_write() -> None:
@@ -85,7 +98,8 @@ def test_many_frames_sent_back_to_back_in_one_write() -> None:
     frame, read ahead by the socket) are not lost or reordered."""
     rng = random.Random(7)
     frames = [rng.randbytes(rng.choice([5, 900, 70_000, 1_000_100])) for _ in range(30)]
-    assert uvloop.run(_roundtrip(frames, [], 1)) == frames
+    assert uvloop.run(_roundtrip(frames, [], 1, IN_PLACE_MAX)) == frames
+    assert uvloop.run(_roundtrip(frames, [], 1, 0)) == frames
 
 
 def test_an_end_of_stream_mid_frame_is_an_incomplete_read() -> None:

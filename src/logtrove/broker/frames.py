@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import struct
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
@@ -36,25 +37,74 @@ frame as soon as its size is known, before its bytes arrive; a larger frame is r
 announces a big frame and sends nothing costs no more than a ``StreamReader`` holds for
 a connection anyway (twice its 1 MiB limit before it stops reading)."""
 
+_SIZE = struct.Struct(">i")  # a frame's size prefix
+AHEAD_SCAN = 64  # complete frames in the buffer looked past to find the next one to allocate
 Connected = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
 class FrameReader(asyncio.StreamReader):
-    """A ``StreamReader`` that can also receive one frame in place (:meth:`readframe`)."""
+    """A ``StreamReader`` that can also receive frames in place (:meth:`readframe`).
+
+    The frame being received in place is ``_target`` (its first ``_filled`` bytes
+    arrived); whatever is in the ``StreamReader`` buffer then precedes its body (complete
+    frames and its size prefix, not read yet) or, once it is complete, follows it. A frame is received
+    in place from :meth:`readframe` on, or earlier, **ahead**: while the handler works
+    on one frame, the next ones may already be buffered, and when the first incomplete
+    one's size prefix is, :meth:`get_buffer` allocates it (up to ``ahead_max`` bytes, which the broker sets
+    for authenticated connections only) and moves the buffered part of its body there,
+    so the rest of it never passes through the buffer either. That needs the buffer to
+    begin at a frame's size prefix that nobody has begun to read (``_at_boundary``:
+    true at the start and after each :meth:`readframe`, false once ``readexactly``
+    takes bytes)."""
 
     def __init__(self, limit: int) -> None:
         super().__init__(limit=limit)
         self._scratch = bytearray(SCRATCH_BYTES)
         self._target: bytearray | None = None  # the frame being received in place
         self._filled = 0
+        self._before_target = 0  # bytes of the buffer that come before the target's body
+        self._at_boundary = True
+        self.ahead_max = 0  # largest frame allocated ahead (0: none)
+
+    async def readexactly(self, n: int) -> bytes:
+        self._at_boundary = False
+        data = await super().readexactly(n)
+        if self._target is not None:
+            self._before_target -= n
+        return data
 
     def get_buffer(self) -> memoryview:
-        """Where the next ``recv`` lands: the unfilled rest of the frame being read, or
+        """Where the next ``recv`` lands: the unfilled rest of the frame received in
+        place (allocated ahead if its size prefix is buffered, see the class doc), or
         the scratch buffer (whose bytes :meth:`buffer_updated` then buffers as
         ``data_received`` would)."""
+        if self._target is None and self._at_boundary and self.ahead_max:
+            self._start_ahead()
         if self._target is not None and self._filled < len(self._target):
             return memoryview(self._target)[self._filled :]
         return memoryview(self._scratch)
+
+    def _start_ahead(self) -> None:
+        """Allocate the first incomplete frame of the buffer (after up to
+        :data:`AHEAD_SCAN` complete ones) and move its buffered body there."""
+        buffered: bytearray = self._buffer  # type: ignore[attr-defined]
+        pos = 0
+        for _ in range(AHEAD_SCAN):
+            if len(buffered) - pos < _SIZE.size:
+                return
+            (size,) = _SIZE.unpack_from(buffered, pos)
+            body = len(buffered) - pos - _SIZE.size
+            if body >= size:  # complete: readframe copies it from the buffer
+                pos += _SIZE.size + max(size, 0)
+                continue
+            if not 0 < size <= self.ahead_max:
+                return  # not to be allocated before its bytes arrive
+            frame = bytearray(size)
+            with memoryview(buffered) as view:
+                frame[:body] = view[pos + _SIZE.size :]
+            del buffered[pos + _SIZE.size :]  # its size prefix stays, for the handler to read
+            self._target, self._filled, self._before_target = frame, body, len(buffered)
+            return
 
     def buffer_updated(self, nbytes: int) -> None:
         if self._target is not None and self._filled < len(self._target):
@@ -66,21 +116,42 @@ class FrameReader(asyncio.StreamReader):
             self.feed_data(scratch[:nbytes])  # extends the buffer: a copy
 
     async def readframe(self, size: int) -> bytearray:
-        """Exactly ``size`` bytes, as ``readexactly`` would give them, in a new
-        ``bytearray`` the socket fills directly once the buffered bytes are used up.
-        Raises ``IncompleteReadError`` at an end of stream first, and the transport's
-        error if it failed."""
+        """Exactly ``size`` bytes after the size prefix just read, as ``readexactly``
+        would give them, in a ``bytearray`` the socket fills directly once the buffered
+        bytes are used up (or has been filling ahead). Raises ``IncompleteReadError`` at
+        an end of stream first, and the transport's error if it failed."""
         if self._exception is not None:  # type: ignore[attr-defined]
             raise self._exception  # type: ignore[attr-defined]
-        frame = bytearray(size)
-        buffered: bytearray = self._buffer  # type: ignore[attr-defined]
-        have = min(len(buffered), size)
-        if have:
+        if self._target is not None and self._before_target == 0:
+            # allocated ahead, from the prefix just read (the frames before it were in
+            # the buffer and have been read)
+            if len(self._target) != size:
+                raise RuntimeError(f"frame of {size} bytes expected, {len(self._target)} allocated ahead")
+            frame = self._target
+        elif self._target is not None:  # allocated ahead for a later frame: this one is buffered
+            if self._before_target < size:
+                raise RuntimeError(f"frame of {size} bytes expected whole before one allocated ahead")
+            buffered = self._buffer  # type: ignore[attr-defined]
             with memoryview(buffered) as view:
-                frame[:have] = view[:have]
-            del buffered[:have]
+                frame = bytearray(view[:size])
+            del buffered[:size]
             self._maybe_resume_transport()  # type: ignore[attr-defined]
-        self._target, self._filled = frame, have
+            self._before_target -= size
+            self._at_boundary = True
+            return frame
+        else:
+            frame = bytearray(size)
+            buffered = self._buffer  # type: ignore[attr-defined]
+            have = min(len(buffered), size)
+            if have:
+                with memoryview(buffered) as view:
+                    frame[:have] = view[:have]
+                del buffered[:have]
+                self._maybe_resume_transport()  # type: ignore[attr-defined]
+            if have == size:  # it was whole in the buffer
+                self._at_boundary = True
+                return frame
+            self._target, self._filled, self._before_target = frame, have, 0
         try:
             while self._filled < size:
                 if self._exception is not None:  # type: ignore[attr-defined]
@@ -90,6 +161,7 @@ class FrameReader(asyncio.StreamReader):
                 await self._wait_for_data("readframe")  # type: ignore[attr-defined]
         finally:
             self._target = None
+        self._at_boundary = True
         return frame
 
 

@@ -499,6 +499,8 @@ class Broker:
         if not isinstance(reader, FrameReader) or size > IN_PLACE_MAX:
             return await reader.readexactly(size)
         frame = await reader.readframe(size)
+        # the next frame may be allocated before it arrives, within this connection's limit
+        reader.ahead_max = min(IN_PLACE_MAX, high) if session.authenticated else 0
         if session.authenticated and frame[:2] == PRODUCE_PREFIX:
             return frame
         return bytes(frame)
