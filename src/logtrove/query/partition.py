@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from logtrove.query.fullparse import batch_decoder, matching_offsets
 from logtrove.query.model import Stats
 from logtrove.query.picking import RecordReader, scan_window
 from logtrove.query.predicates import Predicate
@@ -27,6 +28,7 @@ from logtrove.records import (
     read_header,
 )
 from logtrove.records.batch import MIN_BATCH_LENGTH
+from logtrove.records.columnar import Decoder
 from logtrove.records.compression import Compression
 from logtrove.records.record import batch_payload, timestamp_bounds
 from logtrove.storage import PartitionLog, Segment
@@ -337,6 +339,7 @@ def _scan_range(
     budget: Budget | None,
     view: CommittedView | None = None,
 ) -> Iterator[Record | Progress]:
+    decoder: Decoder | None = None
     for _, header, buf, rel in iter_batches(seg, a, b):
         if to_offset is not None and header.base_offset >= to_offset:
             yield to_offset
@@ -362,12 +365,23 @@ def _scan_range(
                     stats.batches_prefiltered += 1
                     yield header.next_offset
                     continue
-            if predicate is not None and not predicate.may_match_batch(
-                bytes(batch_payload(buf, header, rel))
-            ):
-                stats.batches_prefiltered += 1
-                yield header.next_offset
-                continue
+            wanted = None
+            if predicate is not None:
+                payload = bytes(batch_payload(buf, header, rel))
+                if not predicate.may_match_batch(payload):
+                    stats.batches_prefiltered += 1
+                    yield header.next_offset
+                    continue
+                decoder = decoder or batch_decoder()
+                wanted = matching_offsets(
+                    decoder, payload, header, predicate, begin, to_offset, (start_ms, end_ms)
+                )
+                if wanted is not None:  # the compiled full parse (a malformed batch: record by record)
+                    stats.records_scanned += header.record_count
+                    if wanted:
+                        yield from (r for r in iter_records(buf, rel, header) if r.offset in wanted)
+                    yield header.next_offset
+                    continue
             for r in iter_records(buf, rel, header):
                 stats.records_scanned += 1
                 if r.offset < begin or (to_offset is not None and r.offset >= to_offset):

@@ -89,17 +89,19 @@ class Regex:
     """
 
     def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
         self.regex = compile_regex(pattern)
         # A pattern without anchors or word boundaries that matches a value also matches
         # any text containing it, such as the batch payload: then the payload can prefilter.
-        self._prefilter = not _CONTEXT_SENSITIVE.search(pattern)
+        self.prefilters = not _CONTEXT_SENSITIVE.search(pattern)
+        self.matches_empty = self.regex.search(b"") is not None  # then it matches every value
         self.description = f"matches /{pattern}/"
 
     def matches(self, value: bytes | None) -> bool:
         return value is not None and self.regex.search(value) is not None
 
     def may_match_batch(self, payload: bytes) -> bool:
-        return not self._prefilter or self.regex.search(payload) is not None
+        return not self.prefilters or self.regex.search(payload) is not None
 
     def required_tokens(self) -> list[bytes]:
         return []
