@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from logtrove.query import QueryEngine, RangeQuery
+from logtrove.query import HeaderQuery, IdQuery, KeyQuery, QueryEngine, RangeQuery
 from logtrove.records import NewRecord, Record, build_batch
 from logtrove.storage import Storage
 from logtrove.storage.indexer import PartitionIndexer
@@ -52,3 +52,57 @@ def test_an_old_window_skips_the_tail_and_a_late_old_record_in_it_is_found(tmp_p
         got, _ = ranged(engine, T0 + 20, T0 + 60)
         assert got == [r for r in everything(tmp_path) if T0 + 20 <= r.timestamp < T0 + 60]
         assert got[-1].value == b"late" and len(got) == 41
+
+
+def keyed(start: int, n: int) -> list[bytes]:
+    """Batches of 20 records: keys ``k0``..``k49`` (every 97th null), an ID header (``m<i>``,
+    every 10th repeated), an indexed ``user`` header and an unindexed ``other`` one."""
+    out = []
+    for b in range(start, start + n, 20):
+        records = [
+            NewRecord(
+                b'{"n": %d, "pad": "%s"}' % (i, b"x" * 80),
+                None if i % 97 == 0 else b"k%d" % (i % 50),
+                (
+                    ("id", b"m%d" % (i - i % 10 if i % 10 == 3 else i)),
+                    ("user", b"u%d" % (i % 7)),
+                    ("other", b"o"),
+                ),
+                T0 + i,
+            )
+            for i in range(b, b + 20)
+        ]
+        out.append(build_batch(records))
+    return out
+
+
+def test_hash_lookups_over_a_large_unindexed_tail_give_what_a_full_decode_gives(tmp_path: Path) -> None:
+
+    with Storage.open(tmp_path) as storage:
+        storage.create_topic("t", 1, {"index.headers": "user"})
+        log = storage.log("t", 0)
+        for batch in keyed(0, 3000):  # about 450 KB: more than a piece of the tail's tables
+            log.append(batch)
+        engine = QueryEngine(Storage.open(tmp_path, read_only=True))
+
+        def check() -> int:
+            records = everything(tmp_path)
+            candidates = 0
+            questions = [
+                (KeyQuery("t", b"k7"), lambda r: r.key == b"k7"),
+                (KeyQuery("t", b"k49"), lambda r: r.key == b"k49"),
+                (IdQuery("t", "m1230", exhaustive=True), lambda r: ("id", b"m1230") in r.headers),
+                (IdQuery("t", "m2999", exhaustive=True), lambda r: ("id", b"m2999") in r.headers),
+                (HeaderQuery("t", "user", b"u3"), lambda r: ("user", b"u3") in r.headers),
+                (HeaderQuery("t", "other", b"o"), lambda r: ("other", b"o") in r.headers),  # not indexed
+            ]
+            for query, match in questions:
+                messages, completion = engine.run(query).all()
+                assert [m.offset for m in messages] == [r.offset for r in reversed(records) if match(r)]
+                candidates += completion.stats.index_candidates
+            return candidates
+
+        assert check() > 0  # the tail's in-memory tables answered
+        for batch in keyed(3000, 2000):  # the tail grows: a second piece
+            log.append(batch)
+        assert check() > 0

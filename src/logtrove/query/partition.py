@@ -19,6 +19,7 @@ from logtrove.query.fullparse import batch_decoder, matching_offsets
 from logtrove.query.model import Stats
 from logtrove.query.picking import RecordReader, scan_window
 from logtrove.query.predicates import Predicate
+from logtrove.query.tail import table_candidates, tail_key_tables
 from logtrove.records import (
     HEADER_SIZE,
     BatchHeader,
@@ -184,10 +185,9 @@ def lookup_newest_first(
             continue
         view = index_view(seg)
         stats.segments_scanned += 1
-        if view.end_position < seg.size and (before is None or view.end_offset < before):
-            tail = scan_records(seg, view.end_position, seg.size, stats, attr.needle)
-            yield from reversed([r for r in tail if keep(r)])
         reader = RecordReader(seg, stats)
+        if view.end_position < seg.size and (before is None or view.end_offset < before):
+            yield from _tail_matches(log, seg, view.end_position, attr, keep, stats, reader)
         with view.key_reader() as keys:  # one opening of the .keyidx per segment
             for i in reversed(range(len(view.key_blocks))):
                 kb = view.key_blocks[i]
@@ -215,6 +215,38 @@ def lookup_newest_first(
                         yield record
                     elif record is not None and not attr.matches(record):
                         stats.index_false_hits += 1
+
+
+def _tail_matches(
+    log: PartitionLog,
+    seg: Segment,
+    start: int,
+    attr: Attribute,
+    keep: Callable[[Record], bool],
+    stats: Stats,
+    reader: RecordReader,
+) -> Iterator[Record]:
+    """The records of the unindexed tail ``[start, seg.size)`` that ``keep`` keeps,
+    newest first: the tail's in-memory hash tables (:func:`tail_key_tables`) give
+    candidates, and what they do not cover yet is scanned for the needle."""
+    names = (log.config.message_id_header, *log.config.indexed_headers)
+    covered, tables = start, list[bytes]()
+    if attr.indexed_by(KeyBlock(0, 0, 0, 0, names, 0)):
+        covered, tables = tail_key_tables(seg, start, seg.size, log.config)
+    rest = scan_records(seg, covered, seg.size, stats, attr.needle)
+    yield from reversed([r for r in rest if keep(r)])
+    for table in reversed(tables):
+        last = None
+        for offset in table_candidates(table, seg.base_offset, attr.digest):
+            if offset == last:
+                continue
+            last = offset
+            stats.index_candidates += 1
+            record = reader.record_at(offset)
+            if record is not None and keep(record):
+                yield record
+            elif record is not None and not attr.matches(record):
+                stats.index_false_hits += 1
 
 
 Progress = int

@@ -1,4 +1,5 @@
-"""The timestamps of a segment's unindexed tail, summarised once for every range scan.
+"""A segment's unindexed tail, summarised once for every lookup: its timestamps for range
+scans, its keys, IDs and indexed headers for hash lookups.
 
 A partition under steady produce has an unindexed tail (the records after the last
 index block, up to a block's worth: tens of thousands of records, megabytes) that no
@@ -15,10 +16,17 @@ batch it cannot read (damaged, or compressed past the decompression limit): from
 the scan reads the log as before. Entries are keyed by the segment file (path, inode)
 and the tail's start position, which moves when the indexer writes a block; a bounded
 LRU drops the old ones.
+
+Hash lookups searched the whole tail for their needle on every query likewise; the
+tail's keys, message IDs and indexed headers are now hashed in memory by the indexer's
+own parser as it grows (:func:`tail_key_tables`, in pieces of a quarter MiB), and only
+the newest piece is searched. The candidates are checked against the records as the
+index blocks' are.
 """
 
 from __future__ import annotations
 
+import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -28,7 +36,8 @@ from logtrove.records import HEADER_SIZE, BatchHeader, RecordsError, read_header
 from logtrove.records.batch import ATTR_TIMESTAMP_TYPE, MIN_BATCH_LENGTH
 from logtrove.records.pick import time_bounds
 from logtrove.records.record import batch_payload
-from logtrove.storage import Segment
+from logtrove.storage import Segment, TopicConfig
+from logtrove.storage.pending import new_pending
 
 _ENTRIES = 256
 _FIRST_CHUNK = 64 * 1024  # a scan's first read per range, growing 4× up to _CHUNK
@@ -113,3 +122,86 @@ def tail_bounds(seg: Segment, start: int, end: int) -> tuple[int, int, int]:
                 position += header.size
                 tail.end = position
         return min(tail.end, end), tail.lo, tail.hi
+
+
+# -- keys, IDs and indexed headers of the tail -------------------------------------------------
+_KEY_CHUNK = 256 * 1024  # tail bytes gathered before they are indexed in memory
+_COUNTS = struct.Struct(">II")
+_ENTRY = struct.Struct(">III")
+_U32 = 0xFFFFFFFF
+
+
+@dataclass
+class _TailKeys:
+    end: int  # positions [start, end) are in ``tables``
+    tables: list[bytes] = field(default_factory=list)  # .keyidx tables, oldest first
+    stuck: bool = False  # a batch at ``end`` could not be parsed: the rest is scanned
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_keys: OrderedDict[tuple[str, int, int, tuple[str, ...]], _TailKeys] = OrderedDict()
+
+
+def tail_key_tables(seg: Segment, start: int, end: int, config: TopicConfig) -> tuple[int, list[bytes]]:
+    """``(covered, tables)``: ``.keyidx`` hash tables (the layout of
+    :mod:`logtrove.storage.keyindex` after the names) of every key, message ID and
+    indexed header of the data records in ``[start, covered)`` of ``seg``, oldest first,
+    made by the indexer's own parser (:func:`~logtrove.storage.pending.new_pending`) in
+    pieces of at least :data:`_KEY_CHUNK` bytes as the tail grows. Offsets in the tables
+    are relative to the segment's base offset. ``[covered, end)`` is left to a scan: it is
+    shorter than a piece, or starts at a batch the parser refused."""
+    names = (config.message_id_header, *config.indexed_headers)
+    key = (str(seg.log_path), seg.inode, start, names)
+    with _tails_lock:
+        keys = _keys.get(key)
+        if keys is None:
+            keys = _keys[key] = _TailKeys(start)
+            while len(_keys) > _ENTRIES:
+                _keys.popitem(last=False)
+        else:
+            _keys.move_to_end(key)
+    with keys.lock:
+        if not keys.stuck and end - keys.end >= _KEY_CHUNK:
+            indexed = {n.encode("utf-8"): b"h:" + n.encode("utf-8") + b":" for n in config.indexed_headers}
+            pending = new_pending(
+                config.message_id_header.encode("utf-8"), config.message_tag_header.encode("utf-8"), indexed
+            )
+            position = keys.end
+            for header, buf, rel in batches_in(seg, keys.end, end):
+                if not header.is_control:
+                    try:
+                        pending.add(
+                            batch_payload(buf, header, rel),
+                            header.base_offset - seg.base_offset,
+                            header.base_timestamp,
+                            append_time(header),
+                        )
+                    except (ValueError, RecordsError):
+                        keys.stuck = True
+                        break
+                position += header.size
+            if position > keys.end:
+                keys.tables.append(pending.key_table())
+                keys.end = position
+        return min(keys.end, end), list(keys.tables)
+
+
+def table_candidates(table: bytes, base_offset: int, digest: int) -> Iterator[int]:
+    """Offsets whose entry hash equals ``digest``'s in one table of
+    :func:`tail_key_tables`, newest first (as :func:`logtrove.storage.keyindex.candidates`
+    walks a block's chain)."""
+    slots, n = _COUNTS.unpack_from(table, 0)
+    if n == 0:
+        return
+    entries = _COUNTS.size + 4 * slots
+    want = digest & _U32
+    (link,) = struct.unpack_from(">I", table, _COUNTS.size + 4 * ((digest >> 32) & (slots - 1)))
+    steps = 0
+    while link and steps <= n:
+        stored, rel, prev = _ENTRY.unpack_from(table, entries + 12 * (link - 1))
+        if stored == want:
+            yield base_offset + rel
+        if prev >= link:
+            return
+        link = prev
+        steps += 1
