@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.conftest import BrokerProcess, free_port
 from tests.broker.test_transactions import READ_COMMITTED, READ_UNCOMMITTED, _producer, _values
 
 from logtrove.storage import Storage
 from logtrove.storage.txnindex import SNAPSHOT_SUFFIX, read_txn_index
+from logtrove.testing import BrokerProcess, free_port
 
 
 def test_aborts_are_indexed_per_segment_and_survive_restarts(tmp_path: Path) -> None:

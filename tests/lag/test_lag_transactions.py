@@ -15,7 +15,6 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.conftest import HttpBrokerProcess, free_port
 from tests.broker.test_transactions import _producer
 
 from logtrove.groups.consumer import StoreCommitter
@@ -24,7 +23,7 @@ from logtrove.groups.subscriptions import append_subscription
 from logtrove.groups.tags import TagFilter
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import PartitionLog, Storage
-from logtrove.testing import FakeClock
+from logtrove.testing import FakeClock, HttpBrokerProcess, free_port
 from logtrove.txn import MarkerType, TxnIndexes, marker_batch
 
 TOPIC = "tx"

@@ -10,11 +10,11 @@ from pathlib import Path
 
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.conftest import BrokerProcess, cli_in
 from tests.mirror.conftest import DEADLINE_S, mirror_once, offsets, raw_batches, served
 
 from logtrove.records import iter_records
 from logtrove.storage import Storage
+from logtrove.testing import BrokerProcess, cli_in
 
 COMPACTED = {"cleanup.policy": "compact,delete", "segment.bytes": "4096", "min.cleanable.dirty.ratio": "0.01"}
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.conftest import SERVE, BrokerProcess, free_port
 from tests.mirror.conftest import DEADLINE_S, log_bytes, mirror_once
 
 from logtrove.storage.follow import FollowStatus, read_follow_status
+from logtrove.testing import SERVE, BrokerProcess, free_port
 
 
 def _wait_status(data: Path, state: str) -> FollowStatus:

@@ -11,13 +11,13 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.conftest import BrokerProcess, cli_in, free_port
 from tests.broker.test_peer_broker import tansu  # noqa: F401  (the fixture)
 from tests.mirror.conftest import DEADLINE_S, log_bytes, mirror_once, offsets, raw_batches, served
 
 from logtrove.client import KafkaClient, KafkaProtocolError
 from logtrove.records import read_header
 from logtrove.storage.follow import read_follow_status
+from logtrove.testing import BrokerProcess, cli_in, free_port
 
 T = "orders"
 
