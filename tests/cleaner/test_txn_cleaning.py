@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import pytest
 from tests.cleaner.conftest import open_compacted
 
 from logtrove.records import NewRecord, build_batch
@@ -18,6 +19,7 @@ from logtrove.storage.txnindex import read_txn_index
 from logtrove.storage.txnview import _Cache, marker_kind
 from logtrove.testing import FakeClock
 from logtrove.txn import MarkerType, TxnIndexes, marker_batch
+from logtrove.txn.partition import load
 
 RETENTION_MS = 10_000
 
@@ -189,3 +191,37 @@ def test_markers_stay_while_data_remains_then_one_horizon(tmp_path: Path) -> Non
         assert commit_kept in markers(log)
         assert values(committed_latest(log))[b"k2"] == b"committed-2"
         assert all(read_txn_index(s) == [] for s in log.segments[:-1])
+
+
+class CrashError(Exception):
+    """Raised by the fault hook to stop a swap half-way."""
+
+
+@pytest.mark.parametrize("step", ["manifest-written", "swap-committed", "old-deleted", "renamed-final"])
+def test_a_crash_in_the_swap_leaves_consistent_transaction_files(tmp_path: Path, step: str) -> None:
+    clock = FakeClock(1_000_000)
+    settings = {"delete.retention.ms": str(RETENTION_MS), "segment.bytes": "4096"}
+    storage, log = open_compacted(tmp_path / "d", clock, **settings)
+    w = Writer(log, clock)
+    workload(w, random.Random(21), 300)
+    w.marker(9, commit=True)
+    w.data(-1, [0], "last")
+    expected = values(committed_latest(log))
+
+    def fault(at: str) -> None:
+        if at == step:
+            raise CrashError(at)
+
+    with pytest.raises(CrashError):
+        clean_partition(log, first_dirty=0, now_ms=clock.now_ms(), budget_bytes=1 << 20, fault=fault)
+    storage.abandon()
+    storage, log = open_compacted(tmp_path / "d", clock, **settings)
+    with storage:
+        assert values(committed_latest(log)) == expected
+        loaded = load(log)  # from the files the swap left, rebuilt where it must be
+        view = _Cache().view(log)
+        latest = committed_latest(log)
+        assert all(view.visible(offset) for offset, _ in latest.values())
+        assert not {a.last_offset for a in loaded.aborted} - set(markers(log))  # no entry without its marker
+        clean_partition(log, first_dirty=0, now_ms=clock.now_ms(), budget_bytes=1 << 20)
+        assert values(committed_latest(log)) == expected and _aborted_data_batches(log) == []
