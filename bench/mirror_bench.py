@@ -12,7 +12,9 @@ far it lags behind while the leader takes a sustained produce.
   (:class:`logtrove.mirror.MirrorThread`); every 0.2 s the records the mirror is behind
   (the leader's log ends by ListOffsets minus the mirror's, summed over partitions) and
   its replica lag time (what ``/metrics`` shows: ms since it last reached the high
-  watermark it saw) are sampled: p50 / p99 / max.
+  watermark it saw) are sampled: p50 / p99 / max. The records behind, divided by the
+  produce rate, are the **recovery point**: how many milliseconds of acknowledged produce
+  a failover to this (asynchronous) standby would lose.
 
 Both run on one machine, so the leader, the producer and the mirror share its cores.
 ``BENCH_QUICK=1``: 100 k records, 3 s of load. Run: ``.venv/bin/python bench/mirror_bench.py``.
@@ -158,6 +160,12 @@ def lag_under_load(bootstrap: str, tmp: Path, rate: float) -> dict[str, Any]:
             "p50": percentile(samples_ms, 50),
             "p99": percentile(samples_ms, 99),
             "max": max(samples_ms),
+        },
+        # the recovery point: acknowledged produce a failover to this standby would lose
+        "recovery_point_ms": {
+            "p50": round(percentile(samples_records, 50) / sent * 1000, 1),
+            "p99": round(percentile(samples_records, 99) / sent * 1000, 1),
+            "max": round(max(samples_records) / sent * 1000, 1),
         },
         "samples": len(samples_records),
     }
