@@ -43,7 +43,9 @@ the client, so the client takes itself out of the measurement), 1 M × 100 B and
 ``batch.size=1000000``, one partition; logtrove on disk **with the indexer on** next to
 tansu, runs alternating, median of 3 (the tool's own figure: delivered messages / time
 from the first produce to the last delivery report), saved as
-``bench/results/broker-rdkafka.json``. With the option the script runs only these rows;
+``bench/results/broker-rdkafka.json``. After each logtrove run the script waits until
+its indexer has indexed the run's records before the next run (``indexed_after_s``: how
+long after the last acknowledgement), so no run pays for another broker's indexing. With the option the script runs only these rows;
 the full run adds them when the environment variable is set, and says it skipped them
 when not. Build the tool from librdkafka's public tree (github.com/confluentinc/librdkafka,
 ``examples/rdkafka_performance.c``; the version of the confluent-kafka wheel, 2.11.x)::
@@ -75,6 +77,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from _common import percentile, pick, save
+from logtrove.storage.checkpoint import INDEX_OFFSET, CheckpointFile
 
 RUNS = 3
 SECURITY_RUNS = 5  # the security rows run on one broker: more runs against a shared machine's noise
@@ -120,6 +123,7 @@ class Broker:
         self.bootstrap = f"127.0.0.1:{port}"
         self.client: dict[str, Any] = {"bootstrap.servers": self.bootstrap}  # what clients connect with
         self.log = log
+        self.data: Path | None = None  # a logtrove broker's data directory
         with log.open("wb") as out:
             self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
         wait_listening(port, self.proc)
@@ -166,7 +170,9 @@ def start_logtrove(
         extra = [] if INDEXER else ["--no-indexer"]
     env = None if src is None else {**os.environ, "PYTHONPATH": src}
     args += ["--log-level", "info", "--no-http", *extra]
-    return Broker(name, args, port, data.parent / f"{name}.log", env)
+    broker = Broker(name, args, port, data.parent / f"{name}.log", env)
+    broker.data = data
+    return broker
 
 
 def tansu_binary() -> Path | None:
@@ -606,9 +612,30 @@ def rdkafka_performance(path: str | None) -> Path | None:
     return binary
 
 
+INDEXED: dict[str, list[float]] = {}  # per broker: seconds from a run's end to its records indexed
+
+
+def wait_indexed(broker: Broker, topic: str, count: int) -> None:
+    """Wait until a logtrove broker's indexer has every record of ``topic`` in written
+    blocks (its ``index-offset-checkpoint``; the last partial block waits for the tail
+    flush, 5 s by default) and note how long that took. Without this the next run, on
+    another broker, would pay for this broker's indexing, and deleting the topic would
+    spare the indexer the work altogether."""
+    if broker.data is None:
+        return
+    started = time.monotonic()
+    checkpoint = CheckpointFile(broker.data / INDEX_OFFSET)
+    while checkpoint.read().get((topic, 0), 0) < count:
+        if time.monotonic() - started > 120:
+            raise RuntimeError(f"{broker.name}: {topic} not indexed 120 s after the run")
+        time.sleep(0.05)
+    INDEXED.setdefault(broker.name, []).append(time.monotonic() - started)
+
+
 def produce_c(binary: Path, broker: Broker, count: int, size: int, acks: str) -> float:
     """One run of ``rdkafka_performance -P`` into a fresh one-partition topic, deleted
-    afterwards (tansu keeps every byte in memory); its messages/s."""
+    afterwards (tansu keeps every byte in memory) once logtrove has indexed it
+    (:func:`wait_indexed`); its messages/s."""
     topic = broker.new_topic("c")
     args = [str(binary), "-P", "-t", topic, "-p", "0", "-b", broker.bootstrap, "-s", str(size)]
     args += ["-c", str(count), "-a", "-1" if acks == "all" else acks]
@@ -616,6 +643,7 @@ def produce_c(binary: Path, broker: Broker, count: int, size: int, acks: str) ->
         args += ["-X", prop]
     try:
         out = subprocess.run(args, capture_output=True, text=True, timeout=300, check=False).stdout
+        wait_indexed(broker, topic, count)
     finally:
         admin = AdminClient(broker.client)  # kept alive until the deletion is answered
         admin.delete_topics([topic])[topic].result(60)
@@ -647,7 +675,10 @@ def rdkafka_rows(binary: Path, brokers: list[Broker]) -> dict[str, dict[str, Any
                     "msgs_per_s": round(statistics.median(values)),
                     "runs": [round(v) for v in values],
                 }
-                print(f"  {name}: {key}: {results[name][key]['msgs_per_s']:,} msg/s", flush=True)
+                indexed = INDEXED.pop(name, [])
+                if indexed:  # the last RUNS waits (the warm-up's are popped with the first row)
+                    results[name][key]["indexed_after_s"] = [round(v, 2) for v in indexed[-RUNS:]]
+                print(f"  {name}: {key}: {results[name][key]}", flush=True)
     return results
 
 

@@ -140,15 +140,17 @@ class FrameReader(asyncio.StreamReader):
             self._at_boundary = True
             return frame
         else:
-            frame = bytearray(size)
             buffered = self._buffer  # type: ignore[attr-defined]
             have = min(len(buffered), size)
-            if have:
-                with memoryview(buffered) as view:
+            with memoryview(buffered) as view:
+                if have == size:  # whole in the buffer: one copy, no zeroing first
+                    frame = bytearray(view[:size])
+                else:
+                    frame = bytearray(size)
                     frame[:have] = view[:have]
-                del buffered[:have]
-                self._maybe_resume_transport()  # type: ignore[attr-defined]
-            if have == size:  # it was whole in the buffer
+            del buffered[:have]
+            self._maybe_resume_transport()  # type: ignore[attr-defined]
+            if have == size:
                 self._at_boundary = True
                 return frame
             self._target, self._filled, self._before_target = frame, have, 0
