@@ -1,13 +1,15 @@
 """Remote mode: plan and read over the Kafka protocol from a running broker.
 
 For clusters whose executors do not share the broker's disk. Planning asks the broker
-for topics, watermarks and offsets by time (:class:`RemoteCatalog`); each executor task
-fetches its offset range with a plain Kafka consumer (confluent-kafka, no group, no
-commits) and stops at the range end. The same filters as in direct mode are applied to
-the fetched records.
+for topics, watermarks and offsets by time (:class:`RemoteCatalog`). A full scan's task
+fetches raw batches of its offset range and decodes them into Arrow as direct mode does
+(:mod:`logtrove.spark.rawfetch`); with a filter option a task reads its range with a
+plain Kafka consumer (confluent-kafka, no group, no commits) and applies the same
+filters as direct mode to the records. Both stop at the range end.
 
-Read committed (the default): the consumer's ``isolation.level`` is read_committed (the
-broker stops it at the last stable offset, librdkafka drops aborted transactions), and the
+Read committed (the default): the fetches are read_committed (the broker stops them at
+the last stable offset; aborted transactions are dropped by librdkafka or, for raw
+batches, as Kafka's consumer drops them), and the
 planner's ``latest`` is the last stable offset (ListOffsets READ_COMMITTED), so a task
 never waits for offsets an open transaction holds back.
 """
@@ -23,6 +25,7 @@ from logtrove.records import Record
 from logtrove.spark.columns import BATCH_ROWS, ColumnBuffer
 from logtrove.spark.options import RecordFilter
 from logtrove.spark.ranges import OffsetRange
+from logtrove.spark.rawfetch import read_range_raw
 
 TIMEOUT_S = 30.0
 POLL_S = 0.1
@@ -179,7 +182,14 @@ def read_range(
     *,
     read_committed: bool = True,
 ) -> Iterator[Any]:
-    """Arrow record batches of the rows of ``rng`` fetched from the broker."""
+    """Arrow record batches of the rows of ``rng`` fetched from the broker: raw batches
+    decoded by the columnar decoder for a full scan (:mod:`logtrove.spark.rawfetch`),
+    a consumer's records tested one by one with a filter option."""
+    if flt.empty:
+        yield from read_range_raw(
+            bootstrap, rng, include_headers, id_header, tag_header, read_committed=read_committed
+        )
+        return
     buf = ColumnBuffer(rng.topic, rng.partition, id_header, tag_header, include_headers)
     for record, append_time in fetch_range(bootstrap, rng, read_committed=read_committed):
         if flt.empty or _matches(record, flt, id_header, tag_header):

@@ -1,0 +1,123 @@
+"""Remote mode's raw-batch reads (:mod:`logtrove.spark.rawfetch`) from a live broker:
+the rows of direct mode over the same data directory, committed ones as the brute force
+over the markers says, whatever the fetch size (a batch bigger than it doubles it), and
+hostile fetch answers refused. No Spark session: the executor side alone."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from tests.broker.conftest import BrokerProcess, free_port
+from tests.spark.helpers import BASE_TS, make_topic
+from tests.txn.test_readers import (  # noqa: F401  (module-scoped fixtures shared with the query tests)
+    PARTITIONS,
+    TOPIC,
+    Written,
+    brute_force,
+    written,
+)
+
+from logtrove.records import Compression, CorruptBatchError, NewRecord, build_batch
+from logtrove.spark.direct import read_range
+from logtrove.spark.options import RecordFilter
+from logtrove.spark.ranges import OffsetRange
+from logtrove.spark.rawfetch import fetch_batches, read_range_raw, whole_batches
+from logtrove.storage import Storage
+
+
+def _table(batches: Iterator[Any]) -> Any:
+    got = list(batches)
+    return pa.Table.from_batches(got) if got else None
+
+
+def _offsets(batches: Iterator[Any]) -> list[int]:
+    table = _table(batches)
+    return [] if table is None else table.column("offset").to_pylist()
+
+
+@pytest.mark.parametrize("read_committed", [True, False])
+def test_raw_reads_show_what_the_markers_say(written: Written, read_committed: bool) -> None:  # noqa: F811
+    committed, everything, lsos = brute_force(written.data)
+    rows = committed if read_committed else everything
+    with Storage.open(written.data, read_only=True) as storage:
+        ends = {p: storage.log(TOPIC, p).log_end_offset for p in range(PARTITIONS)}
+    for p in range(PARTITIONS):
+        end = lsos[p] if read_committed else ends[p]
+        expected = [r[1] for r in rows if r[0] == p]
+        for size in (1 << 20, 700):  # 700 bytes: many fetches, and batches bigger than that
+            got = read_range_raw(
+                written.broker.bootstrap, OffsetRange(TOPIC, p, 0, end), False, "id", "tag",
+                read_committed=read_committed,
+            )  # fmt: skip
+            batches = fetch_batches(
+                written.broker.bootstrap,
+                OffsetRange(TOPIC, p, 0, end),
+                read_committed=read_committed,
+                partition_bytes=size,
+            )
+            assert _offsets(got) == expected, (p, read_committed)
+            assert sum(h.record_count for h, _ in batches) >= len(expected)
+        cut = OffsetRange(TOPIC, p, 7, end - 5)
+        got = read_range_raw(written.broker.bootstrap, cut, False, "id", "tag", read_committed=read_committed)
+        assert _offsets(got) == [o for o in expected if 7 <= o < end - 5]
+
+
+@pytest.fixture
+def compressed(tmp_path: Path) -> Iterator[BrokerProcess]:
+    """A topic of batches in every codec, with headers, null keys and values."""
+    data = tmp_path / "data"
+    make_topic(data, "mixed", [], configs={"segment.bytes": "30000", "retention.ms": "-1"})
+    with Storage.open(data) as storage:
+        log = storage.log("mixed", 0)
+        for i, codec in enumerate([*Compression] * 3):
+            records = [
+                NewRecord(
+                    None if j % 7 == 3 else b"value %d %d" % (i, j) * (j % 5),
+                    None if j % 4 == 0 else b"k%d" % j,
+                    (("id", b"m-%d-%d" % (i, j)), ("tag", b"\xffbad")) if j % 3 else (),
+                    BASE_TS + i * 100 + j,
+                )
+                for j in range(40)
+            ]
+            log.append(build_batch(records, base_offset=log.log_end_offset, compression=codec))
+    with BrokerProcess(data, free_port()) as proc:
+        yield proc
+
+
+@pytest.mark.parametrize("headers", [False, True])
+def test_raw_reads_equal_direct_reads_in_every_codec(compressed: BrokerProcess, headers: bool) -> None:
+    with Storage.open(compressed.data, read_only=True) as storage:
+        end = storage.log("mixed", 0).log_end_offset
+    for start, stop in ((0, end), (13, end - 29)):
+        rng = OffsetRange("mixed", 0, start, stop)
+        raw = _table(read_range_raw(compressed.bootstrap, rng, headers, "id", "tag"))
+        direct = _table(read_range(str(compressed.data), rng, RecordFilter(), headers))
+        assert raw is not None and raw.num_rows == stop - start
+        assert raw.equals(direct)
+
+
+def test_fetches_smaller_than_a_batch_still_get_every_batch_whole(compressed: BrokerProcess) -> None:
+    with Storage.open(compressed.data, read_only=True) as storage:
+        log = storage.log("mixed", 0)
+        stored = [batch for _, batch in log.batches(0)]
+        rng = OffsetRange("mixed", 0, 0, log.log_end_offset)
+    assert max(map(len, stored)) > 100
+    assert [b for _, b in fetch_batches(compressed.bootstrap, rng, partition_bytes=100)] == stored
+
+
+def test_a_batch_cut_at_the_end_of_a_fetch_is_left_for_the_next_one() -> None:
+    one, two = build_batch([NewRecord(b"a")]), build_batch([NewRecord(b"b")], base_offset=1)
+    assert [h.base_offset for h, _ in whole_batches(one + two[:-1])] == [0]
+    assert [h.base_offset for h, _ in whole_batches(one + two[:30])] == [0]
+    assert [b for _, b in whole_batches(one + two)] == [one, two]
+
+
+def test_a_batch_length_that_cannot_be_is_refused() -> None:
+    batch = bytearray(build_batch([NewRecord(b"a")]))
+    batch[8:12] = (5).to_bytes(4, "big")  # batchLength below the fixed header
+    with pytest.raises(CorruptBatchError):
+        whole_batches(bytes(batch))
