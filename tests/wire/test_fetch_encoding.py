@@ -10,7 +10,7 @@ from kio.index import load_response_schema
 from kio.serial import entity_reader
 
 from logtrove.records import NewRecord, build_batch
-from logtrove.wire import FetchedPartition, encode_fetch_response
+from logtrove.wire import ApiKey, FetchedPartition, encode_fetch_response
 
 
 @pytest.mark.parametrize("version", range(4, 17))
@@ -29,7 +29,7 @@ def test_fetch_response_decodes_with_kio(version: int) -> None:
             ],
         )
     ]
-    cls = load_response_schema(1, version)
+    cls = load_response_schema(ApiKey.FETCH, version)
     chunks = encode_fetch_response(version, version >= 12, topics)
     assert any(c is big for c in chunks), "large records are their own chunk"
     decoded, size = entity_reader(cls)(b"".join(chunks), 0)

@@ -12,13 +12,15 @@ One module per API family:
 * :mod:`.configs`: DescribeConfigs, IncrementalAlterConfigs
 * :mod:`.apis`: ApiVersions and the table of what is served
 * :mod:`.listeners`: listeners (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) and TLS
-* :mod:`.sasl`: SaslHandshake, SaslAuthenticate (PLAIN, SCRAM-SHA-256/512)
+* :mod:`.sasl_api`: SaslHandshake, SaslAuthenticate, over the session states and
+  mechanisms of :mod:`.sasl` (PLAIN, SCRAM-SHA-256/512)
 * :mod:`.users_api`: Describe/AlterUserScramCredentials over the SCRAM users of
   :mod:`logtrove.acl.credentials`
 
-:mod:`logtrove.wire` holds the framing, the API keys and the dict-to-kio glue;
-:mod:`.errors` maps storage errors to Kafka error codes; :mod:`.client` is a small
-blocking client for the CLI's ``--bootstrap`` mode.
+:mod:`.requests` holds what handlers take and give (``Request``, ``Reply``, ``Api``);
+:mod:`logtrove.wire` the framing, the API keys and the dict-to-kio glue; :mod:`.errors`
+maps storage errors to Kafka error codes. The clients are in :mod:`logtrove.client`
+(:mod:`.client` re-exports them for a while).
 """
 
 from logtrove.broker.server import Broker, BrokerConfig, run

@@ -9,7 +9,7 @@ from typing import Any
 from kio.index import load_response_schema
 from kio.serial import entity_reader
 
-from logtrove.wire import ApiKey, encode_request, response_header_size
+from logtrove.wire import ApiKey, encode_request, list_offsets_body, response_header_size
 
 
 class WireClient:
@@ -53,14 +53,5 @@ class WireClient:
         return value
 
     def list_offsets(self, topic: str, partition: int, timestamp: int) -> Any:
-        resp = self.request(
-            ApiKey.LIST_OFFSETS,
-            7,
-            {
-                "replica_id": -1,
-                "topics": [
-                    {"name": topic, "partitions": [{"partition_index": partition, "timestamp": timestamp}]}
-                ],
-            },
-        )
+        resp = self.request(ApiKey.LIST_OFFSETS, 7, list_offsets_body(topic, [partition], timestamp))
         return resp.topics[0].partitions[0]

@@ -53,13 +53,11 @@ def decode_response(api_key: ApiKey | int, version: int, correlation_id: int, fr
     resp_cls = load_response_schema(api_key, version)
     try:
         header, used = entity_reader(resp_cls.__header_schema__)(frame, 0)
-        if header.correlation_id != correlation_id:
-            raise ResponseError("response out of order (correlation id mismatch)")
         value, _ = entity_reader(resp_cls)(frame, used)
     except (ValueError, KeyError) as exc:
-        if isinstance(exc, ResponseError):
-            raise
         raise ResponseError(f"unreadable response to api key {int(api_key)}: {exc}") from exc
+    if header.correlation_id != correlation_id:
+        raise ResponseError("response out of order (correlation id mismatch)")
     return value
 
 
