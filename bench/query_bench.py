@@ -19,7 +19,8 @@ Under load (``BENCH_QUERY_LOAD=1``): the lookups are measured twice in the same 
 copy of the data set served by a broker (``logtrove serve``, indexer on): first with the
 broker idle (``latency_us``), then while a producer process (confluent-kafka) writes
 ``BENCH_QUERY_LOAD_RATE`` messages/s (default 100 k) of ~110 bytes into the queried topic
-(``latency_us_loaded``), the queries reading the directory read-only as the CLI does.
+(``latency_us_loaded``, ``BENCH_QUERY_LOAD_SAMPLES`` per type, default as many as idle),
+the queries reading the directory read-only as the CLI does.
 The producer's keys (``load-N``) and timestamps (now) differ from the data set's, so
 every question has the same answer with and without load. The copy is deleted after.
 
@@ -84,6 +85,7 @@ LATENCY_ONLY = os.environ.get("BENCH_QUERY_LATENCY_ONLY", "") not in ("", "0")
 NAME = os.environ.get("BENCH_QUERY_NAME", "query")
 LOAD = os.environ.get("BENCH_QUERY_LOAD", "") not in ("", "0")
 LOAD_RATE = int(os.environ.get("BENCH_QUERY_LOAD_RATE", "0")) or 100_000
+LOAD_SAMPLES = int(os.environ.get("BENCH_QUERY_LOAD_SAMPLES", "0")) or SAMPLES
 LOAD_SETTLE_S = 3.0  # producer running before the loaded samples start
 QUERY_NOTES = (
     "append is the storage layer's ceiling (prebuilt 200-record batches into the page cache, "
@@ -175,7 +177,12 @@ def build(data: Path, results: dict[str, Any]) -> list[str]:
     build_s, (batches, ids) = timed(lambda: build_batches(rng))
     print(f"built {N} records in {build_s:.1f} s", flush=True)
     storage = Storage.open(data)
-    storage.create_topic("q", PARTITIONS, {"segment.bytes": str(64 << 20), "index.headers": "user"})
+    storage.create_topic(
+        "q",
+        PARTITIONS,
+        # old timestamps: a broker serving the data set (the load section) must not delete them
+        {"segment.bytes": str(64 << 20), "index.headers": "user", "retention.ms": "-1"},
+    )
     logs = [storage.log("q", p) for p in range(PARTITIONS)]
     cpu0 = time.process_time()
     append_s, _ = timed(lambda: [logs[p].append(b) for p, b in batches])
@@ -219,13 +226,13 @@ def lookup_queries(ids: list[str]) -> dict[str, Callable[[random.Random], Query]
     }
 
 
-def measure(engine: QueryEngine, ids: list[str], label: str = "") -> dict[str, Any]:
+def measure(engine: QueryEngine, ids: list[str], label: str = "", samples: int = SAMPLES) -> dict[str, Any]:
     """Latencies of every query type (content types skipped under LATENCY_ONLY)."""
     out: dict[str, Any] = {}
     for name, make in lookup_queries(ids).items():
         if LATENCY_ONLY and name.startswith("content"):
             continue
-        rounds = SAMPLES if not name.startswith("content") else max(5, SAMPLES // 20)
+        rounds = samples if not name.startswith("content") else max(5, samples // 20)
         out[name] = latencies(engine, make, rounds)
         print(label, name, out[name], flush=True)
     return out
@@ -288,11 +295,19 @@ def measure_under_load(work: Path, ids: list[str]) -> dict[str, Any]:
     shutil.rmtree(copy, ignore_errors=True)
     took, _ = timed(lambda: shutil.copytree(work / "data", copy / "data"))
     print(f"copied the data set in {took:.1f} s", flush=True)
+    with Storage.open(copy / "data") as writable:  # its timestamps are old: no retention
+        writable.alter_topic_configs("q", {"retention.ms": "-1", "retention.bytes": "-1"})
     broker = start_logtrove(copy / "data", ["--indexer"])
     out: dict[str, Any] = {"load_rate_target": LOAD_RATE}
     try:
         reader = Storage.open(copy / "data", read_only=True)
         engine = QueryEngine(reader)
+        starts = [reader.log("q", p).log_start_offset for p in range(PARTITIONS)]
+        found = engine.run(KeyQuery("q", b"key-1")).all()[1].results
+        if starts != [0] * PARTITIONS or found < 10:
+            raise RuntimeError(
+                f"the served copy lost records: log starts {starts}, key-1 found {found} times"
+            )
         out["idle"] = measure(engine, ids, "idle")
         load = subprocess.Popen(
             [sys.executable, __file__, "--load", broker.bootstrap, str(LOAD_RATE)],
@@ -303,7 +318,7 @@ def measure_under_load(work: Path, ids: list[str]) -> dict[str, Any]:
             time.sleep(LOAD_SETTLE_S)
             end_before = sum(reader.log("q", p).log_end_offset for p in range(PARTITIONS))
             t0 = time.monotonic()
-            out["loaded"] = measure(engine, ids, "loaded")
+            out["loaded"] = measure(engine, ids, "loaded", LOAD_SAMPLES)
             reader.refresh()
             written = sum(reader.log("q", p).log_end_offset for p in range(PARTITIONS)) - end_before
             out["stored_rate_during_samples"] = round(written / (time.monotonic() - t0))

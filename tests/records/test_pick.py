@@ -9,9 +9,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.records.helpers import with_payload
 
-from logtrove.records import CorruptRecordError, NewRecord, Record, build_batch, iter_records, read_header
+from logtrove.records import (
+    CorruptRecordError,
+    NewRecord,
+    Record,
+    RecordsError,
+    build_batch,
+    iter_records,
+    read_header,
+)
 from logtrove.records.batch import ATTR_TIMESTAMP_TYPE
-from logtrove.records.pick import NATIVE, py_pick_offset, py_pick_window, py_time_bounds
+from logtrove.records.pick import NATIVE, first_stamped, py_pick_offset, py_pick_window, py_time_bounds
 from logtrove.records.record import batch_payload, decode_record, encode_record, record_span, timestamp_bounds
 from logtrove.records.varint import encode_varint
 
@@ -255,3 +263,30 @@ def test_time_bounds_are_the_row_wise_bounds(recs: list[NewRecord], data: st.Dat
     assert bounds[0] == bounds[1] == timestamp_bounds(payload, header)
     bad = damaged(payload, data)
     assert outcome(py_time_bounds, bad, BASE_TS) == outcome(NATIVE[2], bad, BASE_TS)
+
+
+def first_rowwise(data: bytes, min_offset: int, timestamp: int) -> object:
+    """What time lookups did: walk the batch row by row to the first record stamped late
+    enough (or the error the walk met)."""
+    try:
+        for record in iter_records(data):
+            if record.offset >= min_offset and record.timestamp >= timestamp:
+                return record
+        return None
+    except RecordsError as exc:
+        return type(exc)
+
+
+@SETTINGS
+@given(st.lists(records, min_size=1, max_size=12), st.booleans(), st.data())
+def test_first_stamped_is_the_row_wise_walk(recs: list[NewRecord], damage: bool, data: st.DataObject) -> None:
+    batch, payload = batch_of(recs)
+    if damage:
+        batch = bytes(with_payload(batch, damaged(payload, data)))
+    min_offset = data.draw(st.integers(BASE_OFFSET - 1, BASE_OFFSET + 13))
+    timestamp = data.draw(st.integers(BASE_TS - 3100, BASE_TS + 3100))
+    try:
+        got: object = first_stamped(batch, read_header(batch), min_offset, timestamp)
+    except RecordsError as exc:
+        got = type(exc)
+    assert got == first_rowwise(batch, min_offset, timestamp)

@@ -61,7 +61,8 @@ from logtrove.query.partition import (
     lookup_newest_first,
     scan_forward,
 )
-from logtrove.records import Record, iter_records
+from logtrove.records import Record
+from logtrove.records.pick import first_stamped
 from logtrove.records.record import batch_payload, decode_record, record_span
 from logtrove.storage import OffsetOutOfRangeError, PartitionLog, Storage
 from logtrove.storage.keyindex import header_digest, id_digest, key_digest
@@ -212,9 +213,9 @@ class QueryEngine:
         for header, data in log.batches(offset, view.last_stable_offset):
             if view.hides_batch(header):
                 continue
-            for record in iter_records(data, 0, header):
-                if record.offset >= offset and record.timestamp >= timestamp:
-                    return record
+            record = first_stamped(data, header, offset, timestamp)
+            if record is not None:
+                return record
         return None
 
     def _by_time(self, q: TimeQuery, committed: bool) -> Generated:

@@ -29,7 +29,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from logtrove.records.batch import Buffer
+from logtrove.records.batch import ATTR_TIMESTAMP_TYPE, BatchHeader, Buffer
+from logtrove.records.errors import RecordsError
+from logtrove.records.record import Record, batch_payload, iter_records
 
 RecordTuple = tuple[int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
 WindowPick = tuple[int, list[RecordTuple]] | None
@@ -260,3 +262,33 @@ IMPLEMENTATION = "compiled" if NATIVE is not None else "python"
 pick_window: PickWindow = NATIVE[0] if NATIVE is not None else py_pick_window
 pick_offset: PickOffset = NATIVE[1] if NATIVE is not None else py_pick_offset
 time_bounds: TimeBounds = NATIVE[2] if NATIVE is not None else py_time_bounds
+
+
+def first_stamped(data: Buffer, header: BatchHeader, min_offset: int, timestamp: int) -> Record | None:
+    """The first record of the batch ``data`` (its bytes, header included) whose offset
+        is ≥ ``min_offset`` and timestamp ≥ ``timestamp``, or ``None``: what walking
+        :func:`~logtrove.records.iter_records` finds (or raises), for time lookups. The batch
+        is read by :func:`pick_window`, which decodes only the records from the hit on; a
+        batch it refuses, or one whose timestamps alone rule a hit out (its records unchecked),
+    is walked row by row as before."""
+    append_ts = header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None
+    try:
+        payload = batch_payload(data, header)
+        picked = pick_window(
+            payload,
+            header.base_offset,
+            header.base_timestamp,
+            append_ts,
+            timestamp,
+            None,
+            min_offset,
+            _INT64_MAX,
+        )
+    except (ValueError, RecordsError):
+        picked = None
+    if picked is not None and picked[0] == header.record_count:  # every record checked
+        return Record(*picked[1][0]) if picked[1] else None
+    for record in iter_records(data, 0, header):
+        if record.offset >= min_offset and record.timestamp >= timestamp:
+            return record
+    return None

@@ -30,8 +30,10 @@ timestamps do not. Entries are added alongside offset entries (every
 from __future__ import annotations
 
 import bisect
+import operator
 import os
 import struct
+import sys
 import threading
 from array import array
 from pathlib import Path
@@ -39,6 +41,7 @@ from pathlib import Path
 from logtrove.storage.errors import CorruptIndexError
 
 _U32_MAX = 2**32 - 1
+_LITTLE_ENDIAN = sys.byteorder == "little"
 
 
 class IndexFile:
@@ -137,6 +140,21 @@ class IndexFile:
         self.path = path
 
 
+def _u32_entries(path: Path, width: int) -> array[int] | None:
+    """The file's big-endian u32 words, when it holds whole entries of ``width`` words;
+    ``None`` when it is missing or ends with a partial entry."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    if len(data) % (4 * width):
+        return None
+    words = array("I", data)
+    if _LITTLE_ENDIAN:
+        words.byteswap()
+    return words
+
+
 class OffsetIndex(IndexFile):
     """Sparse map from batch base offsets to positions in the ``.log`` file."""
 
@@ -154,6 +172,10 @@ class OffsetIndex(IndexFile):
         """Read the file and check it: increasing offsets and positions, positions
         inside the log. In non-strict mode (read-only openings of a live log) a trailing
         partial entry or entries past ``log_size`` are dropped instead of raising."""
+        fast = self._load_ordered(log_size)
+        if fast is not None:
+            self._offsets, self._positions = fast
+            return
         offsets: array[int] = array("Q")
         positions: array[int] = array("Q")
         for rel, pos in self._read_entries(strict=strict):
@@ -169,6 +191,20 @@ class OffsetIndex(IndexFile):
             offsets.append(self.base_offset + rel)
             positions.append(pos)
         self._offsets, self._positions = offsets, positions
+
+    def _load_ordered(self, log_size: int) -> tuple[array[int], array[int]] | None:
+        """The entries when the file is whole and in order with every position inside
+        the log (a reader refreshing a busy segment loads its index at every query):
+        read as arrays and checked in bulk. ``None`` otherwise; :meth:`load` then checks
+        entry by entry, finding and reporting the first bad one."""
+        raw = _u32_entries(self.path, 2)
+        if raw is None:
+            return None
+        rels, positions = raw[0::2], raw[1::2]
+        ordered = all(map(operator.lt, rels, rels[1:])) and all(map(operator.lt, positions, positions[1:]))
+        if not ordered or (positions and positions[-1] >= log_size):
+            return None
+        return array("Q", map(self.base_offset.__add__, rels)), array("Q", positions)
 
     def append(self, offset: int, position: int) -> None:
         """Add an entry; offsets and positions must increase."""

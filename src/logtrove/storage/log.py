@@ -67,6 +67,7 @@ from logtrove.records import (
 from logtrove.records.batch import CODEC_BITS, MAX_OFFSET, MIN_BATCH_LENGTH
 from logtrove.records.compression import decompressed_limit
 from logtrove.records.errors import OffsetOverflowError
+from logtrove.records.pick import first_stamped
 from logtrove.records.walk import Keyless, check_records, check_replicated_records
 from logtrove.storage.checkpoint import fsync_dir
 from logtrove.storage.config import TopicConfig
@@ -699,9 +700,9 @@ class PartitionLog:
             found = seg.find_timestamp(timestamp, start)
             while found is not None:
                 position, header = found
-                for record in iter_records(seg.read(position, header.size), 0, header):
-                    if record.offset >= start and record.timestamp >= timestamp:
-                        return TimestampOffset(record.offset, record.timestamp)
+                record = first_stamped(seg.read(position, header.size), header, start, timestamp)
+                if record is not None:
+                    return TimestampOffset(record.offset, record.timestamp)
                 found = seg.find_timestamp(timestamp, header.next_offset)
         return None
 
