@@ -225,3 +225,41 @@ def test_a_crash_in_the_swap_leaves_consistent_transaction_files(tmp_path: Path,
         assert not {a.last_offset for a in loaded.aborted} - set(markers(log))  # no entry without its marker
         clean_partition(log, first_dirty=0, now_ms=clock.now_ms(), budget_bytes=1 << 20)
         assert values(committed_latest(log)) == expected and _aborted_data_batches(log) == []
+
+
+def test_fetchs_aborted_list_follows_the_cleaner_without_index_files(tmp_path: Path) -> None:
+    """A partition without .txnindex files (a mirror's): after a round the entries whose
+    marker the cleaner dropped leave the broker's list, found by looking at the markers,
+    not by walking the log again."""
+    clock = FakeClock(1_000_000)
+    settings = {"delete.retention.ms": str(RETENTION_MS), "segment.bytes": "65536"}
+    storage, log = open_compacted(tmp_path / "d", clock, **settings)
+    with storage:
+        w = Writer(log, clock)
+        workload(w, random.Random(5), 400)
+        w.marker(9, commit=True)
+        for n in range(0, 6000, 5):  # live keys: the log stays large after cleaning
+            w.data(-1, list(range(1000 + n, 1005 + n)), "tail" + "." * 200)
+        w.data(7, [1], "late")
+        w.marker(7, commit=False)  # in the active segment: never cleaned, its entry stays
+        for path in log.directory.glob("*.txnindex"):
+            path.unlink()
+        txns = w.indexes.get(log)
+        assert txns.aborted
+        for _round in range(3):
+            clean_partition(log, first_dirty=0, now_ms=clock.now_ms(), budget_bytes=1 << 20)
+            clock.advance(RETENTION_MS + 1)
+        left = set(markers(log))
+        assert any(a.last_offset not in left for a in txns.aborted)  # stale until told
+        before = rchar()
+        w.indexes.after_cleaning(log, txns)
+        assert rchar() - before < log.size_bytes / 8, (rchar() - before, log.size_bytes)
+        assert txns.aborted and all(a.last_offset in left for a in txns.aborted)
+        assert txns.aborted == [a for a in load(log, repair=False).aborted if a.last_offset in left]
+
+
+def rchar() -> int:
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")

@@ -166,6 +166,13 @@ def load(plog: PartitionLog, *, end: int | None = None, repair: bool = True) -> 
     return txns
 
 
+def _has_marker(seg: Segment, offset: int) -> bool:
+    """Whether the control batch at ``offset`` is still in ``seg`` (one index look-up and a
+    header or two)."""
+    found = seg.find(offset)
+    return found is not None and found[1].base_offset == offset and found[1].is_control
+
+
 class TxnIndexes:
     """:class:`PartitionTxns` of each partition log, built on first use. Keyed by the log
     object itself (weakly), so a deleted and re-created topic starts afresh."""
@@ -209,22 +216,24 @@ class TxnIndexes:
     def after_cleaning(self, plog: PartitionLog, txns: PartitionTxns) -> None:
         """Follow the cleaner: once it rewrote segments, the aborted list is read again
         from the ``.txnindex`` files (the cleaner keeps only the entries of the ABORT
-        markers it kept). A Fetch must not list a transaction whose marker is gone: a
-        consumer would skip that producer's batches until a marker that never comes. Call
-        it after reading the log, so that a rewrite the read saw is seen here too."""
+        markers it kept); for a sealed segment without one (a mirror's) the entries whose
+        marker is gone are dropped. A Fetch must not list a transaction whose marker is
+        gone: a consumer would skip that producer's batches until a marker that never
+        comes. Call it after reading the log, so that a rewrite the read saw is seen here
+        too."""
         rewrites = plog.rewrites
         if txns.rewrites == rewrites:
             return
         segments = plog.segments
         entries: list[AbortedTxn] = []
-        for seg in segments[:-1]:
-            found = read_txn_index(seg)
-            if found is None:  # a file to rebuild: a load walks what it must
-                entries = load(plog, repair=False).aborted
-                break
+        for i, seg in enumerate(segments):
+            upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
+            found = read_txn_index(seg) if upper is not None else None
+            if found is None:  # the active segment, or no file (a mirror's): the markers decide
+                ours = [a for a in txns.aborted if a.last_offset >= seg.base_offset]
+                ours = [a for a in ours if upper is None or a.last_offset < upper]
+                found = ours if upper is None else [a for a in ours if _has_marker(seg, a.last_offset)]
             entries.extend(found)
-        else:
-            entries.extend(a for a in txns.aborted if segments and a.last_offset >= segments[-1].base_offset)
         txns.replace_aborted(entries)
         txns.rewrites = rewrites
 
