@@ -19,9 +19,17 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from logtrove import client as kafka
 from logtrove.cli.common import console, err_console, fail
-from logtrove.client import ClientSecurity, HttpApi, HttpApiError, KafkaClient, KafkaProtocolError, http_url
+from logtrove.client import (
+    ClientSecurity,
+    HttpApi,
+    HttpApiError,
+    KafkaClient,
+    KafkaProtocolError,
+    cluster_id,
+    http_url,
+    open_brokers_data,
+)
 from logtrove.client.admin import (
     alter_topic_configs,
     grow_partitions,
@@ -174,10 +182,10 @@ def _indexed_offsets(
     """Per partition of ``name``, the broker indexer's checkpoint (``None`` where it has
     not recorded the partition); ``None`` with a warning when neither the broker's data
     directory nor its HTTP API can be read."""
-    cluster = kafka.cluster_id(client)
+    cluster = cluster_id(client)
     if http is None:
         try:
-            storage = kafka.open_brokers_data(data, cluster)
+            storage = open_brokers_data(data, cluster)
         except StorageError:
             storage = None
         if storage is not None:
