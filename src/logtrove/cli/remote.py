@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,9 +18,14 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from logtrove import client as kafka
 from logtrove.cli.common import console, err_console, fail
-from logtrove.client import ClientSecurity, HttpApi, HttpApiError, KafkaClient, KafkaProtocolError, http_url
+from logtrove.client import (
+    ClientSecurity,
+    HttpApiError,
+    KafkaClient,
+    KafkaProtocolError,
+    http_url,
+)
 from logtrove.client.admin import (
     alter_topic_configs,
     grow_partitions,
@@ -36,8 +40,7 @@ from logtrove.client.admin import (
 from logtrove.client.admin import (
     delete_topic as delete_remote_topic,
 )
-from logtrove.storage import StorageError
-from logtrove.storage.indexer import recorded_index_offsets
+from logtrove.client.local import indexed_offsets
 from logtrove.wire import EARLIEST, LATEST
 
 BootstrapOption = Annotated[
@@ -171,26 +174,13 @@ def describe_topic(bootstrap: str, name: str, as_json: bool, *, data: Path, http
 def _indexed_offsets(
     client: KafkaClient, bootstrap: str, name: str, data: Path, http: str | None
 ) -> dict[int, int | None] | None:
-    """Per partition of ``name``, the broker indexer's checkpoint (``None`` where it has
-    not recorded the partition); ``None`` with a warning when neither the broker's data
-    directory nor its HTTP API can be read."""
-    cluster = kafka.cluster_id(client)
-    if http is None:
-        try:
-            storage = kafka.open_brokers_data(data, cluster)
-        except StorageError:
-            storage = None
-        if storage is not None:
-            with storage:
-                recorded = recorded_index_offsets(storage.path)
-            return {p: offset for (topic, p), offset in recorded.items() if topic == name}
-    api = HttpApi(http_url(bootstrap, http), cluster_id=cluster)
+    """:func:`~logtrove.client.local.indexed_offsets`, or ``None`` with a warning when
+    neither the broker's data directory nor its HTTP API can be read."""
     try:
-        detail = api.get(f"/api/v1/topics/{urllib.parse.quote(name, safe='')}", {})
+        return indexed_offsets(client, name, data, http_url(bootstrap, http), local=http is None)
     except HttpApiError as exc:
         err_console.print(f"[yellow]warning:[/] indexed offsets left out: {exc}", highlight=False)
         return None
-    return {int(row["partition"]): row.get("indexed_offset") for row in detail.get("partition_list", [])}
 
 
 def alter_topic(
