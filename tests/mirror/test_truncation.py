@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.broker.conftest import BrokerProcess, cli_in, free_port
@@ -52,53 +53,63 @@ def _metadata_epoch(bootstrap: str) -> int:
         return int(resp.topics[0].partitions[0].leader_epoch)
 
 
-def test_a_mirror_of_the_old_leader_truncates_what_the_promoted_standby_lacks(tmp_path: Path) -> None:
+def _wait_offsets(
+    follower: BrokerProcess, end: int, leader: BrokerProcess | None = None
+) -> list[list[bytes]]:
+    """Waits until both partitions of the follower end at ``end`` (and, given the leader,
+    hold its batches); returns the follower's batches."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        try:
+            if all(offsets(follower.bootstrap, T, p) == (0, end) for p in (0, 1)):
+                batches = [raw_batches(follower.bootstrap, T, p) for p in (0, 1)]
+                if leader is None or batches == [raw_batches(leader.bootstrap, T, p) for p in (0, 1)]:
+                    return batches
+        except KafkaProtocolError:  # not created on the follower yet
+            pass
+        assert time.monotonic() < deadline, follower.log.read_text()[-3000:]
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("live", [True, False], ids=["following-through-the-failover", "restarted-after-it"])
+def test_a_mirror_of_the_old_leader_truncates_what_the_promoted_standby_lacks(
+    tmp_path: Path, live: bool
+) -> None:
     for name in ("old", "follower", "standby"):
         (tmp_path / name).mkdir()
     old = BrokerProcess(tmp_path / "old" / "data", free_port(), "--no-indexer")
     follower = BrokerProcess(tmp_path / "follower" / "data", free_port(), "--no-indexer")
     follower.extra = ("--follow", old.bootstrap, "--follow-topics", T)
     standby = tmp_path / "standby" / "data"
-    with old:
+    new = BrokerProcess(standby, old.port, "--no-indexer")  # the old leader's address
+    try:
+        old.start()
         _create(old.bootstrap)
         _produce(old.bootstrap, "first", 60)
         mirror_once(old.bootstrap, standby, T)  # the standby has offsets 0-29 of each partition
         _produce(old.bootstrap, "late", 40)  # acknowledged, never reached the standby
         assert set(_epochs(old.bootstrap, 0)) == {0}, "a leader stamps its epoch (0) in every batch"
-        with follower:
-            deadline = time.monotonic() + DEADLINE_S
-            while True:
-                try:
-                    if all(offsets(follower.bootstrap, T, p) == (0, 50) for p in (0, 1)):
-                        break
-                except KafkaProtocolError:
-                    pass
-                assert time.monotonic() < deadline, "the follower did not catch up with the old leader"
-                time.sleep(0.2)
-            follower.stop()
-    # unclean failover: the standby is promoted and takes writes at the old leader's address
-    promoted = cli_in(tmp_path, "promote", "--data", str(standby))
-    assert promoted.returncode == 0, promoted.stderr
-    new = BrokerProcess(standby, old.port, "--no-indexer")
-    with new:
+        follower.start()
+        _wait_offsets(follower, 50)
+        if not live:
+            assert follower.stop() == 0
+        assert old.stop() == 0
+        # unclean failover: the standby is promoted and takes writes at the old leader's address
+        promoted = cli_in(tmp_path, "promote", "--data", str(standby))
+        assert promoted.returncode == 0, promoted.stderr
+        new.start()
         assert _metadata_epoch(new.bootstrap) == 1
         _produce(new.bootstrap, "after", 20)  # offsets 30-39 of each partition, epoch 1
         assert _epochs(new.bootstrap, 0)[-1] == 1
-        with follower:  # follows the same address, now the new leader
-            deadline = time.monotonic() + DEADLINE_S
-            while True:
-                try:
-                    if all(offsets(follower.bootstrap, T, p) == (0, 40) for p in (0, 1)):
-                        batches = [raw_batches(follower.bootstrap, T, p) for p in (0, 1)]
-                        if batches == [raw_batches(new.bootstrap, T, p) for p in (0, 1)]:
-                            break
-                except KafkaProtocolError:
-                    pass
-                assert time.monotonic() < deadline, follower.log.read_text()[-3000:]
-                time.sleep(0.2)
-            assert "truncated the local log from 50 to 30" in follower.log.read_text()
-            assert [read_header(b).partition_leader_epoch for b in batches[0]][-1] == 1
-            assert follower.stop() == 0
+        if not live:
+            follower.start()
+        batches = _wait_offsets(follower, 40, new)
+        assert "truncated the local log from 50 to 30" in follower.log.read_text()
+        assert [read_header(b).partition_leader_epoch for b in batches[0]][-1] == 1
+        assert follower.stop() == 0
+    finally:
+        for proc in (follower, new, old):
+            proc.stop()
     for p in (0, 1):  # the files too: what the follower would recover after a restart
         assert log_bytes(follower.data, T, p) == log_bytes(standby, T, p)
     with served(follower.data) as again:
