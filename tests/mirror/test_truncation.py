@@ -6,6 +6,7 @@ reason instead of keeping a log that is not the leader's."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -29,7 +30,7 @@ def _produce(bootstrap: str, prefix: str, n: int) -> None:
     for i in range(n):
         producer.produce(
             T,
-            key=b"k%d" % i,
+            key=b"%s-%d" % (prefix.encode(), i),
             value=b"%s %d" % (prefix.encode(), i),
             partition=i % 2,
             on_delivery=lambda e, _m: e and errors.append(e),
@@ -51,6 +52,18 @@ def _metadata_epoch(bootstrap: str) -> int:
     with KafkaClient(bootstrap) as client:
         resp = client.request(3, 12, {"topics": [{"name": T}], "allow_auto_topic_creation": False})
         return int(resp.topics[0].partitions[0].leader_epoch)
+
+
+def _by_key(data: Path, key: str) -> list[tuple[int, int]]:
+    """(partition, offset) of the records with ``key``, by ``logtrove query --key``."""
+    out = cli_in(data.parent, "query", T, "--key", key, "--data", str(data), "--json")
+    assert out.returncode == 0, out.stderr
+    rows, pos, decoder = [], 0, json.JSONDecoder()
+    text = out.stdout
+    while (pos := text.find("{", pos)) >= 0:  # one JSON object per record, then the completion
+        row, pos = decoder.raw_decode(text, pos)
+        rows.append(row)
+    return sorted((int(r["partition"]), int(r["offset"])) for r in rows if "offset" in r)
 
 
 def _wait_offsets(
@@ -78,7 +91,11 @@ def test_a_mirror_of_the_old_leader_truncates_what_the_promoted_standby_lacks(
     for name in ("old", "follower", "standby"):
         (tmp_path / name).mkdir()
     old = BrokerProcess(tmp_path / "old" / "data", free_port(), "--no-indexer")
-    follower = BrokerProcess(tmp_path / "follower" / "data", free_port(), "--no-indexer")
+    # following through the failover, the follower runs its indexer: the truncation must
+    # leave it derived files that agree with the new log (a query by key below)
+    follower = BrokerProcess(
+        tmp_path / "follower" / "data", free_port(), *(() if live else ("--no-indexer",))
+    )
     follower.extra = ("--follow", old.bootstrap, "--follow-topics", T)
     standby = tmp_path / "standby" / "data"
     new = BrokerProcess(standby, old.port, "--no-indexer")  # the old leader's address
@@ -112,6 +129,8 @@ def test_a_mirror_of_the_old_leader_truncates_what_the_promoted_standby_lacks(
             proc.stop()
     for p in (0, 1):  # the files too: what the follower would recover after a restart
         assert log_bytes(follower.data, T, p) == log_bytes(standby, T, p)
+    found = {key: _by_key(follower.data, key) for key in ("first-3", "late-3", "after-3")}
+    assert found == {"first-3": [(1, 1)], "late-3": [], "after-3": [(1, 31)]}
     with served(follower.data) as again:
         assert [offsets(again.bootstrap, T, p) for p in (0, 1)] == [(0, 40), (0, 40)]
 
