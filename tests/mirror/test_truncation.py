@@ -164,3 +164,37 @@ def test_a_source_without_leader_epochs_stops_a_diverged_partition_with_the_reas
     assert "diverged" in described.stdout and f"logtrove topics delete {T}" in described.stdout
     with served(data) as mirror:  # nothing was dropped on a guess
         assert [offsets(mirror.bootstrap, T, p) for p in (0, 1)] == [(0, 10), (0, 10)]
+
+
+def _epoch_end(bootstrap: str, epoch: int, current: int = -1, version: int = 4) -> tuple[int, int, int]:
+    """(error code, epoch, end offset) of OffsetForLeaderEpoch for partition 0."""
+    asked = [{"partition": 0, "current_leader_epoch": current, "leader_epoch": epoch}]
+    body = {"replica_id": -1, "topics": [{"topic": T, "partitions": asked}]}
+    with KafkaClient(bootstrap) as client:
+        part = client.request(23, version, body).topics[0].partitions[0]
+    return int(part.error_code), int(part.leader_epoch), int(part.end_offset)
+
+
+def test_offset_for_leader_epoch_answers_as_kafka_before_and_after_a_promotion(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    standby = tmp_path / "b" / "data"
+    standby.parent.mkdir()
+    with BrokerProcess(tmp_path / "a" / "data", free_port(), "--no-indexer") as leader:
+        _create(leader.bootstrap)
+        _produce(leader.bootstrap, "first", 20)  # offsets 0-9 of each partition, epoch 0
+        assert [_epoch_end(leader.bootstrap, 0, version=v) for v in (2, 3, 4)] == [(0, 0, 10)] * 3
+        assert _epoch_end(leader.bootstrap, 3) == (0, -1, -1)  # newer than any: undefined
+        mirror_once(leader.bootstrap, standby, T)
+        with served(standby) as mirror:  # a follower answers from the leader's epochs it copied
+            assert _epoch_end(mirror.bootstrap, 0) == (0, 0, 10)
+    assert cli_in(tmp_path, "promote", "--data", str(standby)).returncode == 0
+    with BrokerProcess(standby, free_port(), "--no-indexer") as promoted:
+        assert _epoch_end(promoted.bootstrap, 1) == (0, 1, 10)  # the new epoch starts at the log end
+        _produce(promoted.bootstrap, "after", 10)  # offsets 10-14, epoch 1
+        assert _epoch_end(promoted.bootstrap, 0) == (0, 0, 10)  # epoch 0 ends where 1 begins
+        assert _epoch_end(promoted.bootstrap, 1) == (0, 1, 15)
+        assert _epoch_end(promoted.bootstrap, 0, current=1) == (0, 0, 10)
+        assert (
+            _epoch_end(promoted.bootstrap, 0, current=0)[0] == 74
+        )  # FENCED_LEADER_EPOCH: an old leader's view
+        assert _epoch_end(promoted.bootstrap, 0, current=2)[0] == 75  # UNKNOWN_LEADER_EPOCH: newer than ours
