@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.conftest import BrokerProcess, cli_in, free_port
+from tests.broker.conftest import BrokerProcess, HttpBrokerProcess, cli_in, free_port
 from tests.broker.test_peer_broker import tansu  # noqa: F401  (the fixture)
 from tests.mirror.conftest import DEADLINE_S, log_bytes, mirror_once, offsets, raw_batches, served
 
@@ -162,8 +163,13 @@ def test_a_source_without_leader_epochs_stops_a_diverged_partition_with_the_reas
     described = cli_in(data.parent, "topics", "describe", T, "--data", str(data))
     assert described.returncode == 0, described.stderr
     assert "diverged" in described.stdout and f"logtrove topics delete {T}" in described.stdout
-    with served(data) as mirror:  # nothing was dropped on a guess
-        assert [offsets(mirror.bootstrap, T, p) for p in (0, 1)] == [(0, 10), (0, 10)]
+    with HttpBrokerProcess(data, free_port(), free_port(), "--no-indexer", "--no-cleaner") as mirror:
+        assert [offsets(mirror.bootstrap, T, p) for p in (0, 1)] == [(0, 10), (0, 10)]  # nothing dropped
+        with urllib.request.urlopen(f"{mirror.http}/metrics", timeout=10) as answer:
+            metrics = answer.read().decode()
+    for p in (0, 1):
+        assert f'logtrove_mirror_partition_stopped{{reason="diverged",topic="{T}",partition="{p}"' in metrics
+    assert f'logtrove_mirror_state{{source="{tansu}",state="stopped",reason=""}} 1' in metrics
 
 
 def _epoch_end(bootstrap: str, epoch: int, current: int = -1, version: int = 4) -> tuple[int, int, int]:

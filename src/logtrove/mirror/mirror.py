@@ -227,6 +227,7 @@ class Mirror:
             if progress is not None and time.monotonic() >= next_progress:
                 progress(self)
                 next_progress = time.monotonic() + progress_interval_s
+        self.state = STOPPED  # asked to (or ``once`` caught up): no problem, but not copying
         self.write_status()
 
     def _stop(self, problem: FollowProblem) -> None:
