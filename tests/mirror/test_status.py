@@ -94,4 +94,4 @@ def test_a_full_disk_stops_the_mirror_with_what_to_do_and_a_restart_resumes(tmp_
         mirror_once(leader.bootstrap, data, "big")  # with room again: resumes where it stopped
         assert log_bytes(data, "big", 0) == log_bytes(leader.data, "big", 0)
         status = read_follow_status(data)
-        assert status is not None and status.state == "running" and status.problem is None
+        assert status is not None and status.state == "stopped" and status.problem is None  # done

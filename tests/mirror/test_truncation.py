@@ -6,9 +6,12 @@ reason instead of keeping a log that is not the leader's."""
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.request
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.broker.test_peer_broker import tansu  # noqa: F401  (the fixture)
@@ -17,7 +20,7 @@ from tests.mirror.conftest import DEADLINE_S, log_bytes, mirror_once, offsets, r
 from logtrove.client import KafkaClient, KafkaProtocolError
 from logtrove.records import read_header
 from logtrove.storage.follow import read_follow_status
-from logtrove.testing import BrokerProcess, cli_in, free_port
+from logtrove.testing import BrokerProcess, HttpBrokerProcess, cli_in, free_port
 
 T = "orders"
 
@@ -28,7 +31,7 @@ def _produce(bootstrap: str, prefix: str, n: int) -> None:
     for i in range(n):
         producer.produce(
             T,
-            key=b"k%d" % i,
+            key=b"%s-%d" % (prefix.encode(), i),
             value=b"%s %d" % (prefix.encode(), i),
             partition=i % 2,
             on_delivery=lambda e, _m: e and errors.append(e),
@@ -52,55 +55,83 @@ def _metadata_epoch(bootstrap: str) -> int:
         return int(resp.topics[0].partitions[0].leader_epoch)
 
 
-def test_a_mirror_of_the_old_leader_truncates_what_the_promoted_standby_lacks(tmp_path: Path) -> None:
+def _by_key(data: Path, key: str) -> list[tuple[int, int]]:
+    """(partition, offset) of the records with ``key``, by ``logtrove query --key``."""
+    out = cli_in(data.parent, "query", T, "--key", key, "--data", str(data), "--json")
+    assert out.returncode == 0, out.stderr
+    rows, pos, decoder = [], 0, json.JSONDecoder()
+    text = out.stdout
+    while (pos := text.find("{", pos)) >= 0:  # one JSON object per record, then the completion
+        row, pos = decoder.raw_decode(text, pos)
+        rows.append(row)
+    return sorted((int(r["partition"]), int(r["offset"])) for r in rows if "offset" in r)
+
+
+def _wait_offsets(
+    follower: BrokerProcess, end: int, leader: BrokerProcess | None = None
+) -> list[list[bytes]]:
+    """Waits until both partitions of the follower end at ``end`` (and, given the leader,
+    hold its batches); returns the follower's batches."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        try:
+            if all(offsets(follower.bootstrap, T, p) == (0, end) for p in (0, 1)):
+                batches = [raw_batches(follower.bootstrap, T, p) for p in (0, 1)]
+                if leader is None or batches == [raw_batches(leader.bootstrap, T, p) for p in (0, 1)]:
+                    return batches
+        except KafkaProtocolError:  # not created on the follower yet
+            pass
+        assert time.monotonic() < deadline, follower.log.read_text()[-3000:]
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("live", [True, False], ids=["following-through-the-failover", "restarted-after-it"])
+def test_a_mirror_of_the_old_leader_truncates_what_the_promoted_standby_lacks(
+    tmp_path: Path, live: bool
+) -> None:
     for name in ("old", "follower", "standby"):
         (tmp_path / name).mkdir()
     old = BrokerProcess(tmp_path / "old" / "data", free_port(), "--no-indexer")
-    follower = BrokerProcess(tmp_path / "follower" / "data", free_port(), "--no-indexer")
+    # following through the failover, the follower runs its indexer: the truncation must
+    # leave it derived files that agree with the new log (a query by key below)
+    follower = BrokerProcess(
+        tmp_path / "follower" / "data", free_port(), *(() if live else ("--no-indexer",))
+    )
     follower.extra = ("--follow", old.bootstrap, "--follow-topics", T)
     standby = tmp_path / "standby" / "data"
-    with old:
+    new = BrokerProcess(standby, old.port, "--no-indexer")  # the old leader's address
+    try:
+        old.start()
         _create(old.bootstrap)
         _produce(old.bootstrap, "first", 60)
         mirror_once(old.bootstrap, standby, T)  # the standby has offsets 0-29 of each partition
         _produce(old.bootstrap, "late", 40)  # acknowledged, never reached the standby
         assert set(_epochs(old.bootstrap, 0)) == {0}, "a leader stamps its epoch (0) in every batch"
-        with follower:
-            deadline = time.monotonic() + DEADLINE_S
-            while True:
-                try:
-                    if all(offsets(follower.bootstrap, T, p) == (0, 50) for p in (0, 1)):
-                        break
-                except KafkaProtocolError:
-                    pass
-                assert time.monotonic() < deadline, "the follower did not catch up with the old leader"
-                time.sleep(0.2)
-            follower.stop()
-    # unclean failover: the standby is promoted and takes writes at the old leader's address
-    promoted = cli_in(tmp_path, "promote", "--data", str(standby))
-    assert promoted.returncode == 0, promoted.stderr
-    new = BrokerProcess(standby, old.port, "--no-indexer")
-    with new:
+        follower.start()
+        _wait_offsets(follower, 50)
+        if not live:
+            assert follower.stop() == 0
+        assert old.stop() == 0
+        # unclean failover: the standby is promoted and takes writes at the old leader's address
+        promoted = cli_in(tmp_path, "promote", "--data", str(standby))
+        assert promoted.returncode == 0, promoted.stderr
+        new.start()
         assert _metadata_epoch(new.bootstrap) == 1
         _produce(new.bootstrap, "after", 20)  # offsets 30-39 of each partition, epoch 1
         assert _epochs(new.bootstrap, 0)[-1] == 1
-        with follower:  # follows the same address, now the new leader
-            deadline = time.monotonic() + DEADLINE_S
-            while True:
-                try:
-                    if all(offsets(follower.bootstrap, T, p) == (0, 40) for p in (0, 1)):
-                        batches = [raw_batches(follower.bootstrap, T, p) for p in (0, 1)]
-                        if batches == [raw_batches(new.bootstrap, T, p) for p in (0, 1)]:
-                            break
-                except KafkaProtocolError:
-                    pass
-                assert time.monotonic() < deadline, follower.log.read_text()[-3000:]
-                time.sleep(0.2)
-            assert "truncated the local log from 50 to 30" in follower.log.read_text()
-            assert [read_header(b).partition_leader_epoch for b in batches[0]][-1] == 1
-            assert follower.stop() == 0
+        if not live:
+            follower.start()
+        batches = _wait_offsets(follower, 40, new)
+        assert "truncated the local log from 50 to 30" in follower.log.read_text()
+        assert [read_header(b).partition_leader_epoch for b in batches[0]][-1] == 1
+        assert follower.stop() == 0
+    finally:
+        for proc in (follower, new, old):
+            proc.stop()
     for p in (0, 1):  # the files too: what the follower would recover after a restart
         assert log_bytes(follower.data, T, p) == log_bytes(standby, T, p)
+    found = {key: _by_key(follower.data, key) for key in ("first-3", "late-3", "after-3")}
+    assert found == {"first-3": [(1, 1)], "late-3": [], "after-3": [(1, 31)]}
     with served(follower.data) as again:
         assert [offsets(again.bootstrap, T, p) for p in (0, 1)] == [(0, 40), (0, 40)]
 
@@ -132,5 +163,44 @@ def test_a_source_without_leader_epochs_stops_a_diverged_partition_with_the_reas
     described = cli_in(data.parent, "topics", "describe", T, "--data", str(data))
     assert described.returncode == 0, described.stderr
     assert "diverged" in described.stdout and f"logtrove topics delete {T}" in described.stdout
-    with served(data) as mirror:  # nothing was dropped on a guess
-        assert [offsets(mirror.bootstrap, T, p) for p in (0, 1)] == [(0, 10), (0, 10)]
+    with HttpBrokerProcess(data, free_port(), free_port(), "--no-indexer", "--no-cleaner") as mirror:
+        assert [offsets(mirror.bootstrap, T, p) for p in (0, 1)] == [(0, 10), (0, 10)]  # nothing dropped
+        with urllib.request.urlopen(f"{mirror.http}/metrics", timeout=10) as answer:
+            metrics = answer.read().decode()
+    for p in (0, 1):
+        assert f'logtrove_mirror_partition_stopped{{reason="diverged",topic="{T}",partition="{p}"' in metrics
+    assert f'logtrove_mirror_state{{source="{tansu}",state="stopped",reason=""}} 1' in metrics
+
+
+def _epoch_end(bootstrap: str, epoch: int, current: int = -1, version: int = 4) -> tuple[int, int, int]:
+    """(error code, epoch, end offset) of OffsetForLeaderEpoch for partition 0."""
+    asked = [{"partition": 0, "current_leader_epoch": current, "leader_epoch": epoch}]
+    body = {"replica_id": -1, "topics": [{"topic": T, "partitions": asked}]}
+    with KafkaClient(bootstrap) as client:
+        part = client.request(23, version, body).topics[0].partitions[0]
+    return int(part.error_code), int(part.leader_epoch), int(part.end_offset)
+
+
+def test_offset_for_leader_epoch_answers_as_kafka_before_and_after_a_promotion(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    standby = tmp_path / "b" / "data"
+    standby.parent.mkdir()
+    with BrokerProcess(tmp_path / "a" / "data", free_port(), "--no-indexer") as leader:
+        _create(leader.bootstrap)
+        _produce(leader.bootstrap, "first", 20)  # offsets 0-9 of each partition, epoch 0
+        assert [_epoch_end(leader.bootstrap, 0, version=v) for v in (2, 3, 4)] == [(0, 0, 10)] * 3
+        assert _epoch_end(leader.bootstrap, 3) == (0, -1, -1)  # newer than any: undefined
+        mirror_once(leader.bootstrap, standby, T)
+        with served(standby) as mirror:  # a follower answers from the leader's epochs it copied
+            assert _epoch_end(mirror.bootstrap, 0) == (0, 0, 10)
+    assert cli_in(tmp_path, "promote", "--data", str(standby)).returncode == 0
+    with BrokerProcess(standby, free_port(), "--no-indexer") as promoted:
+        assert _epoch_end(promoted.bootstrap, 1) == (0, 1, 10)  # the new epoch starts at the log end
+        _produce(promoted.bootstrap, "after", 10)  # offsets 10-14, epoch 1
+        assert _epoch_end(promoted.bootstrap, 0) == (0, 0, 10)  # epoch 0 ends where 1 begins
+        assert _epoch_end(promoted.bootstrap, 1) == (0, 1, 15)
+        assert _epoch_end(promoted.bootstrap, 0, current=1) == (0, 0, 10)
+        assert (
+            _epoch_end(promoted.bootstrap, 0, current=0)[0] == 74
+        )  # FENCED_LEADER_EPOCH: an old leader's view
+        assert _epoch_end(promoted.bootstrap, 0, current=2)[0] == 75  # UNKNOWN_LEADER_EPOCH: newer than ours

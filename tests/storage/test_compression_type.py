@@ -67,7 +67,11 @@ def test_producer_keeps_every_batch_as_it_came(tmp_path: Path) -> None:
     for batch in sent:
         log.append(batch)
     data = log.read(0, 1 << 30).data()
-    assert data == b"".join((10 * i).to_bytes(8, "big") + b[8:] for i, b in enumerate(sent))
+    # as sent but for the offset and the leader epoch (0) the leader stamps, outside the CRC
+    epoch = (0).to_bytes(4, "big")
+    assert data == b"".join(
+        (10 * i).to_bytes(8, "big") + b[8:12] + epoch + b[16:] for i, b in enumerate(sent)
+    )
     storage.close()
 
 

@@ -110,6 +110,14 @@ def tail_matches(last: tuple[BatchHeader, bytes], data: bytes, *, compacted: boo
     return None
 
 
+def last_batch(plog: PartitionLog) -> tuple[BatchHeader, bytes] | None:
+    """The header and bytes of the log's last batch, or ``None`` for an empty log."""
+    end = plog.log_end_offset
+    if end <= plog.log_start_offset:
+        return None
+    return next(iter(plog.batches(end - 1)), None)
+
+
 def _count_batches(view: memoryview) -> int:
     count = pos = 0
     while pos < len(view):

@@ -45,7 +45,7 @@ from kio.schema.errors import ErrorCode
 from logtrove.client import ClientSecurity
 from logtrove.clock import SYSTEM_CLOCK, Clock
 from logtrove.mirror import problems
-from logtrove.mirror.follower import DivergedError, append_fetched, tail_matches
+from logtrove.mirror.follower import DivergedError, append_fetched, last_batch, tail_matches
 from logtrove.mirror.groups import CommitSink, GroupOffsetMirror
 from logtrove.mirror.source import (
     EARLIEST,
@@ -59,7 +59,7 @@ from logtrove.mirror.source import (
     SourceTopic,
 )
 from logtrove.mirror.truncation import check_epochs
-from logtrove.records import BatchHeader, RecordsError
+from logtrove.records import RecordsError
 from logtrove.storage import PartitionLog, Storage, StorageError, TopicError
 from logtrove.storage.config import validate_overrides
 from logtrove.storage.follow import (
@@ -227,6 +227,7 @@ class Mirror:
             if progress is not None and time.monotonic() >= next_progress:
                 progress(self)
                 next_progress = time.monotonic() + progress_interval_s
+        self.state = STOPPED  # asked to (or ``once`` caught up): no problem, but not copying
         self.write_status()
 
     def _stop(self, problem: FollowProblem) -> None:
@@ -405,7 +406,7 @@ class Mirror:
             plog = self.storage.log(name, p)
             offset = plog.log_end_offset
             if not state.verified:
-                last = _last_batch(plog)
+                last = last_batch(plog)
                 if last is None:
                     state.verified = True
                 else:
@@ -480,7 +481,7 @@ class Mirror:
     def _tail_agrees(self, state: PartitionState, plog: PartitionLog, records: bytes) -> bool:
         """Compare the source's batch at the local last batch (an answer fetched from its
         base offset); a different one stops the partition (see ``tail_matches``)."""
-        last = _last_batch(plog)
+        last = last_batch(plog)
         if last is not None and tail_matches(last, records, compacted=plog.config.compact) is False:
             why = (
                 f"the source's batch at offset {last[0].base_offset} differs from the mirror's: the "
@@ -570,14 +571,6 @@ class Mirror:
 
     def failed(self) -> dict[tuple[str, int], str]:
         return {k: s.failed for k, s in self.partitions.items() if s.failed}
-
-
-def _last_batch(plog: PartitionLog) -> tuple[BatchHeader, bytes] | None:
-    """The header and bytes of the log's last batch, or ``None`` for an empty log."""
-    end = plog.log_end_offset
-    if end <= plog.log_start_offset:
-        return None
-    return next(iter(plog.batches(end - 1)), None)
 
 
 class MirrorThread:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from logtrove.mirror.follower import last_batch
 from logtrove.mirror.source import Source, SourceTopic
 from logtrove.storage import Storage
 from logtrove.storage.epochs import end_offset_for, epoch_entries
@@ -47,14 +48,11 @@ def check_epochs(
     truncate each log that runs past it (module doc). Partitions the epochs cannot tell
     about are left out. Raises :class:`~logtrove.mirror.source.SourceError`."""
     asks: dict[int, int] = {}
-    entries: dict[int, list[tuple[int, int]]] = {}
     for p in partitions:
         plog = storage.log(topic.name, p)
-        if plog.log_end_offset <= plog.log_start_offset:
-            continue
-        found = epoch_entries(plog)
-        if found:
-            entries[p], asks[p] = found, found[-1][0]
+        last = last_batch(plog)
+        if last is not None and last[0].partition_leader_epoch >= 0:
+            asks[p] = last[0].partition_leader_epoch  # the latest epoch: no walk of the log to ask
     if not asks:
         return {}
     out: dict[int, EpochVerdict] = {}
@@ -65,7 +63,7 @@ def check_epochs(
         end = plog.log_end_offset
         target = their_end
         if their_epoch != asks[p]:  # the leader never had our latest epoch: where its own ends here
-            target = min(their_end, end_offset_for(entries[p], their_epoch, end)[1])
+            target = min(their_end, end_offset_for(epoch_entries(plog), their_epoch, end)[1])
         if target < 0:
             continue
         dropped = 0

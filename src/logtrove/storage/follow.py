@@ -10,7 +10,7 @@ in each topic's file (``TopicInfo.followed_from``).
 ::
 
     {"source": "HOST:PORT", "updated_ms": 1700000000000,
-     "state": "running",                                     # or "retrying", "stopped"
+     "state": "running",                     # or "retrying", "stopped" (problem null: asked to)
      "problem": null,                                        # why retrying or stopped (below)
      "partitions": [{"topic": "t", "partition": 0,
                      "source_start": 0, "source_end": 120,   # the leader's log start, high watermark
