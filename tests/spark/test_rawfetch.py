@@ -11,7 +11,6 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from tests.broker.conftest import BrokerProcess, free_port
 from tests.spark.helpers import BASE_TS, make_topic
 from tests.txn.test_readers import (  # noqa: F401  (module-scoped fixtures shared with the query tests)
     PARTITIONS,
@@ -27,6 +26,7 @@ from logtrove.spark.options import RecordFilter
 from logtrove.spark.ranges import OffsetRange
 from logtrove.spark.rawfetch import fetch_batches, read_range_raw, whole_batches
 from logtrove.storage import Storage
+from logtrove.testing import BrokerProcess, free_port
 
 
 def _table(batches: Iterator[Any]) -> Any:
