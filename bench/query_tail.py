@@ -8,7 +8,9 @@ Runs over a data set that ``bench/query_bench.py`` built and kept (``BENCH_QUERY
     BENCH_QUERY_RECORDS=10000000 BENCH_QUERY_DATA=/tmp/q10m PYTHONPATH=src:bench \\
         python bench/query_tail.py [samples] [query type ...]
 
-Prints one paragraph per query type; nothing is saved (the figures go to BENCHMARKS.md
+Prints one paragraph per query type, with the percentiles of the samples' thread CPU
+time (the code's own cost, which preemption on a shared machine does not inflate);
+nothing is saved (the figures go to BENCHMARKS.md
 by hand with the conclusion).
 """
 
@@ -103,6 +105,9 @@ def main() -> None:
             f"{name}: p50 {pct(50):.2f} p99 {pct(99):.2f} p999 {pct(99.9):.2f} max {ordered[-1] * 1e3:.2f} ms, "
             f"load {os.getloadavg()[0]:.2f}"
         )
+        cpu = sorted(s[4][0] for s in samples)
+        cpu_pct = [cpu[min(len(cpu) - 1, round(q / 100 * (len(cpu) - 1)))] for q in (50, 99, 99.9)]
+        print("  thread CPU ms p50 / p99 / p999", cpu_pct)  # what the code costs, without preemption
         print("  slowest ms           ", [round(s[0] * 1e3, 2) for s in slow])
         print("  re-run alone ms      ", rerun)
         print("  (cpu ms, preempted, minflt, majflt)", [s[4] for s in slow])

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from logtrove.query import HeaderQuery, IdQuery, KeyQuery, QueryEngine, RangeQuery
+from logtrove.query import HeaderQuery, IdQuery, KeyQuery, QueryEngine, RangeQuery, tail
 from logtrove.records import NewRecord, Record, build_batch
 from logtrove.storage import Storage
 from logtrove.storage.indexer import PartitionIndexer
@@ -106,3 +106,22 @@ def test_hash_lookups_over_a_large_unindexed_tail_give_what_a_full_decode_gives(
         for batch in keyed(3000, 2000):  # the tail grows: a second piece
             log.append(batch)
         assert check() > 0
+
+
+def test_a_tail_left_behind_by_the_indexer_is_dropped(tmp_path: Path) -> None:
+    with Storage.open(tmp_path) as storage:
+        storage.create_topic("t", 1, {"index.headers": "user"})
+        log = storage.log("t", 0)
+        for batch in keyed(0, 3000):
+            log.append(batch)
+        engine = QueryEngine(Storage.open(tmp_path, read_only=True))
+        before = [m.offset for m in engine.run(KeyQuery("t", b"k7")).all()[0]]
+        PartitionIndexer(log, block_records=1000).step(2000)  # two blocks: the tail starts later
+        for batch in keyed(3000, 2000):
+            log.append(batch)
+        after = [m.offset for m in engine.run(KeyQuery("t", b"k7")).all()[0]]
+        assert after[len(after) - len(before) :] == before
+        assert after == [r.offset for r in reversed(everything(tmp_path)) if r.key == b"k7"]
+        segment = str(log.segments[-1].log_path)
+        assert len([k for k in tail._keys if k[0] == segment]) == 1
+        assert len([k for k in tail._tails if k[0] == segment]) <= 1

@@ -14,8 +14,9 @@ LogAppendTime batches count their append time), so "no record of the covered ran
 stamped in the window" holds whatever else the scan filters on. It stops growing at a
 batch it cannot read (damaged, or compressed past the decompression limit): from there
 the scan reads the log as before. Entries are keyed by the segment file (path, inode)
-and the tail's start position, which moves when the indexer writes a block; a bounded
-LRU drops the old ones.
+and the tail's start position, which moves when the indexer writes a block (the entry
+for the old start is then dropped); a bounded LRU, and for the hash tables a byte
+budget, drop the rest.
 
 Hash lookups searched the whole tail for their needle on every query likewise; the
 tail's keys, message IDs and indexed headers are now hashed in memory by the indexer's
@@ -99,6 +100,8 @@ def tail_bounds(seg: Segment, start: int, end: int) -> tuple[int, int, int]:
     with _tails_lock:
         tail = _tails.get(key)
         if tail is None:
+            for old in [k for k in _tails if k[:2] == key[:2]]:  # the indexer moved the start
+                del _tails[old]
             tail = _tails[key] = _Tail(start)
             while len(_tails) > _ENTRIES:
                 _tails.popitem(last=False)
@@ -126,6 +129,7 @@ def tail_bounds(seg: Segment, start: int, end: int) -> tuple[int, int, int]:
 
 # -- keys, IDs and indexed headers of the tail -------------------------------------------------
 _KEY_CHUNK = 256 * 1024  # tail bytes gathered before they are indexed in memory
+_KEY_BYTES = 64 << 20  # the tables of all tails together
 _COUNTS = struct.Struct(">II")
 _ENTRY = struct.Struct(">III")
 _U32 = 0xFFFFFFFF
@@ -155,6 +159,8 @@ def tail_key_tables(seg: Segment, start: int, end: int, config: TopicConfig) -> 
     with _tails_lock:
         keys = _keys.get(key)
         if keys is None:
+            for old in [k for k in _keys if k[:2] == key[:2]]:  # the indexer moved the start
+                del _keys[old]
             keys = _keys[key] = _TailKeys(start)
             while len(_keys) > _ENTRIES:
                 _keys.popitem(last=False)
@@ -183,7 +189,20 @@ def tail_key_tables(seg: Segment, start: int, end: int, config: TopicConfig) -> 
             if position > keys.end:
                 keys.tables.append(pending.key_table())
                 keys.end = position
+                _trim(key)
         return min(keys.end, end), list(keys.tables)
+
+
+def _trim(keep: tuple[str, int, int, tuple[str, ...]]) -> None:
+    """Drop the least recently used tables past :data:`_KEY_BYTES` (not ``keep``'s): a
+    tail's tables take about 50 bytes a record, and the indexer leaves old tails behind."""
+    with _tails_lock:
+        total = sum(len(t) for entry in _keys.values() for t in entry.tables)
+        for old in list(_keys):
+            if total <= _KEY_BYTES:
+                break
+            if old != keep:
+                total -= sum(len(t) for t in _keys.pop(old).tables)
 
 
 def table_candidates(table: bytes, base_offset: int, digest: int) -> Iterator[int]:
