@@ -39,7 +39,8 @@ Run: ``.venv/bin/python bench/broker_bench.py``.
 C client (``--rdkafka-performance PATH`` or ``LOGTROVE_RDKAFKA_PERFORMANCE=PATH``): the
 produce rows again, driven by librdkafka's own ``rdkafka_performance`` (C, no Python in
 the client, so the client takes itself out of the measurement), 1 M × 100 B and
-``RDKAFKA_LARGE`` (1 M) × 1 KiB, acks=1 and acks=all, ``linger.ms=5``,
+``RDKAFKA_LARGE`` (1 M; ``BENCH_RDKAFKA_LARGE=N`` for another count) × 1 KiB, acks=1
+and acks=all, ``linger.ms=5``,
 ``batch.size=1000000``, one partition; logtrove on disk **with the indexer on** next to
 tansu, runs alternating, median of 3 (the tool's own figure: delivered messages / time
 from the first produce to the last delivery report), saved as
@@ -585,7 +586,9 @@ def table(results: dict[str, dict[str, Any]]) -> str:
 
 
 RDKAFKA_ENV = "LOGTROVE_RDKAFKA_PERFORMANCE"
-RDKAFKA_LARGE = pick(1_000_000, 20_000)  # 1 KiB messages of the C-client rows
+# 1 KiB messages of the C-client rows: 1 M is 1 GB a run, which logtrove writes to disk
+# (flush.ms=1000 fsyncs it as it goes) and tansu keeps in memory
+RDKAFKA_LARGE = int(os.environ.get("BENCH_RDKAFKA_LARGE") or pick(1_000_000, 20_000))
 _RDKAFKA_SUMMARY = re.compile(
     r"% (\d+) messages produced \(\d+ bytes\), (\d+) delivered \(offset -?\d+, (\d+) failed\) "
     r"in (\d+)ms: (\d+) msgs/s"
@@ -663,7 +666,8 @@ def rdkafka_rows(binary: Path, brokers: list[Broker]) -> dict[str, dict[str, Any
     results: dict[str, dict[str, Any]] = {b.name: {} for b in brokers}
     for b in brokers:  # warm-up
         produce_c(binary, b, pick(200_000, 10_000), 100, "1")
-    for label, count, size in (("1M x 100 B", SMALL, 100), ("1M x 1 KiB", RDKAFKA_LARGE, 1024)):
+    large = f"{RDKAFKA_LARGE // 1000}k" if RDKAFKA_LARGE < 1_000_000 else f"{RDKAFKA_LARGE // 1_000_000}M"
+    for label, count, size in (("1M x 100 B", SMALL, 100), (f"{large} x 1 KiB", RDKAFKA_LARGE, 1024)):
         for acks in ("1", "all"):
             key = f"produce {label} acks={acks} (rdkafka_performance)"
             runs: dict[str, list[float]] = {b.name: [] for b in brokers}
