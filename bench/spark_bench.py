@@ -308,6 +308,7 @@ def main() -> None:
         base, ours = compare(data, scratch, broker.bootstrap) if BASELINE_SRC else (None, None)
         spark = local_session("logtrove-bench", master="local[2]")
         now = measure(spark, data, scratch, "this", broker.bootstrap, export=ours is None)
+        alone = dict(now)  # this session's own figures, next to Parquet
         if ours is not None:  # the scan next to Parquet is this session's; the rest the children's
             now.update({k: ours[k] for k in MEASURED if k != "scan_s"})
         scan_s, agg = now["scan_s"], now["agg"]
@@ -401,10 +402,27 @@ def main() -> None:
                 },
             ],
             "export_parse_combined_log": rates(base, now, "export_log_s", ACCESS_RECORDS),
-            "remote_scan_aggregate": rates(base, now, "remote_s", RECORDS),
+            "remote_scan_aggregate": [
+                *rates(base, now, "remote_s", RECORDS),
+                *(
+                    [{**rates(None, alone, "remote_s", RECORDS)[0], "via": "this checkout, next to Parquet"}]
+                    if base
+                    else []
+                ),
+            ],
             "content_full_parse_mb_per_s": [
                 *([{"via": "baseline", "mb_per_s": round(base["full_parse_mb_s"], 1)}] if base else []),
                 {"via": "this checkout", "mb_per_s": round(now["full_parse_mb_s"], 1)},
+                *(
+                    [
+                        {
+                            "via": "this checkout, next to Parquet",
+                            "mb_per_s": round(alone["full_parse_mb_s"], 1),
+                        }
+                    ]
+                    if base
+                    else []
+                ),
             ],
             "export_to_parquet_s": round(export_s, 2),
             "key_lookup": [
