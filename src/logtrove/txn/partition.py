@@ -33,7 +33,8 @@ A followed partition (a mirror's, written only by ``append_replicated`` in the m
 thread) gets its markers from the leader, not from this coordinator: its state is brought
 up to date by walking what was appended since the last walk, each time it is asked for,
 and loaded anew after the follower truncated its log (:mod:`logtrove.storage.truncate`);
-its files are written by the next start's load only.
+its files are written by the follower's own rolls (:mod:`logtrove.storage.txnfollow`,
+on the mirror's thread), so its load reads them; its aborted list is held in memory.
 """
 
 from __future__ import annotations
