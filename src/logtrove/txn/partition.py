@@ -158,10 +158,13 @@ def scan(
     return txns
 
 
-def load(plog: PartitionLog, *, end: int | None = None, repair: bool = True) -> PartitionTxns:
+def load(
+    plog: PartitionLog, *, end: int | None = None, repair: bool = True, keep_from: int = 0
+) -> PartitionTxns:
     """The partition's state from its transaction files plus a walk of what they do not
     cover (:func:`logtrove.storage.txnload.load`), up to ``end``. A writer's load rewrites
-    the files of the sealed segments it had to walk (``repair``)."""
+    the files of the sealed segments it had to walk (``repair``); aborted entries of
+    markers below ``keep_from`` are left out."""
     repair = repair and not plog.read_only and not plog.follower
     rewrites = plog.rewrites  # read first: a rewrite during the load is seen by the next check
     truncations = plog.truncations
@@ -171,6 +174,7 @@ def load(plog: PartitionLog, *, end: int | None = None, repair: bool = True) -> 
         trusted_to=plog.trusted_to,
         end=end,
         repair=repair,
+        keep_from=keep_from,
     )
     txns = PartitionTxns(
         open=loaded.open, walked_to=loaded.walked_to, walk_start=loaded.walk_start, truncations=truncations
@@ -188,6 +192,13 @@ _CACHED_ENTRIES = 65_536
 
 def _base(seg: Segment) -> int:
     return seg.base_offset
+
+
+def _held_from(plog: PartitionLog) -> int:
+    """Where the aborted entries a load keeps begin: the active segment's base for a
+    writer (the sealed segments' are read from their files per Fetch), 0 for a follower
+    (whose list is held whole)."""
+    return 0 if plog.read_only or plog.follower else plog.active.base_offset
 
 
 def _has_marker(seg: Segment, offset: int) -> bool:
@@ -215,7 +226,7 @@ class TxnIndexes:
         effect is then recorded, so the load does not see that append)."""
         txns = self._by_log.get(log)
         if txns is None or txns.truncations != log.truncations:  # a follower truncated: load anew
-            txns = self._install(log, load(log))
+            txns = self._install(log, load(log, keep_from=_held_from(log)))
         elif log.follower and txns.walked_to < log.log_end_offset:
             scan(log, start=txns.walked_to, into=txns)  # a mirror's appends: the leader's batches
         return txns
@@ -229,7 +240,7 @@ class TxnIndexes:
             return self.get(plog)
         end = plog.log_end_offset
         try:
-            built = await asyncio.to_thread(load, plog, end=end)
+            built = await asyncio.to_thread(load, plog, end=end, keep_from=_held_from(plog))
         except (OSError, StorageError, ValueError) as exc:  # a segment removed under the walk
             log.info("loading the transactions of %s again on the loop: %s", plog.tp, exc)
             return self.get(plog)
