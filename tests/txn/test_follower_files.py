@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from tests.txn.test_fetch_aborted import check_ranges
 from tests.txn.test_txn_files import Writer, _brute_force_visible, data_offsets, rchar, workload
 
 from logtrove.mirror.follower import append_fetched
@@ -58,11 +59,17 @@ def test_a_followed_partitions_rolls_write_its_transaction_files(tmp_path: Path)
         dst.create_topic(TOPIC, 1, SETTINGS, followed_from="source")
         standby = dst.log(TOPIC, 0)
         assert standby.follower
+        indexes = TxnIndexes()  # the broker's read_committed Fetch of the standby
         half = source.log_end_offset // 2
         copy(source, standby, 0, half)
+        check_ranges(standby, indexes, random.Random(23), 150)
         copy(source, standby, half, source.log_end_offset)
         assert standby.log_end_offset == source.log_end_offset
         assert_files_match_the_log(standby)
+        check_ranges(standby, indexes, random.Random(24), 300)  # exact, before and after rolls
+        txns = indexes.get(standby)  # the files say what its walk found: they replace memory
+        assert txns.files_to == standby.active.base_offset
+        assert all(a.last_offset >= txns.files_to for a in txns.aborted)
     with Storage.open(tmp_path / "standby", read_only=True) as reader:  # a reader of the standby
         log = reader.log(TOPIC, 0)
         before = rchar()

@@ -9,8 +9,8 @@ Per partition, :class:`PartitionTxns` keeps
 * ``aborted``: ``(producer ID, first offset, marker offset, LSO)`` of each aborted
   transaction whose marker is at or after ``files_to``, in marker order — what a
   read_committed Fetch returns for the batches it carries so that the consumer drops
-  them (Kafka's ``AbortedTxn``). Those of markers below ``files_to`` (in a writer's
-  sealed segments) are not held: a Fetch reads them from the segments' ``.txnindex``
+  them (Kafka's ``AbortedTxn``). Those of markers below ``files_to`` (in sealed
+  segments) are not held: a Fetch reads them from the segments' ``.txnindex``
   files, as Kafka's ``collectAbortedTransactions`` does (:meth:`TxnIndexes.aborted_between`),
   so memory holds the active segment's entries (213 bytes each), not the partition's.
 
@@ -34,7 +34,8 @@ thread) gets its markers from the leader, not from this coordinator: its state i
 up to date by walking what was appended since the last walk, each time it is asked for,
 and loaded anew after the follower truncated its log (:mod:`logtrove.storage.truncate`);
 its files are written by the follower's own rolls (:mod:`logtrove.storage.txnfollow`,
-on the mirror's thread), so its load reads them; its aborted list is held in memory.
+on the mirror's thread), so its load reads them; the entries of a sealed segment whose
+file says what the walk found leave memory (:meth:`TxnIndexes._adopt`).
 """
 
 from __future__ import annotations
@@ -318,13 +319,16 @@ class TxnIndexes:
         """Once the writer rolled past ``txns.files_to``: make each newly sealed segment's
         ``.txnindex`` hold its aborted transactions (an abort appended while the segment
         rolled is only in memory), then drop them from memory (``files_to`` = the active
-        segment's base). A follower's segments have no files yet: all stay in memory."""
-        if plog.follower or plog.read_only or plog.rewrites != txns.rewrites:
+        segment's base). A follower's files are the mirror's to write: :meth:`_adopt`."""
+        if plog.read_only or plog.rewrites != txns.rewrites:
             return  # (a rewrite not yet followed: after_cleaning first)
+        if plog.active.base_offset <= txns.files_to:  # no roll since: no copy of the list
+            return
+        if plog.follower:
+            self._adopt(plog, txns)
+            return
         segments = plog.segments
         active_base = segments[-1].base_offset
-        if active_base <= txns.files_to:
-            return
         for k in range(len(segments) - 1):
             seg, upper = segments[k], segments[k + 1].base_offset
             if upper <= txns.files_to:
@@ -343,6 +347,32 @@ class TxnIndexes:
             if dropped is not None:
                 self._cached_entries -= len(dropped[1])
         txns.forget_below(active_base)
+
+    @staticmethod
+    def _adopt(plog: PartitionLog, txns: PartitionTxns) -> None:
+        """A followed log: the mirror's thread writes each sealed segment's ``.txnindex``
+        at its roll (:mod:`logtrove.storage.txnfollow`). The entries of the sealed segments
+        this state has walked whose file says the same leave memory, in order; the first
+        segment whose file is not (yet) there or differs stops it, to be tried again."""
+        segments = plog.segments
+        upto = txns.files_to
+        for k in range(len(segments) - 1):
+            seg, upper = segments[k], segments[k + 1].base_offset
+            if upper <= upto:
+                continue
+            if upper > txns.walked_to:
+                break
+            held = txns.aborted[
+                bisect.bisect_left(txns._last_offsets, seg.base_offset) : bisect.bisect_left(
+                    txns._last_offsets, upper
+                )
+            ]
+            found = read_txn_index(seg)
+            if found is None or [a for a in found if a.last_offset >= txns.files_to] != held:
+                break
+            upto = upper
+        if upto > txns.files_to:
+            txns.forget_below(upto)
 
     @staticmethod
     def _write_index(seg: Segment, entries: list[AbortedTxn]) -> None:
