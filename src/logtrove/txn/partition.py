@@ -12,7 +12,7 @@ Per partition, :class:`PartitionTxns` keeps
   them (Kafka's ``AbortedTxn``). Those of markers below ``files_to`` (in sealed
   segments) are not held: a Fetch reads them from the segments' ``.txnindex``
   files, as Kafka's ``collectAbortedTransactions`` does (:meth:`TxnIndexes.aborted_between`),
-  so memory holds the active segment's entries (213 bytes each), not the partition's.
+  so memory holds the active segment's entries (180-213 bytes each), not the partition's.
 
 Invariant: an entry of ``open`` is added by the first transactional batch of a producer
 after its previous marker and removed by its next marker (COMMIT or ABORT); an ABORT
