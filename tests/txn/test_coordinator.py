@@ -326,7 +326,10 @@ def test_a_walk_in_two_parts_equals_one_and_load_builds_it_in_a_thread(storage: 
         assert (parts.open, parts.aborted) == (whole.open, whole.aborted), cut
     fresh = TxnIndexes()
     loaded = asyncio.run(fresh.load(log))
-    assert (loaded.open, loaded.aborted) == (whole.open, whole.aborted)
+    everything = fresh.aborted_between(log, loaded, 0, log.log_end_offset + 1)
+    assert (loaded.open, everything) == (whole.open, whole.aborted)
+    assert loaded.files_to == log.active.base_offset  # the sealed segments' entries: in files
+    assert loaded.aborted == [a for a in whole.aborted if a.last_offset >= loaded.files_to]
     assert asyncio.run(fresh.load(log)) is loaded is fresh.get(log)
 
 

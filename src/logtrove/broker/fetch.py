@@ -160,7 +160,9 @@ def _read_committed(
     broker.txn.indexes.after_cleaning(log, txns)
     txns.forget_before(read.log_start_offset)
     upper = stable if read.upper_offset is None else read.upper_offset
-    result.aborted = txns.aborted_between(offset, upper) if read.slice is not None else []
+    result.aborted = (
+        broker.txn.indexes.aborted_between(log, txns, offset, upper) if read.slice is not None else []
+    )
     return read
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from logtrove.records import LOG_OVERHEAD, BatchHeader, peek_batch_size, read_header
 from logtrove.records.batch import HEADER_SIZE
 from logtrove.storage import PartitionLog
+from logtrove.storage.txnfollow import follow_transactions
 
 
 class DivergedError(Exception):
@@ -58,6 +59,7 @@ def append_fetched(log: PartitionLog, data: bytes) -> Appended:
     Raises :class:`DivergedError`, or what the follower append raises for a batch that
     is not valid (nothing of the answer is then written)."""
     end, partial = whole_batches(data)
+    follow_transactions(log)  # its rolls write the transaction files (storage.txnfollow)
     leo = log.log_end_offset
     pos = 0
     while pos < end:  # skip what the log already has

@@ -108,9 +108,10 @@ class StartState:
     aborted: list[AbortedTxn]
 
 
-def start_state(segments: list[Segment], trusted_to: int) -> StartState:
+def start_state(segments: list[Segment], trusted_to: int, keep_from: int = 0) -> StartState:
     """The newest start the files allow (see the module docstring); ``trusted_to``: files
-    of segments reaching past it are not read."""
+    of segments reaching past it are not read; entries of markers below ``keep_from`` are
+    checked, not kept."""
     below: list[list[AbortedTxn]] = []
     for i, seg in enumerate(segments[:-1]):
         if segments[i + 1].base_offset > trusted_to:
@@ -118,7 +119,7 @@ def start_state(segments: list[Segment], trusted_to: int) -> StartState:
         entries = read_txn_index(seg)
         if entries is None:
             break
-        below.append(entries)
+        below.append([e for e in entries if e.last_offset >= keep_from] if keep_from else entries)
     if len(below) == len(segments) - 1 and segments and segments[-1].next_offset <= trusted_to:
         end = _at_end(segments[-1], below)
         if end is not None:
@@ -161,13 +162,16 @@ def load(
     end: int | None = None,
     repair: bool = False,
     sync: bool = False,
+    keep_from: int = 0,
 ) -> LoadedTxns:
     """The state of the batches of ``segments`` below ``end``, from the files and a walk of
     what they do not cover. With ``repair`` (a writer), the ``.txnindex`` of each segment
     walked to its end is rewritten when it differs, and the snapshot at each next segment
     base written when missing; the last segment's index is left to the caller (it may be
-    the active one, still written to)."""
-    start = start_state(segments, trusted_to) if segments else StartState(0, {}, [])
+    the active one, still written to). Aborted entries of markers below ``keep_from`` are
+    left out of the result (a broker reads them from the files per Fetch): the load then
+    holds one file's entries at a time, not the partition's."""
+    start = start_state(segments, trusted_to, keep_from) if segments else StartState(0, {}, [])
     tracker = TxnTracker({p: max(f, log_start_offset) for p, f in start.open.items()})
     aborted = list(start.aborted)
     walk_start = segments[start.index].base_offset if start.index < len(segments) else _end(segments)
@@ -182,7 +186,7 @@ def load(
             walked_to = header.next_offset
             if entry is not None:
                 found.append(entry)
-        aborted.extend(found)
+        aborted.extend(a for a in found if a.last_offset >= keep_from)
         if end is not None and walked_to < seg.next_offset:
             complete = False
         if repair and complete and i + 1 < len(segments):
