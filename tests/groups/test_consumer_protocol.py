@@ -81,6 +81,22 @@ def test_sessions_expire_and_a_rejoin_at_epoch_zero_starts_over(storage: Storage
     assert again.error == ErrorCode.none and again.assignment == {"t": {0, 1}}
 
 
+def test_admin_apis_see_a_session_ended_before_the_writer_loop_notices(storage: Storage) -> None:
+    """A member silent for its whole session is gone for DeleteGroups, OffsetDelete and
+    ConsumerGroupDescribe at once, not at the loop's next pass (which the old code
+    waited for: NON_EMPTY_GROUP), as Kafka's session timers fire at the deadline."""
+    clock = Clock()
+    groups = groups_of(storage, clock, {"t": 2})
+    groups.heartbeat(join("a"))
+    clock.now += 9.999
+    assert groups.delete_group("g") == ErrorCode.non_empty_group
+    clock.now += 0.001  # the session's deadline
+    assert groups.delete_offsets("g", [("t", 0)]) == {("t", 0): ErrorCode.none}
+    current = groups.current("g")
+    assert current is not None and current.members == {} and current.state == "Empty"
+    assert groups.delete_group("g") == ErrorCode.none
+
+
 def test_the_previous_epoch_is_let_in_only_without_new_partitions(storage: Storage) -> None:
     groups = groups_of(storage, Clock(), {"t": 4})
     a = groups.heartbeat(join("a"))

@@ -133,7 +133,7 @@ def _assignment(ids: dict[str, uuid.UUID], tps: dict[str, set[int]]) -> dict[str
 
 
 def _describe(broker: Broker, group_id: str, ops: int) -> dict[str, Any]:
-    group = broker.consumer_groups.groups.get(group_id)
+    group = broker.consumer_groups.current(group_id)
     if group is None:
         live = broker.groups.has_live_group(group_id) or group_id in broker.offsets.groups()
         message = f"Group {group_id} is not a consumer group." if live else f"Group {group_id} not found."

@@ -143,6 +143,7 @@ class ConsumerGroups:
         self._task: asyncio.Task[None] | None = None
         self._saving: asyncio.Future[None] | None = None
         self._waiting: list[asyncio.Future[None]] = []  # see saved()
+        self._wake = asyncio.Event()
         self.resolve_regexes()  # as they were before the restart: no member loses a topic
 
     def _all_members(self) -> list[ConsumerMember]:
@@ -161,7 +162,8 @@ class ConsumerGroups:
 
     def start(self, interval_s: float = 0.25) -> None:
         """Expire sessions and write changed state every ``interval_s`` on the running
-        loop, until :meth:`stop`."""
+        loop (and at once when :meth:`saved` asks), until :meth:`stop`."""
+        self._wake = asyncio.Event()  # of this loop
         self._task = asyncio.get_running_loop().create_task(self._run(interval_s), name="consumer-groups")
 
     async def _run(self, interval_s: float) -> None:
@@ -169,7 +171,9 @@ class ConsumerGroups:
         one interval, after which the members concerned are fenced and rejoin (changes
         answered through :meth:`saved` are never lost)."""
         while True:
-            await asyncio.sleep(interval_s)
+            with contextlib.suppress(TimeoutError):  # a pass every interval, or at once for saved()
+                await asyncio.wait_for(self._wake.wait(), interval_s)
+            self._wake.clear()
             self.resolve_regexes()
             self.expire()
             waiting, self._waiting = self._waiting, []  # their changes are in this snapshot
@@ -187,9 +191,9 @@ class ConsumerGroups:
             _release(waiting)
 
     async def saved(self) -> None:
-        """Return once the state as it is now is in the file: the next periodic write,
-        so at most one interval later (at once when the writer does not run). A leave is
-        answered only then, as Kafka answers a heartbeat only once its records are
+        """Return once the state as it is now is in the file: the writer makes a pass at
+        once (after the write under way, if any; at once when the writer does not run).
+        A leave is answered only then, as Kafka answers a heartbeat only once its records are
         written: an acknowledged leave survives a crash (else the member would hold its
         partitions for a whole session after the restart), and the answer cannot overtake
         the client's own handling of its leave (librdkafka 2.11 loses its rejoin state
@@ -199,6 +203,7 @@ class ConsumerGroups:
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.append(waiter)
+        self._wake.set()
         await waiter
 
     async def stop(self) -> None:
@@ -442,17 +447,29 @@ class ConsumerGroups:
         """Remove the members whose session timed out or who did not revoke in time;
         returns their (group, member) IDs."""
         t = self.clock()
+        return [gone for group in list(self.groups.values()) for gone in self._expire(group, t)]
+
+    def _expire(self, group: ConsumerGroup, t: float) -> list[tuple[str, str]]:
+        """:meth:`expire` for one group; ConsumerGroupDescribe, DeleteGroups and
+        OffsetDelete call it first, so that what they see does not depend on when the
+        writer loop last ran."""
+        session = self.session_timeout
+        if self._session_timeout_of is not None and group.members:
+            session = self._session_timeout_of(group.group_id) / 1000
         gone = []
-        for group in self.groups.values():
-            session = self.session_timeout
-            if self._session_timeout_of is not None and group.members:
-                session = self._session_timeout_of(group.group_id) / 1000
-            for member in list(group.members.values()):
-                late = member.state == UNREVOKED_PARTITIONS and t > member.revocation_deadline
-                if late or t - member.last_seen > session:
-                    self.remove_member(group, member.member_id)
-                    gone.append((group.group_id, member.member_id))
+        for member in list(group.members.values()):
+            late = member.state == UNREVOKED_PARTITIONS and t > member.revocation_deadline
+            if late or t - member.last_seen >= session:
+                self.remove_member(group, member.member_id)
+                gone.append((group.group_id, member.member_id))
         return gone
+
+    def current(self, group_id: str) -> ConsumerGroup | None:
+        """The group with its timed-out members removed."""
+        group = self.groups.get(group_id)
+        if group is not None:
+            self._expire(group, self.clock())
+        return group
 
     # -- other APIs -----------------------------------------------------------------
     def has_members(self, group_id: str) -> bool:
@@ -496,6 +513,7 @@ class ConsumerGroups:
     def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups: only an empty group goes, with its committed offsets."""
         group = self.groups[group_id]
+        self._expire(group, self.clock())
         if group.members:
             return ErrorCode.non_empty_group
         self.offsets.delete([CommitKey(group_id, t, p) for t, p in self.offsets.for_group(group_id)])
@@ -508,7 +526,9 @@ class ConsumerGroups:
     ) -> dict[tuple[str, int], ErrorCode]:
         """OffsetDelete: a partition of a subscribed topic is ``GROUP_SUBSCRIBED_TO_TOPIC``
         and keeps its commit; the other named commits are deleted."""
-        subscribed = self.groups[group_id].subscribed_topics()
+        group = self.groups[group_id]
+        self._expire(group, self.clock())
+        subscribed = group.subscribed_topics()
         errors = {
             tp: ErrorCode.group_subscribed_to_topic if tp[0] in subscribed else NONE for tp in partitions
         }

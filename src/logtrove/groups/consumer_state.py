@@ -169,8 +169,9 @@ class ConsumerGroup:
 
     def subscribed_topics(self) -> set[str]:
         """The topics of the last target assignment's subscriptions (as OffsetDelete
-        checks them)."""
-        return set(self.subscribed)
+        checks them); none once the last member has gone, as in Kafka, where they are
+        counted from the members' subscriptions."""
+        return set(self.subscribed) if self.members else set()
 
     def to_json(self) -> dict[str, Any]:
         return {
