@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 import threading
 import uuid
 from collections.abc import Iterator, Mapping
@@ -73,18 +72,19 @@ from logtrove.storage.errors import (
 from logtrove.storage.files import is_out_of_fds, out_of_fds_error
 from logtrove.storage.log import PartitionLog, TopicPartition
 from logtrove.storage.logcheckpoints import LogCheckpoints
-from logtrove.storage.names import MAX_TOPIC_NAME, check_topic_name, escaped_name
+from logtrove.storage.names import MAX_TOPIC_NAME, check_topic_name
 from logtrove.storage.topicfiles import (
     MAX_PARTITIONS,
     TOPICS_DIR,
     InvalidTopicFile,
     TopicInfo,
+    altered_overrides,
+    find_invalid,
     read_topic_files,
+    report_invalid,
     topic_file,
     write_topic_file,
 )
-
-log = logging.getLogger(__name__)
 
 DEFAULT_MAX_TOTAL_PARTITIONS = 20_000  # over all topics; see README "Limits and safety"
 _CHECKPOINTS = (RECOVERY_POINT, LOG_START_OFFSET, CLEANER_OFFSET, INDEX_OFFSET)
@@ -178,14 +178,7 @@ class Storage:
         (a writer deleting the topic) is simply gone."""
         self._broker_configs = load_broker_configs(self.path)
         found = read_topic_files(self.path, self._broker_configs.topic_defaults())
-        for key in found.invalid.keys() - self._invalid.keys():
-            bad = found.invalid[key]
-            log.warning(
-                "topic file %s not loaded: %s; remove it with `logtrove topics delete %s`",
-                escaped_name(str(bad.file)),
-                bad.reason,
-                bad.topic_id or bad.shown,
-            )
+        report_invalid(found.invalid[key] for key in found.invalid.keys() - self._invalid.keys())
         self._topics, self._invalid, self._deleting = found.topics, found.invalid, found.deleting
 
     def invalid_topics(self) -> list[InvalidTopicFile]:
@@ -309,18 +302,7 @@ class Storage:
         return info.topic_id
 
     def _delete_invalid(self, ident: str) -> uuid.UUID | None:
-        found = [bad for bad in self._invalid.values() if bad.matches(ident)]
-        exact = [bad for bad in found if ident in (bad.name, bad.stem)]
-        if len(found) > 1 and len(exact) == 1:
-            found = exact
-        if not found:
-            raise UnknownTopicError(f"unknown topic {ident!r}")
-        if len(found) > 1:
-            raise InvalidTopicError(
-                f"{ident!r} names several invalid topic files ({', '.join(b.file.name for b in found)}); "
-                "give the topic id"
-            )
-        bad = found[0]
+        bad = find_invalid(self._invalid.values(), ident)
         owner = bad.name if bad.name is not None else bad.stem
         # a file holding another name's topic owns no directories: those are that name's
         owns_dirs = owner == bad.stem and owner not in self._topics
@@ -342,22 +324,8 @@ class Storage:
         self._check_writable()
         with self._lock:
             info = self.topic(name)
-            overrides = dict(info.overrides)
-            defaults = TopicConfig().as_strings()
-            for key in delete_configs:
-                validate_overrides({key: defaults.get(key, "")})  # rejects unknown names
-                overrides.pop(key, None)
-            overrides.update(validate_overrides(dict(set_configs or {})))
-            new = TopicInfo(
-                name=info.name,
-                topic_id=info.topic_id,
-                partitions=info.partitions,
-                overrides=overrides,
-                created_ms=info.created_ms,
-                config=self._effective_config(overrides),
-                followed_from=info.followed_from,
-                leader_epoch=info.leader_epoch,
-            )
+            overrides = altered_overrides(info.overrides, set_configs or {}, delete_configs)
+            new = dataclasses.replace(info, overrides=overrides, config=self._effective_config(overrides))
             self._write_topic_file(new)
             self._set_info(new)
             return new

@@ -22,15 +22,19 @@ name, file stem or topic id.
 from __future__ import annotations
 
 import json
+import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from logtrove.storage.checkpoint import atomic_write
-from logtrove.storage.config import TopicConfig
+from logtrove.storage.config import TopicConfig, validate_overrides
+from logtrove.storage.errors import InvalidTopicError, UnknownTopicError
 from logtrove.storage.names import escaped_name, is_legal_topic_name
+
+log = logging.getLogger(__name__)
 
 TOPICS_DIR = "topics"
 MAX_PARTITIONS = 10_000  # per topic
@@ -153,6 +157,50 @@ def write_topic_file(data_dir: Path, info: TopicInfo, *, deleting: bool = False)
     (data_dir / TOPICS_DIR).mkdir(exist_ok=True)
     data = dict(info.to_json(), deleting=True) if deleting else info.to_json()
     atomic_write(topic_file(data_dir, info.name), (json.dumps(data, indent=2) + "\n").encode("utf-8"))
+
+
+def report_invalid(files: Iterable[InvalidTopicFile]) -> None:
+    """Say in the log that ``files`` are not loaded and how to remove them (once each:
+    the caller passes the ones it had not seen)."""
+    for bad in files:
+        log.warning(
+            "topic file %s not loaded: %s; remove it with `logtrove topics delete %s`",
+            escaped_name(str(bad.file)),
+            bad.reason,
+            bad.topic_id or bad.shown,
+        )
+
+
+def find_invalid(invalid: Iterable[InvalidTopicFile], ident: str) -> InvalidTopicFile:
+    """The one file of ``invalid`` that ``ident`` names (:meth:`InvalidTopicFile.matches`;
+    an exact name or stem wins over escaped forms). Raises :class:`UnknownTopicError`
+    when none does, :class:`InvalidTopicError` when several do."""
+    found = [bad for bad in invalid if bad.matches(ident)]
+    exact = [bad for bad in found if ident in (bad.name, bad.stem)]
+    if len(found) > 1 and len(exact) == 1:
+        found = exact
+    if not found:
+        raise UnknownTopicError(f"unknown topic {ident!r}")
+    if len(found) > 1:
+        raise InvalidTopicError(
+            f"{ident!r} names several invalid topic files ({', '.join(b.file.name for b in found)}); "
+            "give the topic id"
+        )
+    return found[0]
+
+
+def altered_overrides(
+    overrides: Mapping[str, str], set_configs: Mapping[str, str], delete_configs: Sequence[str]
+) -> dict[str, str]:
+    """A topic's ``overrides`` with ``delete_configs`` removed and ``set_configs`` set,
+    every name and value checked (:class:`~logtrove.storage.errors.InvalidConfigError`)."""
+    altered = dict(overrides)
+    defaults = TopicConfig().as_strings()
+    for key in delete_configs:
+        validate_overrides({key: defaults.get(key, "")})  # rejects unknown names
+        altered.pop(key, None)
+    altered.update(validate_overrides(dict(set_configs)))
+    return altered
 
 
 def _topic_from_file(path: Path, data: Any, defaults: Mapping[str, str]) -> TopicInfo | InvalidTopicFile:
