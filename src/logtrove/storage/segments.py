@@ -87,7 +87,7 @@ class LogSegments:
         """Where ``run`` sits in the list as consecutive sealed segments (the active
         segment not among them): its index, or ``None`` when the list no longer holds
         it so (a segment deleted or replaced since the run was taken)."""
-        if not run or run[0] not in self.segments:
+        if run[0] not in self.segments:
             return None
         first = self.segments.index(run[0])
         if self.segments[first : first + len(run)] != run or run[-1] is self.active:
