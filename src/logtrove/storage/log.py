@@ -35,13 +35,23 @@ retention. Structural changes (roll, delete, truncate) hold ``self._lock``; read
 it only to snapshot the segment list, and deleted segments stay open for
 ``file.delete.delay.ms`` so a reader holding one can finish. Flushes of one log are
 serialised by ``self._flush_lock`` and never hold ``self._lock`` while they fsync.
+
+:class:`PartitionLog` owns the lock, the offsets and the segment list, appends, rolls
+and flushes; each other job is a module of its own (as Kafka splits its ``UnifiedLog``):
+
+* :mod:`logtrove.storage.segments`: the ordered segment list, lookups by offset and time;
+* :mod:`logtrove.storage.loader`: opening the directory, recovery after a crash;
+* :mod:`logtrove.storage.validator`: the checks (and recompression) before an append;
+* :mod:`logtrove.storage.reads`: reads of whole batches of one segment;
+* :mod:`logtrove.storage.retention`: which segments retention and DeleteRecords remove;
+* :mod:`logtrove.storage.readonly`: a read-only view's refresh from the directory;
+* :mod:`logtrove.storage.swap` and :mod:`logtrove.storage.truncate`: the cleaner's swap
+  and a follower's truncation of its log end.
 """
 
 from __future__ import annotations
 
-import bisect
 import contextlib
-import os
 import struct
 import threading
 from collections.abc import Callable, Iterator
@@ -50,51 +60,46 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from logtrove.clock import SYSTEM_CLOCK, Clock
-from logtrove.records import (
-    BatchHeader,
-    CorruptBatchError,
-    InvalidLengthError,
-    Record,
-    RecordsError,
-    iter_records,
-    peek_batch_size,
-    read_header,
-    recompress_batch,
-    set_log_append_time,
-    validate_batch,
-    validate_produced_batch,
-)
-from logtrove.records.batch import CODEC_BITS, MAX_OFFSET, MIN_BATCH_LENGTH
-from logtrove.records.compression import decompressed_limit
-from logtrove.records.errors import OffsetOverflowError
-from logtrove.records.pick import first_stamped
-from logtrove.records.walk import Keyless, check_records, check_replicated_records
+from logtrove.records import BatchHeader, Record, set_log_append_time
 from logtrove.storage.checkpoint import fsync_dir
 from logtrove.storage.config import TopicConfig
-from logtrove.storage.errors import (
-    FollowedTopicError,
-    InvalidRecordError,
-    OffsetOutOfRangeError,
-    ReadOnlyError,
-    RecordTooLargeError,
-    SegmentsChangedError,
+from logtrove.storage.errors import FollowedTopicError, ReadOnlyError, SegmentsChangedError
+from logtrove.storage.loader import load_segments
+from logtrove.storage.names import TopicPartition
+from logtrove.storage.readonly import refresh_listing
+from logtrove.storage.reads import (
+    FileSlice,
+    ReadResult,
+    check_offset,
+    iter_batches,
+    iter_records_between,
+    read_slice,
 )
-from logtrove.storage.segment import LOG_SUFFIX, Segment
-from logtrove.storage.swap import CLEANED_SUFFIX, DELETED_SUFFIX, Fault, recover_swaps, swap_in
+from logtrove.storage.retention import below_log_start, check_delete_before, retention_victims
+from logtrove.storage.segment import Segment
+from logtrove.storage.segments import TimestampOffset, max_timestamp_offset, offset_for_timestamp
+from logtrove.storage.swap import CLEANED_SUFFIX, DELETED_SUFFIX, Fault, swap_in
+from logtrove.storage.validator import (
+    check_produced_records,
+    place_batches,
+    recompress,
+    recompresses,
+    split_batches,
+    split_replicated_batches,
+)
+
+__all__ = [
+    "AppendResult",
+    "DeferredFlushes",
+    "FileSlice",
+    "PartitionLog",
+    "ReadResult",
+    "TimestampOffset",
+    "TopicPartition",
+    "defer_flushes",
+]
 
 _STAMP = struct.Struct(">qii")  # base offset, batch length, partition leader epoch
-_REFRESH_ATTEMPTS = 10  # listings a reader takes while the writer deletes segments under it
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class TopicPartition:
-    """A topic and one of its partitions; ``str()`` is the directory name ``topic-P``."""
-
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,38 +112,6 @@ class AppendResult:
     max_timestamp: int
     log_append_time: int  # the broker time for LogAppendTime topics, else -1
     log_start_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class FileSlice:
-    """Bytes ``[position, position + size)`` of one segment's ``.log`` file."""
-
-    segment: Segment
-    position: int
-    size: int
-
-    def read(self) -> bytes:
-        return self.segment.read(self.position, self.size)
-
-
-@dataclass(frozen=True, slots=True)
-class ReadResult:
-    """Whole batches starting with the one that holds the requested offset."""
-
-    slice: FileSlice | None
-    first_offset: int | None  # base offset of the first batch returned
-    log_start_offset: int
-    log_end_offset: int
-    # read with max_offset: an offset above every one returned (the next batch's base, or
-    # max_offset); what a read_committed Fetch bounds its aborted transactions by
-    upper_offset: int | None = None
-
-    @property
-    def size(self) -> int:
-        return self.slice.size if self.slice else 0
-
-    def data(self) -> bytes:
-        return self.slice.read() if self.slice else b""
 
 
 @dataclass(slots=True, eq=False)
@@ -170,14 +143,6 @@ def defer_flushes() -> Iterator[DeferredFlushes]:
         _DEFERRED.reset(token)
 
 
-@dataclass(frozen=True, slots=True)
-class TimestampOffset:
-    """The answer to a by-time lookup: an offset and that record's timestamp."""
-
-    offset: int
-    timestamp: int
-
-
 class PartitionLog:
     """The log of one partition: segments, offsets, retention, flushing."""
 
@@ -199,13 +164,17 @@ class PartitionLog:
         self.clock = clock
         self.read_only = read_only
         self._lock = threading.RLock()
-        self._segments: list[Segment] = []
-        self._bases: list[int] = []
-        self._graveyard: list[tuple[int, Segment]] = []
-        self.recovered_bytes_truncated = 0
+        self._graveyard: list[tuple[int, Segment]] = []  # (close/unlink after ms, segment)
         if not read_only:
             directory.mkdir(parents=True, exist_ok=True)
-        self._load(recovery_point, clean_shutdown)
+        self._listed, self.recovered_bytes_truncated = load_segments(
+            directory,
+            config,
+            clock,
+            read_only=read_only,
+            recovery_point=recovery_point,
+            clean_shutdown=clean_shutdown,
+        )
         self.log_start_offset = max(log_start_offset, self._segments[0].base_offset if self._segments else 0)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.recovery_point = (
@@ -226,93 +195,22 @@ class PartitionLog:
         self.leader_epoch = 0  # stamped into produced batches (the topic's, storage.epochs)
         self.truncations = 0  # follower truncations (storage.truncate): caches walk afresh
 
-    # -- loading --------------------------------------------------------------------
-    def _load(self, recovery_point: int, clean_shutdown: bool) -> None:
-        if not self.read_only:
-            recover_swaps(self.directory)
-        bases = sorted(self._segment_bases())
-        for i, base in enumerate(bases):
-            next_base = bases[i + 1] if i + 1 < len(bases) else None
-            unflushed = next_base is None or next_base > recovery_point
-            seg = self._open_listed_segment(base, recover=not clean_shutdown and unflushed)
-            if seg is not None:
-                self._add_segment(seg)
-                self.recovered_bytes_truncated += seg.truncated_bytes
-        if not self._segments:
-            if self.read_only:
-                return
-            self._add_segment(
-                Segment.create(self.directory, 0, index_interval_bytes=self.config.index_interval_bytes)
-            )
-        if not self.read_only:
-            self._drop_empty_middle_segments()
-            # segment.ms counts from the first record: a restart must not make the
-            # active segment young again (it would never roll if the broker restarts
-            # more often than segment.ms, and time retention would never reach it)
-            first = self.active.first_batch_timestamp
-            now = self.clock.now_ms()
-            self.active.created_ms = now if first is None else min(now, first)
-            if not clean_shutdown:
-                for seg in self._segments:
-                    if seg.base_offset >= self._segment_for(recovery_point).base_offset:
-                        seg.flush()
+    # -- the segment list (storage.segments; storage.truncate edits it under the lock) --
+    @property
+    def _segments(self) -> list[Segment]:
+        return self._listed.segments
 
-    def _open_listed_segment(self, base: int, *, recover: bool) -> Segment | None:
-        """Open a segment found in the directory listing; ``None`` when a read-only
-        opening finds it gone (the writer deleted it since the listing)."""
-        try:
-            return self._open_segment(base, recover=recover)
-        except FileNotFoundError:
-            if not self.read_only:
-                raise
-            return None
-
-    def _open_segment(self, base: int, *, recover: bool) -> Segment:
-        return Segment.open(
-            self.directory,
-            base,
-            index_interval_bytes=self.config.index_interval_bytes,
-            read_only=self.read_only,
-            recover=recover,
-        )
-
-    def _segment_bases(self) -> list[int]:
-        if not self.directory.is_dir():
-            return []
-        bases = []
-        for entry in os.scandir(self.directory):
-            name = entry.name
-            if name.endswith(LOG_SUFFIX) and name[:-4].isdigit():
-                bases.append(int(name[:-4]))
-            elif not self.read_only and name.endswith((DELETED_SUFFIX, ".tmp")):
-                Path(entry.path).unlink(missing_ok=True)
-        return bases
-
-    def _drop_empty_middle_segments(self) -> None:
-        """A crash between creating a segment and writing to it leaves an empty file; an
-        empty segment that is not the last one carries nothing and is removed."""
-        for seg in list(self._segments[:-1]):
-            if seg.size == 0:
-                self._remove_from_list(seg)
-                seg.delete_files()
+    @property
+    def _bases(self) -> list[int]:
+        return self._listed.bases
 
     def _add_segment(self, seg: Segment) -> None:
-        self._segments.append(seg)
-        self._bases.append(seg.base_offset)
-
-    def _remove_from_list(self, seg: Segment) -> None:
-        i = self._segments.index(seg)
-        del self._segments[i]
-        del self._bases[i]
-
-    def _segment_for(self, offset: int) -> Segment:
-        i = bisect.bisect_right(self._bases, offset) - 1
-        return self._segments[max(i, 0)]
+        self._listed.add(seg)
 
     # -- state ----------------------------------------------------------------------
     @property
     def active(self) -> Segment:
-        return self._segments[-1]
+        return self._listed.active
 
     @property
     def segments(self) -> list[Segment]:
@@ -349,39 +247,24 @@ class PartitionLog:
                 f"{self.tp.topic} is a mirror of another cluster's topic and is read-only: "
                 "produce to the source cluster instead"
             )
-        batches = self._split(data, produced=assign_offsets)
+        batches = split_batches(data, self.config, self.tp, produced=assign_offsets)
         if assign_offsets:
-            data, batches = self._recompress(data, batches)
-            self._check_records(data, batches)
+            data, batches = recompress(data, batches, self.config, self.tp)
+            check_produced_records(data, batches, self.config, self.tp)
         log_append_time = -1
         if self.config.message_timestamp_type == "LogAppendTime":
             log_append_time = self.clock.now_ms()
             data = bytearray(data)
             for pos, _header in batches:
                 set_log_append_time(memoryview(data)[pos:], log_append_time)
-            batches = self._split(data, produced=assign_offsets)
+            batches = split_batches(data, self.config, self.tp, produced=assign_offsets)
         return self._write(data, batches, assign_offsets=assign_offsets, log_append_time=log_append_time)
 
     def recompresses(self, data: bytes | bytearray | memoryview) -> bool:
         """Whether :meth:`append` would recompress ``data``: the topic's
         ``compression.type`` names a codec and a batch is in another one. Reads the batch
         headers only (no CRC): damaged bytes answer ``False`` and fail in :meth:`append`."""
-        target = self.config.compression
-        if target is None:
-            return False
-        view = memoryview(data)
-        pos = 0
-        while pos < len(view):
-            try:
-                header = read_header(view, pos)
-            except RecordsError:
-                return False
-            if header.batch_length < MIN_BATCH_LENGTH:
-                return False
-            if header.attributes & CODEC_BITS != target:
-                return True
-            pos += header.size
-        return False
+        return recompresses(data, self.config)
 
     def recompressed(self, data: bytes | bytearray | memoryview) -> bytes | bytearray | memoryview:
         """``data`` (produced batches) in the codec the topic's ``compression.type``
@@ -393,25 +276,8 @@ class PartitionLog:
         :meth:`append` raises for the same bytes (checked the same way first)."""
         if self.config.compression is None:
             return data
-        return self._recompress(data, self._split(data, produced=True))[0]
-
-    def _recompress(
-        self, data: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]]
-    ) -> tuple[bytes | bytearray | memoryview, list[tuple[int, BatchHeader]]]:
-        """The validated produced ``batches`` of ``data`` in the topic's codec (Kafka's
-        LogValidator with a ``compression.type`` other than ``producer``), re-split; the
-        same objects when there is nothing to do. A batch recompressed past
-        ``max.message.bytes`` is refused, as Kafka checks the batch it stores."""
-        target = self.config.compression
-        if target is None or all(header.compression is target for _pos, header in batches):
-            return data, batches
-        view = memoryview(data)
-        limit = decompressed_limit(self.config.max_message_bytes)
-        out = bytearray()
-        for pos, header in batches:
-            batch = view[pos : pos + header.size]
-            out += batch if header.compression is target else recompress_batch(batch, target, limit)
-        return out, self._split(out, produced=True)
+        batches = split_batches(data, self.config, self.tp, produced=True)
+        return recompress(data, batches, self.config, self.tp)[0]
 
     def append_replicated(self, data: bytes | bytearray | memoryview) -> AppendResult:
         """A follower append (Kafka's ``appendAsFollower``): the leader's batches, all or
@@ -427,11 +293,7 @@ class PartitionLog:
         """
         if self.read_only:
             raise ReadOnlyError(f"{self.tp} is open read-only")
-        batches = self._split(data, produced=False, size_limit=False)
-        view = memoryview(data)
-        limit = decompressed_limit(self.config.max_message_bytes)
-        for pos, header in batches:
-            check_replicated_records(view[pos : pos + header.size], header, limit)
+        batches = split_replicated_batches(data, self.config, self.tp)
         return self._write(data, batches, assign_offsets=False, log_append_time=-1)
 
     def _write(
@@ -445,7 +307,7 @@ class PartitionLog:
         """Place and write validated batches, then apply (or defer) the flush policy."""
         view = memoryview(data)
         with self._lock:
-            placements = self._place(batches, assign_offsets=assign_offsets)
+            placements = place_batches(batches, self.log_end_offset, assign_offsets=assign_offsets)
             for (pos, header), placed in zip(batches, placements, strict=True):
                 self._maybe_roll(placed)
                 prefix = (
@@ -468,74 +330,6 @@ class PartitionLog:
                 deferred.due.add(self)
         return AppendResult(first, last, count, max_ts, log_append_time, self.log_start_offset)
 
-    def _place(self, batches: list[tuple[int, BatchHeader]], *, assign_offsets: bool) -> list[BatchHeader]:
-        """The headers the batches will have in the log, checked before any is written
-        (so that a request whose second batch overflows appends nothing)."""
-        placed: list[BatchHeader] = []
-        end = self.log_end_offset
-        for _pos, header in batches:
-            base = end if assign_offsets else header.base_offset
-            if base < end:
-                raise CorruptBatchError(f"batch offset {base} is below the log end offset {end}")
-            if base + header.last_offset_delta > MAX_OFFSET:
-                raise OffsetOverflowError(f"assigning offset {base} overflows int64")
-            placed.append(header._replace(base_offset=base))
-            end = placed[-1].next_offset
-        return placed
-
-    def _split(
-        self, data: bytes | bytearray | memoryview, *, produced: bool, size_limit: bool = True
-    ) -> list[tuple[int, BatchHeader]]:
-        """Frame and validate every batch before anything is written; with ``size_limit``
-        a batch over ``max.message.bytes`` is refused."""
-        max_size = self.config.max_message_bytes if size_limit else None
-        out: list[tuple[int, BatchHeader]] = []
-        view = memoryview(data)
-        pos = 0
-        validate = validate_produced_batch if produced else validate_batch
-        while pos < len(view):
-            size = peek_batch_size(view, pos)
-            if size is None or size > len(view) - pos:
-                raise InvalidLengthError(f"truncated batch at byte {pos} of {len(view)}")
-            if max_size is not None and size > max_size:
-                raise RecordTooLargeError(
-                    f"batch of {size} bytes exceeds max.message.bytes={self.config.max_message_bytes} for {self.tp}"
-                )
-            out.append((pos, validate(view[pos : pos + size])))
-            pos += size
-        if not out:
-            raise InvalidLengthError("no record batch in the request")
-        return out
-
-    def _check_records(
-        self, data: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]]
-    ) -> None:
-        """Walk the records of each produced batch (decompressed to at most
-        :func:`~logtrove.records.compression.decompressed_limit` of ``max.message.bytes``)
-        as Kafka's LogValidator does: :func:`logtrove.records.walk.check_records`.
-
-        Compacted topics keep the latest record per key: a keyless record has no place
-        in them and the batch is refused (Kafka's INVALID_RECORD), every keyless record
-        named in ``record_errors`` as Kafka's LogValidator does, up to the walk's
-        :data:`~logtrove.records.walk.MAX_KEYLESS_REPORTED` (the message gives the
-        whole count)."""
-        view = memoryview(data)
-        limit = decompressed_limit(self.config.max_message_bytes)
-        for pos, header in batches:
-            keyless = check_records(view[pos : pos + header.size], header, limit)
-            if keyless.total and self.config.compact:
-                raise self._keyless_refused(keyless, header.record_count)
-
-    def _keyless_refused(self, keyless: Keyless, records: int) -> InvalidRecordError:
-        why = f"Compacted topic cannot accept message without key in topic partition {self.tp}."
-        named = "" if len(keyless.indexes) == keyless.total else f", the first {len(keyless.indexes)} named"
-        return InvalidRecordError(
-            f"{self.tp.topic} is a compacted topic (cleanup.policy={self.config.cleanup_policy}): "
-            f"every record needs a key; {keyless.total} of the batch's {records} have none "
-            f"(the first at batch offset +{keyless.indexes[0]}{named})",
-            tuple((i, why) for i in keyless.indexes),
-        )
-
     def _maybe_roll(self, header: BatchHeader) -> None:
         seg = self.active
         now = self.clock.now_ms()
@@ -553,7 +347,7 @@ class PartitionLog:
             if old.size == 0 and old.base_offset == base:
                 return old
             if old.size == 0:  # an empty segment left in the middle would be dropped on reopen
-                self._remove_from_list(old)
+                self._listed.remove(old)
                 old.delete_files()
             else:
                 old.seal()
@@ -615,25 +409,6 @@ class PartitionLog:
         return True
 
     # -- reading --------------------------------------------------------------------
-    def _check_offset(self, offset: int) -> None:
-        if offset < self.log_start_offset or offset > self.log_end_offset:
-            raise OffsetOutOfRangeError(
-                f"offset {offset} is out of range for {self.tp}: "
-                f"valid offsets are [{self.log_start_offset}, {self.log_end_offset}]",
-                log_start_offset=self.log_start_offset,
-                log_end_offset=self.log_end_offset,
-            )
-
-    def _locate(self, offset: int) -> tuple[Segment, int, BatchHeader] | None:
-        """The segment and batch holding ``offset``, or the next surviving batch."""
-        segments = self.segments
-        i = max(bisect.bisect_right([s.base_offset for s in segments], offset) - 1, 0)
-        for seg in segments[i:]:
-            found = seg.find(offset)
-            if found is not None:
-                return seg, found[0], found[1]
-        return None
-
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> ReadResult:
         """Whole batches from one segment, starting with the batch holding ``offset``
         (or the next surviving one), up to ``max_bytes`` but always at least one batch.
@@ -643,23 +418,9 @@ class PartitionLog:
         ``offset == log end offset`` gives an empty result; outside
         ``[log start, log end]`` raises :class:`OffsetOutOfRangeError`.
         """
-        self._check_offset(offset)
         start, end = self.log_start_offset, self.log_end_offset
-        limit = end if max_offset is None else min(end, max_offset)
-        located = self._locate(offset) if offset < limit else None
-        if located is None or located[2].base_offset >= limit:
-            return ReadResult(None, None, start, end)
-        seg, position, header = located
-        stop = seg.batch_end_before(position, position + max(max_bytes, 0))
-        upper = None
-        if max_offset is not None:
-            if limit < end:
-                beyond = seg.find(limit, stop)
-                if beyond is not None and beyond[1].base_offset >= limit:
-                    stop = min(stop, beyond[0])
-            after = next(seg.batches(stop), None)
-            upper = min(after[1].base_offset, limit) if after is not None else limit
-        return ReadResult(FileSlice(seg, position, stop - position), header.base_offset, start, end, upper)
+        check_offset(offset, start, end, self.tp)
+        return read_slice(self.segments, offset, max_bytes, max_offset, start, end)
 
     def batches(
         self, start_offset: int = 0, end_offset: int | None = None
@@ -667,73 +428,22 @@ class PartitionLog:
         """(header, bytes) of each batch holding offsets in ``[start_offset, end_offset)``,
         from the log start offset on. For readers off the hot path."""
         begin = max(start_offset, self.log_start_offset)
-        located = self._locate(begin)
-        if located is None:
-            return
-        first_seg, position, _ = located
-        for seg in self.segments:
-            if seg.base_offset < first_seg.base_offset:
-                continue
-            for pos, header in seg.batches(position if seg is first_seg else 0):
-                if end_offset is not None and header.base_offset >= end_offset:
-                    return
-                yield header, seg.read(pos, header.size)
+        yield from iter_batches(self.segments, begin, end_offset)
 
     def records(self, start_offset: int = 0, end_offset: int | None = None) -> Iterator[Record]:
         """Decoded records with offsets in ``[max(start, log start), end_offset)``."""
         begin = max(start_offset, self.log_start_offset)
-        for header, data in self.batches(begin, end_offset):
-            for record in iter_records(data, 0, header):
-                if record.offset < begin:
-                    continue
-                if end_offset is not None and record.offset >= end_offset:
-                    return
-                yield record
+        yield from iter_records_between(self.batches(begin, end_offset), begin, end_offset)
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
         """The first record (in offset order, from the log start) whose timestamp is
         ≥ ``timestamp``; ``None`` if there is none."""
-        start = self.log_start_offset
-        for seg in self.segments:
-            if seg.max_timestamp < timestamp or seg.next_offset <= start:
-                continue
-            found = seg.find_timestamp(timestamp, start)
-            while found is not None:
-                position, header = found
-                record = first_stamped(seg.read(position, header.size), header, start, timestamp)
-                if record is not None:
-                    return TimestampOffset(record.offset, record.timestamp)
-                found = seg.find_timestamp(timestamp, header.next_offset)
-        return None
+        return offset_for_timestamp(self.segments, self.log_start_offset, timestamp)
 
     def max_timestamp_offset(self) -> TimestampOffset | None:
         """The first record carrying the largest timestamp of the visible log (ListOffsets
         -3); records below the log start offset do not count."""
-        start = self.log_start_offset
-        best = -1
-        for seg in self.segments:
-            if seg.next_offset <= start:
-                continue
-            if seg.base_offset >= start or seg.max_timestamp_offset >= start:
-                best = max(best, seg.max_timestamp)  # the batch reaching it is visible
-            else:
-                best = max(best, self._max_timestamp_from(seg, start))
-        return self.offset_for_timestamp(best) if best >= 0 else None
-
-    @staticmethod
-    def _max_timestamp_from(seg: Segment, start: int) -> int:
-        """Largest timestamp of the records of ``seg`` at offsets ≥ ``start`` (a walk of
-        batch headers; only the batch holding ``start`` is decoded)."""
-        found = seg.find(start)
-        best = -1
-        for position, header in seg.batches(found[0]) if found else ():
-            if header.base_offset >= start:
-                best = max(best, header.max_timestamp)
-                continue
-            for record in iter_records(seg.read(position, header.size), 0, header):
-                if record.offset >= start:
-                    best = max(best, record.timestamp)
-        return best
+        return max_timestamp_offset(self.segments, self.log_start_offset)
 
     # -- retention ------------------------------------------------------------------
     def truncate_before(self, offset: int) -> int:
@@ -742,16 +452,10 @@ class PartitionLog:
         if self.read_only:
             raise ReadOnlyError(f"{self.tp} is open read-only")
         with self._lock:
-            if offset > self.log_end_offset or offset < 0:
-                raise OffsetOutOfRangeError(
-                    f"cannot delete records before {offset}: the log of {self.tp} ends at {self.log_end_offset}",
-                    log_start_offset=self.log_start_offset,
-                    log_end_offset=self.log_end_offset,
-                )
+            check_delete_before(offset, self.log_start_offset, self.log_end_offset, str(self.tp))
             self.log_start_offset = max(self.log_start_offset, offset)
-            for seg in list(self._segments[:-1]):
-                if seg.next_offset <= self.log_start_offset:
-                    self._delete_segment(seg)
+            for seg in below_log_start(self._segments, self.log_start_offset):
+                self._delete_segment(seg)
             return self.log_start_offset
 
     def follow_log_start(self, offset: int) -> int:
@@ -770,32 +474,19 @@ class PartitionLog:
         one; only for topics whose cleanup policy includes delete). Returns deleted bases."""
         if self.read_only or not self.config.delete:
             return []
-        deleted: list[int] = []
         now = self.clock.now_ms()
         with self._lock:
-            total = sum(s.size for s in self._segments)
-            for seg in list(self._segments[:-1]):
-                expired = (
-                    self.config.retention_ms >= 0
-                    and seg.max_timestamp >= 0
-                    and now - seg.max_timestamp > self.config.retention_ms
-                )
-                oversized = (
-                    self.config.retention_bytes >= 0 and total - seg.size >= self.config.retention_bytes
-                )
-                if not (expired or oversized):
-                    break
-                total -= seg.size
-                deleted.append(seg.base_offset)
+            victims = retention_victims(self._segments, self.config, now)
+            for seg in victims:
                 self._delete_segment(seg)
-            if deleted:
+            if victims:
                 self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
-        return deleted
+        return [seg.base_offset for seg in victims]
 
     def _delete_segment(self, seg: Segment) -> None:
         """Unlist a segment and rename its files to ``.deleted``; it stays open for
         ``file.delete.delay.ms`` so in-flight readers can finish."""
-        self._remove_from_list(seg)
+        self._listed.remove(seg)
         seg.rename_suffix(DELETED_SUFFIX)
         self._graveyard.append((self.clock.now_ms() + self.config.file_delete_delay_ms, seg))
 
@@ -832,17 +523,11 @@ class PartitionLog:
         new.seal()
         new.flush()
         with self._lock:
-            listed = self._segments
-            if old[0] not in listed:
-                raise SegmentsChangedError(f"{self.tp}: segments changed while they were being cleaned")
-            first = listed.index(old[0])
-            if listed[first : first + len(old)] != old or old[-1] is self.active:
+            first = self._listed.sealed_run(old)
+            if first is None:
                 raise SegmentsChangedError(f"{self.tp}: segments changed while they were being cleaned")
             swap_in(self.directory, new, old, fault or (lambda step: None))
-            del self._segments[first : first + len(old)]
-            del self._bases[first : first + len(old)]
-            self._segments.insert(first, new)
-            self._bases.insert(first, new.base_offset)
+            self._listed.replace_run(first, len(old), new)
             self.rewrites += 1
             due = self.clock.now_ms() + self.config.file_delete_delay_ms
             self._graveyard.extend((due, seg) for seg in old)
@@ -854,43 +539,12 @@ class PartitionLog:
         if not self.read_only:
             return
         with self._lock:
-            for _attempt in range(_REFRESH_ATTEMPTS):
-                if self._refresh_segments():
-                    break
+            refresh_listing(self._listed, self.directory, self.config, self._graveyard, self.clock)
             self.purge_deleted()
             if log_start_offset is not None:
                 self.log_start_offset = max(self.log_start_offset, log_start_offset)
             if self._segments:
                 self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
-
-    def _refresh_segments(self) -> bool:
-        """One pass of :meth:`refresh` over a directory listing. False when a listed
-        segment was gone by the time it was opened: the writer rolled and deleted it
-        meanwhile, so the listing misses newer segments and must be taken again (else
-        the log end offset would go back)."""
-        on_disk = set(self._segment_bases())
-        for seg in list(self._segments):
-            if seg.base_offset not in on_disk or not seg.is_current_file():
-                self._remove_from_list(seg)
-                self._graveyard.append((self.clock.now_ms() + 60_000, seg))
-        known = set(self._bases)
-        if self._segments and self._segments[-1].file_size() != self._segments[-1].size:
-            # reopen the last segment: it has grown (a fresh object, so that a thread
-            # reading the old one is not disturbed; the old one stays open a while)
-            last = self._segments.pop()
-            self._bases.pop()
-            self._graveyard.append((self.clock.now_ms() + 60_000, last))
-            known.discard(last.base_offset)
-        complete = True
-        for base in sorted(on_disk - known):
-            opened = self._open_listed_segment(base, recover=False)
-            if opened is None:
-                complete = False
-            else:
-                self._add_segment(opened)
-        self._segments.sort(key=lambda s: s.base_offset)
-        self._bases = [s.base_offset for s in self._segments]
-        return complete
 
     # -- lifecycle ----------------------------------------------------------------------
     def close(self) -> None:
@@ -921,8 +575,7 @@ class PartitionLog:
         with self._lock:
             for seg in self._segments:
                 seg.delete_files()
-            self._segments.clear()
-            self._bases.clear()
+            self._listed.clear()
         self.purge_deleted(force=True)
 
     def __repr__(self) -> str:

@@ -8,12 +8,15 @@ lists topics one per line (the offset checkpoints).
 Data directories written by older versions may hold a topic whose name breaks the rule.
 Such a name is shown escaped as a JSON string without its quotes (``orders\\n`` for
 ``"orders\\n"``): printable, one line, and what ``logtrove topics delete`` accepts.
+
+A partition is named by :class:`TopicPartition`, whose ``str()`` is its directory name.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 
 from logtrove.storage.errors import InvalidTopicError
 
@@ -39,3 +42,14 @@ def escaped_name(name: str) -> str:
     """``name`` as one printable ASCII line: a JSON string without its quotes. A legal
     name is its own escaped form."""
     return json.dumps(name, ensure_ascii=True)[1:-1]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TopicPartition:
+    """A topic and one of its partitions; ``str()`` is the directory name ``topic-P``."""
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
