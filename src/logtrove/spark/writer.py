@@ -5,10 +5,14 @@ optionally ``key``, ``topic`` (else the ``topic`` option), ``partition`` (else
 murmur2 of the key as Kafka's default partitioner, round robin when keyless),
 ``headers`` (array of ``{key, value}``) and ``timestamp``.
 
-Remote mode (``bootstrap``) produces through the broker with a Kafka producer. Direct
-mode (``path``) appends to the segment files itself and therefore needs the data
-directory's writer lock: it refuses when a broker holds it (produce through the broker
-instead), and tasks of the same job take turns on the lock.
+Remote mode (``bootstrap``) produces through the broker with a Kafka producer, one
+message per row. Direct mode (``path``) appends to the segment files itself and therefore
+needs the data directory's writer lock: it refuses when a broker holds it (produce
+through the broker instead), and tasks of the same job take turns on the lock. It encodes
+the Arrow columns straight into record batches (:mod:`logtrove.spark.encoding`,
+:mod:`logtrove.records.encoder`: no Python object per row), up to ``FLUSH_BYTES`` of
+Arrow data at a time, each partition's rows in batches of about ``BATCH_BYTES``; the log
+compresses them as its topic's ``compression.type`` says.
 """
 
 from __future__ import annotations
@@ -21,8 +25,12 @@ from itertools import count
 from pathlib import Path
 from typing import Any
 
+from logtrove.clock import SYSTEM_CLOCK, Clock
 from logtrove.records import NewRecord, build_batch
+from logtrove.records.builder import frame_records
+from logtrove.records.encoder import encode_records, partition_order
 from logtrove.records.partitioner import partition_for_key
+from logtrove.spark.encoding import ColumnTypeError, TopicRows, topic_rows
 from logtrove.spark.options import OptionError
 from logtrove.storage import DataDirLockedError, Storage
 from logtrove.storage.datadir import read_holder
@@ -30,6 +38,7 @@ from logtrove.storage.datadir import read_holder
 WRITER_HOLDER = "logtrove-spark-writer"
 LOCK_WAIT_S = 120.0
 BATCH_BYTES = 256 * 1024
+FLUSH_BYTES = 64 << 20  # Arrow data combined and encoded at a time
 
 Row = tuple[str, int | None, NewRecord]
 
@@ -190,14 +199,112 @@ def write_remote(bootstrap: str, rows: list[Row]) -> int:
     return len(rows)
 
 
+class _ArrowAppender:
+    """Direct mode's columnar path: Arrow batches encoded and appended, the writer lock
+    taken at the first append and kept to :meth:`close` (as :func:`write_direct` does)."""
+
+    def __init__(self, path: str, default_topic: str | None, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.path = path
+        self.default_topic = default_topic
+        self.clock = clock
+        self.storage: Storage | None = None
+        self.partitions: dict[str, int] = {}
+        self.round_robin = 0
+        self.rows = 0
+
+    def add(self, batch: Any) -> None:
+        """Encode and append every row of ``batch`` (a pyarrow RecordBatch)."""
+        if "value" not in batch.schema.names:
+            raise OptionError("the DataFrame needs a value column")
+        if batch.num_rows == 0:
+            return
+        try:
+            groups = list(topic_rows(batch, self.default_topic))
+        except LookupError:
+            raise OptionError("row without a topic: add a topic column or the topic option") from None
+        except ColumnTypeError as exc:
+            raise OptionError(str(exc)) from None
+        if self.storage is None:
+            self.storage = _open_writer(self.path)
+        for group in groups:
+            self._append(self.storage, group)
+        self.rows += batch.num_rows
+
+    def _append(self, storage: Storage, group: TopicRows) -> None:
+        total = self.partitions.get(group.topic)
+        if total is None:
+            total = self.partitions[group.topic] = storage.topic(group.topic).partitions
+        try:
+            order, starts, self.round_robin = partition_order(
+                group.key, group.partition, group.rows, total, self.round_robin
+            )
+        except ValueError as exc:
+            raise OptionError(f"topic {group.topic} {exc}") from None
+        bounds = memoryview(starts).cast("q")
+        now = self.clock.now_ms()
+        for p in range(total):
+            lo, hi = bounds[p], bounds[p + 1]
+            if lo == hi:
+                continue
+            log = storage.log(group.topic, p)
+            while lo < hi:
+                payload, end, base_ts, max_ts = encode_records(
+                    group.key, group.value, group.timestamp, group.headers, group.rows, order,
+                    lo, hi, BATCH_BYTES, now,
+                )  # fmt: skip
+                log.append(frame_records(payload, end - lo, base_ts, max_ts))
+                lo = end
+
+    def close(self) -> None:
+        if self.storage is not None:
+            try:
+                self.storage.flush_all()
+            finally:
+                self.storage.close()
+                self.storage = None
+
+
+def write_arrow_direct(path: str, batches: Iterable[Any], default_topic: str | None) -> int:
+    """Append every row of the Arrow ``batches`` to the data directory through the
+    columnar encoder; returns the number of rows. Batches are combined up to
+    ``FLUSH_BYTES`` of Arrow data so that a partition's record batches are not cut at
+    Spark's Arrow batch boundaries."""
+    import pyarrow as pa
+
+    appender = _ArrowAppender(path, default_topic)
+    pending: list[Any] = []
+    size = 0
+
+    def flush() -> None:
+        nonlocal size
+        if pending:
+            for combined in pa.Table.from_batches(pending).combine_chunks().to_batches():
+                appender.add(combined)
+        pending.clear()
+        size = 0
+
+    try:
+        for batch in batches:
+            if pending and batch.schema != pending[0].schema:
+                flush()
+            pending.append(batch)
+            size += batch.nbytes
+            if size >= FLUSH_BYTES:
+                flush()
+        flush()
+    finally:
+        appender.close()
+    return appender.rows
+
+
 def write_rows(options: WriteOptions, batches: Iterable[Any]) -> int:
     """Write every row of the Arrow batches (one Spark task)."""
+    if options.path is not None:
+        return write_arrow_direct(options.path, batches, options.topic)
     rows: list[Row] = []
     for batch in batches:
         rows.extend(rows_from_arrow(batch, options.topic))
     if not rows:
         return 0
-    if options.bootstrap:
-        return write_remote(options.bootstrap, rows)
-    assert options.path is not None
-    return write_direct(options.path, rows)
+    assert options.bootstrap is not None
+    return write_remote(options.bootstrap, rows)
