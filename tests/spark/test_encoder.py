@@ -18,7 +18,13 @@ from logtrove.records import encoder as enc
 from logtrove.records.builder import frame_records
 from logtrove.records.partitioner import partition_for_key
 from logtrove.spark.encoding import TopicRows, topic_rows
-from logtrove.spark.writer import BATCH_BYTES, rows_from_arrow, write_arrow_direct, write_direct
+from logtrove.spark.writer import (
+    BATCH_BYTES,
+    rows_from_arrow,
+    write_arrow_direct,
+    write_arrow_remote,
+    write_direct,
+)
 
 NOW_MS = 1_700_000_123_456
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
@@ -235,3 +241,26 @@ def test_columnar_writer_stores_what_the_row_wise_writer_stored(tmp_path: Path) 
 
 def _segment_bytes(data: Path) -> dict[str, bytes]:
     return {str(p.relative_to(data)): p.read_bytes() for p in sorted(data.rglob("*.log"))}
+
+
+def test_remote_writer_produces_the_batches_the_direct_writer_appends(tmp_path: Path) -> None:
+    from logtrove.testing import BrokerProcess, free_port
+
+    rows: list[Row] = [
+        (
+            None if i % 4 == 0 else b"k%d" % (i % 11),
+            b"value %d" % i,
+            1_700_000_000_000 + i,
+            [("id", b"m%d" % i)],
+        )
+        for i in range(2000)
+    ]
+    batches = [_batch(rows[i : i + 500]) for i in range(0, len(rows), 500)]
+    remote, direct = tmp_path / "remote", tmp_path / "direct"
+    for data in (remote, direct):
+        make_topic(data, "sink", [], partitions=3, configs={"retention.ms": "-1"})
+    assert write_arrow_direct(str(direct), batches, "sink") == 2000
+    with BrokerProcess(remote, free_port()) as proc:
+        assert write_arrow_remote(proc.bootstrap, batches, "sink") == 2000
+    assert _records(remote, "sink", 3) == _records(direct, "sink", 3)
+    assert all(len(p) > 400 for p in _records(remote, "sink", 3))
