@@ -264,3 +264,38 @@ def test_remote_writer_produces_the_batches_the_direct_writer_appends(tmp_path: 
         assert write_arrow_remote(proc.bootstrap, batches, "sink") == 2000
     assert _records(remote, "sink", 3) == _records(direct, "sink", 3)
     assert all(len(p) > 400 for p in _records(remote, "sink", 3))
+
+
+def test_writer_refuses_bad_rows_before_writing(tmp_path: Path) -> None:
+    from tests.spark.helpers import stored
+
+    from logtrove.spark.options import OptionError
+
+    data = tmp_path / "data"
+    make_topic(data, "sink", [], partitions=3)
+    bad = [
+        (
+            pa.RecordBatch.from_arrays([pa.array([1, 2])], ["value"]),
+            "sink",
+            "value column must be string or binary",
+        ),
+        (pa.RecordBatch.from_arrays([pa.array(["v"])], ["key"]), "sink", "needs a value column"),
+        (
+            pa.RecordBatch.from_arrays([pa.array(["v"]), pa.array([""])], ["value", "topic"]),
+            None,
+            "without a topic",
+        ),
+        (
+            pa.RecordBatch.from_arrays([pa.array(["v"]), pa.array([7], pa.int32())], ["value", "partition"]),
+            "sink",
+            r"topic sink has partitions 0-2, not 7",
+        ),
+    ]
+    for batch, topic, message in bad:
+        with pytest.raises(OptionError, match=message):
+            write_arrow_direct(str(data), [batch], topic)
+    assert stored(data, "sink") == []
+    # an empty topic cell falls back to the topic option, as in the row-wise writer
+    batch = pa.RecordBatch.from_arrays([pa.array(["a", "b"]), pa.array(["", None])], ["value", "topic"])
+    assert write_arrow_direct(str(data), [batch], "sink") == 2
+    assert sorted(v for _, _, v in stored(data, "sink")) == [b"a", b"b"]
