@@ -299,3 +299,32 @@ def test_writer_refuses_bad_rows_before_writing(tmp_path: Path) -> None:
     batch = pa.RecordBatch.from_arrays([pa.array(["a", "b"]), pa.array(["", None])], ["value", "topic"])
     assert write_arrow_direct(str(data), [batch], "sink") == 2
     assert sorted(v for _, _, v in stored(data, "sink")) == [b"a", b"b"]
+
+
+def test_large_binary_and_large_list_columns_encode_the_same() -> None:
+    rows: list[Row] = [
+        (
+            None if i % 3 == 0 else b"k%d" % i,
+            None if i % 7 == 0 else b"v" * i,
+            1_700_000_000_000 + i,
+            [("id", b"%d" % i)],
+        )
+        for i in range(50)
+    ]
+    batch = _batch(rows, pad=3)
+    large = pa.RecordBatch.from_arrays(
+        [
+            batch.column(0).cast(pa.large_binary()),
+            batch.column(1).cast(pa.large_string()),
+            batch.column(2),
+            batch.column(3).cast(
+                pa.large_list(pa.struct([("key", pa.large_string()), ("value", pa.large_binary())]))
+            ),
+        ],
+        batch.schema.names,
+    )
+    group = _group(large)
+    assert group.key is not None and group.key[3] and group.headers is not None and group.headers[2]
+    expected = [build_batch([_new_record(r) for r in rows])]
+    for _, encode in _implementations():
+        assert _encode_all(encode, group, _order(len(rows)), 2**62) == expected
