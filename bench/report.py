@@ -30,6 +30,7 @@ ORDER = [
     "compaction",
     "lag",
     "spark",
+    "spark_writer",
     "partitions",
     "validation",
     "recompress",
@@ -47,6 +48,7 @@ TITLES = {
     "recompress": "compression.type: recompressing on append, off the event loop",
     "partitions": "Partitions: opening thousands (checkpoints read once, lazy segment files)",
     "spark": "Spark: data source vs Parquet",
+    "spark_writer": "Spark: the writer, before / after (alternating, same run)",
 }
 
 

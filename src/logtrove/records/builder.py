@@ -114,6 +114,19 @@ def build_batch(
     return _framed(header, payload)
 
 
+def frame_records(
+    payload: bytes, count: int, base_ts: int, max_ts: int, compression: Compression = Compression.NONE
+) -> bytes:
+    """A producer's batch around ``payload``, the uncompressed records section of ``count``
+    records with offset deltas 0 to ``count - 1`` and timestamp deltas from ``base_ts``
+    (as :func:`logtrove.records.encoder.encode_records` makes it), compressed with
+    ``compression``: the bytes :func:`build_batch` gives for the same records."""
+    if count < 1:
+        raise ValueError("a record batch needs at least one record")
+    header = BatchHeader(0, 0, -1, 2, 0, int(compression), count - 1, base_ts, max_ts, -1, -1, -1, count)
+    return _framed(header, compress(compression, payload))
+
+
 def recompress_batch(buf: Buffer, codec: Compression, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> bytes:
     """The one batch in ``buf`` with its records compressed in ``codec`` instead.
 

@@ -5,10 +5,17 @@ optionally ``key``, ``topic`` (else the ``topic`` option), ``partition`` (else
 murmur2 of the key as Kafka's default partitioner, round robin when keyless),
 ``headers`` (array of ``{key, value}``) and ``timestamp``.
 
-Remote mode (``bootstrap``) produces through the broker with a Kafka producer. Direct
-mode (``path``) appends to the segment files itself and therefore needs the data
-directory's writer lock: it refuses when a broker holds it (produce through the broker
-instead), and tasks of the same job take turns on the lock.
+Both modes encode the Arrow columns straight into record batches
+(:mod:`logtrove.spark.encoding`, :mod:`logtrove.records.encoder`: no Python object per
+row), up to ``FLUSH_BYTES`` of Arrow data at a time, each partition's rows in batches of
+about ``BATCH_BYTES``; the log compresses them as its topic's ``compression.type`` says.
+Remote mode (``bootstrap``) produces those batches through the broker (Produce v9,
+acks=all, one connection per task). Direct mode (``path``) appends them to the segment
+files itself and therefore needs the data directory's writer lock: it refuses when a
+broker holds it (produce through the broker instead), and tasks of the same job take
+turns on the lock. :func:`write_direct` is the row-wise writer of
+:class:`~logtrove.records.NewRecord` rows (:func:`rows_from_arrow`), kept as the reference
+the columnar path is tested against.
 """
 
 from __future__ import annotations
@@ -21,15 +28,23 @@ from itertools import count
 from pathlib import Path
 from typing import Any
 
+from logtrove.client import KafkaClient, check
+from logtrove.clock import SYSTEM_CLOCK, Clock
 from logtrove.records import NewRecord, build_batch
+from logtrove.records.builder import frame_records
+from logtrove.records.encoder import encode_records, partition_order
 from logtrove.records.partitioner import partition_for_key
+from logtrove.spark.encoding import ColumnTypeError, TopicRows, topic_rows
 from logtrove.spark.options import OptionError
 from logtrove.storage import DataDirLockedError, Storage
 from logtrove.storage.datadir import read_holder
+from logtrove.wire import ApiKey, produce_body
 
 WRITER_HOLDER = "logtrove-spark-writer"
 LOCK_WAIT_S = 120.0
 BATCH_BYTES = 256 * 1024
+REMOTE_TIMEOUT_S = 30.0
+FLUSH_BYTES = 64 << 20  # Arrow data combined and encoded at a time
 
 Row = tuple[str, int | None, NewRecord]
 
@@ -157,47 +172,171 @@ def write_direct(path: str, rows: list[Row]) -> int:
     return len(rows)
 
 
-def write_remote(bootstrap: str, rows: list[Row]) -> int:
-    """Produce ``rows`` through the broker (acks=all) and wait for every delivery."""
-    from confluent_kafka import KafkaException, Producer
+class _DirectSink:
+    """Appends to the data directory, taking the writer lock at the first append and
+    keeping it to :meth:`close` (as :func:`write_direct` does)."""
 
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "enable.idempotence": False}
-    )
-    errors: list[str] = []
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.storage: Storage | None = None
 
-    def delivered(err: Any, _msg: Any) -> None:
-        if err is not None:
-            errors.append(str(err))
+    def _open(self) -> Storage:
+        if self.storage is None:
+            self.storage = _open_writer(self.path)
+        return self.storage
 
-    for topic, partition, record in rows:
-        kwargs: dict[str, Any] = {"value": record.value, "key": record.key, "on_delivery": delivered}
-        if partition is not None:
-            kwargs["partition"] = partition
-        if record.headers:
-            kwargs["headers"] = list(record.headers)
-        if record.timestamp is not None:
-            kwargs["timestamp"] = record.timestamp
-        while True:
+    def partitions(self, topic: str) -> int:
+        return self._open().topic(topic).partitions
+
+    def append(self, topic: str, partition: int, batch: bytes) -> None:
+        self._open().log(topic, partition).append(batch)
+
+    def close(self) -> None:
+        if self.storage is not None:
             try:
-                producer.produce(topic, **kwargs)
-                break
-            except BufferError:
-                producer.poll(0.1)
-    remaining = producer.flush(60)
-    if remaining or errors:
-        raise KafkaException(f"{remaining} undelivered, errors: {errors[:3]}")
-    return len(rows)
+                self.storage.flush_all()
+            finally:
+                self.storage.close()
+                self.storage = None
+
+
+class _RemoteSink:
+    """Produces each record batch to the broker as it is (acks=all, one request each, in
+    order per partition) over one connection. A topic the broker does not know is
+    created if the broker allows it, as a Kafka producer's Metadata request does."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self.client: KafkaClient | None = None
+
+    def _open(self) -> KafkaClient:
+        if self.client is None:
+            self.client = KafkaClient(
+                self.bootstrap, timeout_s=REMOTE_TIMEOUT_S, client_id="logtrove-spark-writer"
+            )
+        return self.client
+
+    def partitions(self, topic: str) -> int:
+        deadline = time.monotonic() + REMOTE_TIMEOUT_S
+        body = {"topics": [{"name": topic}], "allow_auto_topic_creation": True}
+        while True:
+            found = self._open().request(ApiKey.METADATA, 12, body).topics[0]
+            if not int(found.error_code) and found.partitions:
+                return len(found.partitions)
+            if time.monotonic() > deadline:
+                check(found.error_code, None, f"metadata of {topic}")
+                raise OptionError(f"topic {topic} has no partitions")
+            time.sleep(0.1)  # just created: the broker answers LEADER_NOT_AVAILABLE once
+
+    def append(self, topic: str, partition: int, batch: bytes) -> None:
+        part = self._open().request(ApiKey.PRODUCE, 9, produce_body(topic, partition, batch))
+        answer = part.responses[0].partition_responses[0]
+        check(answer.error_code, answer.error_message, f"produce to {topic}-{partition}")
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+
+
+class _ArrowAppender:
+    """The columnar path: Arrow batches encoded into record batches and handed to a sink
+    (:class:`_DirectSink` or :class:`_RemoteSink`), opened at the first row."""
+
+    def __init__(
+        self, sink: _DirectSink | _RemoteSink, default_topic: str | None, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
+        self.sink = sink
+        self.default_topic = default_topic
+        self.clock = clock
+        self.partitions: dict[str, int] = {}
+        self.round_robin = 0
+        self.rows = 0
+
+    def add(self, batch: Any) -> None:
+        """Encode and append every row of ``batch`` (a pyarrow RecordBatch)."""
+        if "value" not in batch.schema.names:
+            raise OptionError("the DataFrame needs a value column")
+        if batch.num_rows == 0:
+            return
+        try:
+            groups = list(topic_rows(batch, self.default_topic))
+        except LookupError:
+            raise OptionError("row without a topic: add a topic column or the topic option") from None
+        except ColumnTypeError as exc:
+            raise OptionError(str(exc)) from None
+        for group in groups:
+            self._append(group)
+        self.rows += batch.num_rows
+
+    def _append(self, group: TopicRows) -> None:
+        total = self.partitions.get(group.topic)
+        if total is None:
+            total = self.partitions[group.topic] = self.sink.partitions(group.topic)
+        try:
+            order, starts, self.round_robin = partition_order(
+                group.key, group.partition, group.rows, total, self.round_robin
+            )
+        except ValueError as exc:
+            raise OptionError(f"topic {group.topic} {exc}") from None
+        bounds = memoryview(starts).cast("q")
+        now = self.clock.now_ms()
+        for p in range(total):
+            lo, hi = bounds[p], bounds[p + 1]
+            while lo < hi:
+                payload, end, base_ts, max_ts = encode_records(
+                    group.key, group.value, group.timestamp, group.headers, group.rows, order,
+                    lo, hi, BATCH_BYTES, now,
+                )  # fmt: skip
+                self.sink.append(group.topic, p, frame_records(payload, end - lo, base_ts, max_ts))
+                lo = end
+
+
+def write_arrow(sink: _DirectSink | _RemoteSink, batches: Iterable[Any], default_topic: str | None) -> int:
+    """Append every row of the Arrow ``batches`` to ``sink`` through the columnar encoder;
+    returns the number of rows. Batches are combined up to ``FLUSH_BYTES`` of Arrow data
+    so that a partition's record batches are not cut at Spark's Arrow batch boundaries."""
+    import pyarrow as pa
+
+    appender = _ArrowAppender(sink, default_topic)
+    pending: list[Any] = []
+    size = 0
+
+    def flush() -> None:
+        nonlocal size
+        if pending:
+            for combined in pa.Table.from_batches(pending).combine_chunks().to_batches():
+                appender.add(combined)
+        pending.clear()
+        size = 0
+
+    try:
+        for batch in batches:
+            if pending and batch.schema != pending[0].schema:
+                flush()
+            pending.append(batch)
+            size += batch.nbytes
+            if size >= FLUSH_BYTES:
+                flush()
+        flush()
+    finally:
+        sink.close()
+    return appender.rows
+
+
+def write_arrow_direct(path: str, batches: Iterable[Any], default_topic: str | None) -> int:
+    """Append every row of the Arrow ``batches`` to the data directory (direct mode)."""
+    return write_arrow(_DirectSink(path), batches, default_topic)
+
+
+def write_arrow_remote(bootstrap: str, batches: Iterable[Any], default_topic: str | None) -> int:
+    """Produce every row of the Arrow ``batches`` through the broker (remote mode)."""
+    return write_arrow(_RemoteSink(bootstrap), batches, default_topic)
 
 
 def write_rows(options: WriteOptions, batches: Iterable[Any]) -> int:
     """Write every row of the Arrow batches (one Spark task)."""
-    rows: list[Row] = []
-    for batch in batches:
-        rows.extend(rows_from_arrow(batch, options.topic))
-    if not rows:
-        return 0
-    if options.bootstrap:
-        return write_remote(options.bootstrap, rows)
-    assert options.path is not None
-    return write_direct(options.path, rows)
+    if options.path is not None:
+        return write_arrow_direct(options.path, batches, options.topic)
+    assert options.bootstrap is not None
+    return write_arrow_remote(options.bootstrap, batches, options.topic)
