@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.http import test_console_browser as base
+from tests.http.browser import ARTIFACTS
 from tests.http.support import ServeProcess
 
 from logtrove.groups import CommittedOffset, OffsetStore
@@ -23,8 +23,6 @@ from logtrove.storage import Storage
 from logtrove.testing import free_port
 
 T0 = 1_767_225_600_000
-browser_context = base.browser_context  # the console's headless Chromium fixtures
-page = base.page
 
 
 def test_history_keeps_its_window_and_skips_a_torn_line(tmp_path: Path) -> None:
@@ -142,4 +140,4 @@ def test_lag_chart_shows_a_consumer_falling_behind_then_catching_up(page: Any, s
     assert lags[-1] == 0 and peak < len(lags) - 1  # then caught up
     drawn = page.locator("#lag-chart").evaluate("box => Array.from(box.chart.data[1])")
     assert [v for v in drawn if v is not None] == lags
-    page.screenshot(path=str(base.ARTIFACTS / "lag_over_time.png"), full_page=True)
+    page.screenshot(path=str(ARTIFACTS / "lag_over_time.png"), full_page=True)
