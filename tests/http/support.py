@@ -123,7 +123,7 @@ class ServeProcess(HttpBrokerProcess):
         return BrokerProcess.ready(self)
 
     def wait_http(self) -> None:
-        wait_until(self.http_ready, 60, interval_s=0.1, what=f"the HTTP API ({self.log.read_text()})")
+        wait_until(self.http_ready, 60, interval_s=0.1, what=lambda: f"the HTTP API ({self.log.read_text()})")
 
 
 TIMELINE_TOPIC = "clicks"
