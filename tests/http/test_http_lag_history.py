@@ -20,7 +20,7 @@ from logtrove.http import start_in_thread
 from logtrove.http.lag_history import LagHistory
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
-from logtrove.testing import free_port
+from logtrove.testing import free_port, wait_until
 
 T0 = 1_767_225_600_000
 
@@ -64,14 +64,17 @@ def test_the_sampler_records_lag_as_commits_move(tmp_path: Path) -> None:
 
 
 def wait_for_lag(url: str, value: int) -> list[int]:
-    deadline = time.monotonic() + 15
-    while True:
+    def lags() -> list[int]:
         topics = httpx.get(url, timeout=5).json()["topics"]
-        lags = [p["lag"] for p in topics[0]["points"]] if topics else []
-        if lags and lags[-1] == value:
-            return lags
-        assert time.monotonic() < deadline, lags
-        time.sleep(0.1)
+        return [p["lag"] for p in topics[0]["points"]] if topics else []
+
+    def at_value() -> list[int] | None:
+        seen = lags()
+        return seen if seen and seen[-1] == value else None
+
+    return wait_until(
+        at_value, 15, interval_s=0.1, what=lambda: f"lag {value} last in the history ({lags()})"
+    )
 
 
 kafka = pytest.importorskip("confluent_kafka")

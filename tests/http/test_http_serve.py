@@ -14,6 +14,8 @@ import httpx
 import pytest
 from tests.http.support import ServeProcess
 
+from logtrove.testing import wait_until
+
 kafka = pytest.importorskip("confluent_kafka")
 
 
@@ -86,11 +88,17 @@ def test_kafka_produced_records_are_found_over_http(served: ServeProcess) -> Non
         assert [m["value"] for m in found["messages"]] == ["order 7"]
         metrics = client.get("/metrics").text
         assert 'logtrove_log_end_offset{topic="orders",partition="0"} 20' in metrics
-        deadline = time.monotonic() + 60  # the indexer writes the partial block within --indexer-flush-s
-        while 'logtrove_index_lag_records{topic="orders",partition="0"} 0' not in metrics:
-            assert time.monotonic() < deadline, metrics
-            time.sleep(0.2)
-            metrics = client.get("/metrics").text
+
+        def index_lag_zero() -> str | None:
+            text = client.get("/metrics").text
+            return text if 'logtrove_index_lag_records{topic="orders",partition="0"} 0' in text else None
+
+        metrics = wait_until(  # the indexer writes the partial block within --indexer-flush-s
+            index_lag_zero,
+            60,
+            interval_s=0.2,
+            what=lambda: f"index lag 0 in /metrics ({client.get('/metrics').text})",
+        )
         assert 'logtrove_index_offset{topic="orders",partition="0"} 20' in metrics
         assert client.get("/api/v1/topics/orders/partitions/0").json()["indexed_offset"] == 20
         assert [p["indexed_offset"] for p in client.get("/api/v1/topics/orders/partitions").json()] == [20]
@@ -114,10 +122,12 @@ def test_a_busy_http_port_is_a_warning_not_a_failure(tmp_path: Path) -> None:
         blocker.listen()
         proc.start()
         try:
-            deadline = time.monotonic() + 60
-            while "no HTTP API" not in proc.log.read_text():
-                assert time.monotonic() < deadline, proc.log.read_text()
-                time.sleep(0.1)
+            wait_until(
+                lambda: "no HTTP API" in proc.log.read_text(),
+                60,
+                interval_s=0.1,
+                what=lambda: f"the 'no HTTP API' warning ({proc.log.read_text()})",
+            )
             assert proc.alive()
         finally:
             assert proc.stop() == 0
