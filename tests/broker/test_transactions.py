@@ -25,7 +25,7 @@ from confluent_kafka import (
 from kio.schema.errors import ErrorCode
 from tests.broker.txn_clients import READ_COMMITTED, READ_UNCOMMITTED, create_topic, read_values, txn_producer
 
-from logtrove.testing import BrokerProcess, WireClient, free_port
+from logtrove.testing import BrokerProcess, WireClient, free_port, wait_until
 from logtrove.wire import ApiKey
 
 
@@ -111,9 +111,12 @@ def test_transaction_past_its_timeout_is_aborted(shared_broker: BrokerProcess) -
     producer.begin_transaction()
     producer.produce(topic, value=b"too-slow")
     producer.flush(10)
-    deadline = time.monotonic() + 15
-    while _committed_end(bootstrap, topic)[0] != 2 and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_until(
+        lambda: _committed_end(bootstrap, topic)[0] == 2,
+        15,
+        interval_s=0.2,
+        what="the broker aborting the transaction",
+    )
     assert _committed_end(bootstrap, topic) == (2, 2)  # record + the broker's ABORT marker
     with pytest.raises(KafkaException):
         producer.commit_transaction(10)
