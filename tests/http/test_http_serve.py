@@ -63,13 +63,17 @@ def test_rest_produce_goes_through_the_broker_and_kafka_reads_it(served: ServePr
         assert produced.status_code == 201, produced.text
         got = consume(broker.bootstrap, "web", 5, "web-readers")
         assert got == [(f"k{i}".encode(), f'{{"i":{i}}}'.encode()) for i in range(5)]
-        deadline = time.monotonic() + 10
-        while True:
+
+        def caught_up() -> httpx.Response | None:
             group = client.get("/api/v1/groups/web-readers")
-            if group.status_code == 200 and group.json()["lag"] == 0:
-                break
-            assert time.monotonic() < deadline, group.text
-            time.sleep(0.2)
+            return group if group.status_code == 200 and group.json()["lag"] == 0 else None
+
+        group = wait_until(
+            caught_up,
+            10,
+            interval_s=0.2,
+            what=lambda: f"lag 0 for web-readers ({client.get('/api/v1/groups/web-readers').text})",
+        )
         assert group.json()["partitions"][0]["committed_offset"] == 5
 
 
