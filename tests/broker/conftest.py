@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.broker.peer import tansu  # noqa: F401  (fixture of test_peer_broker)
+from tests.broker.secured import secured  # noqa: F401  (fixture of test_security)
 
 from logtrove.testing import BrokerProcess, free_port
 

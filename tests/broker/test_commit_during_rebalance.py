@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 from tests.broker.clients import poll_until
 
-from logtrove.testing import BrokerProcess, WireClient
+from logtrove.testing import BrokerProcess, WireClient, wait_until
 from logtrove.wire import ApiKey
 
 TOPIC = "payments"
@@ -177,12 +177,14 @@ def test_offset_commit_rules_by_group_state(broker: BrokerProcess) -> None:
             )
         )
         heartbeat = {"group_id": "raw", "generation_id": 1, "member_id": leader, "group_instance_id": None}
-        deadline = time.monotonic() + 10
-        while (
-            leader_conn.request(ApiKey.HEARTBEAT, 3, heartbeat).error_code != ErrorCode.rebalance_in_progress
-        ):
-            assert time.monotonic() < deadline, "the group never started rebalancing"
-            time.sleep(0.05)
+        wait_until(
+            lambda: (
+                leader_conn.request(ApiKey.HEARTBEAT, 3, heartbeat).error_code
+                == ErrorCode.rebalance_in_progress
+            ),
+            10,
+            what="the group starting to rebalance",
+        )
         assert _commit(leader_conn, leader, 1) == ErrorCode.none  # PreparingRebalance
         assert _commit(leader_conn, leader, 0) == ErrorCode.illegal_generation
         assert _commit(leader_conn, "stranger", 1) == ErrorCode.unknown_member_id

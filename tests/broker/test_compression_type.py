@@ -22,7 +22,7 @@ from confluent_kafka.admin import (
 )
 from kio.schema.errors import ErrorCode
 from tests.broker import clients
-from tests.broker.test_produce_validation import log_end, produce_raw
+from tests.broker.raw_produce import log_end, produce_raw
 from tests.records.helpers import with_payload
 
 from logtrove.records import Compression, NewRecord, build_batch, read_header

@@ -13,7 +13,7 @@ from pathlib import Path
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.broker import clients
-from tests.storage.test_data_dir_safety import old_version_data_dir, user_files
+from tests.storage.data_dirs import old_version_data_dir, user_files
 
 from logtrove.testing import BrokerProcess, cli_in, free_port
 

@@ -26,7 +26,7 @@ from tests.records.helpers import patch_header, with_payload, zstd_zeros
 
 from logtrove.records import Compression, NewRecord, build_batch
 from logtrove.storage import Storage
-from logtrove.testing import SERVE, HttpBrokerProcess, WireClient, free_port
+from logtrove.testing import SERVE, HttpBrokerProcess, WireClient, free_port, wait_until
 from logtrove.wire import ApiKey
 
 MEMORY_LIMIT_KIB = 300 << 10
@@ -107,21 +107,27 @@ def test_a_bomb_on_disk_is_skipped_and_reported_without_growing_any_process(tmp_
         assert max(peak_rss_kib(broker.proc.pid).values()) < MEMORY_LIMIT_KIB
 
         with httpx.Client(timeout=30) as http:
-            deadline = time.monotonic() + 60
-            indexed = cleaned = None
-            while time.monotonic() < deadline:
+
+            def progress() -> tuple[int, str]:
+                """(the indexed offset, the cleaner's state file)."""
                 detail = http.get(f"{api}/topics/bombs").json()
-                indexed = detail["partition_list"][0]["indexed_offset"]
-                state = (
-                    (data / "cleaner-state.json").read_text()
-                    if (data / "cleaner-state.json").exists()
-                    else ""
-                )
-                cleaned = "DecompressionLimitError" in state
-                if indexed == 3 and cleaned:
-                    break
-                time.sleep(0.2)
-            assert (indexed, cleaned) == (3, True), (indexed, state)
+                state = data / "cleaner-state.json"
+                return detail["partition_list"][0][
+                    "indexed_offset"
+                ], state.read_text() if state.exists() else ""
+
+            def indexed_and_cleaned() -> bool:
+                indexed, state = progress()
+                return indexed == 3 and "DecompressionLimitError" in state
+
+            wait_until(
+                indexed_and_cleaned,
+                60,
+                interval_s=0.2,
+                what=lambda: (
+                    f"offset 3 indexed and the bomb reported by the cleaner (last seen: {progress()})"
+                ),
+            )
             found = http.get(f"{api}/topics/bombs/messages/by-key?key=a").json()
             assert sorted(m["value"] for m in found["messages"]) == ["after needle", "before needle"]
 

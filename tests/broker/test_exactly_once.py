@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from tests.broker.test_transactions import READ_COMMITTED, READ_UNCOMMITTED, _topic, _values
+from tests.broker.txn_clients import READ_COMMITTED, READ_UNCOMMITTED, create_topic, read_values
 
 from logtrove.testing import BrokerProcess, WireClient, free_port
 
@@ -46,8 +46,8 @@ def test_every_input_exactly_once_through_client_and_broker_kills(tmp_path: Path
     log = tmp_path / "copier.log"
     with BrokerProcess(tmp_path / "data", free_port()) as broker:
         bootstrap = broker.bootstrap
-        _topic(bootstrap, "eos-in", 2)
-        _topic(bootstrap, "eos-out", 2)
+        create_topic(bootstrap, "eos-in", 2)
+        create_topic(bootstrap, "eos-out", 2)
         plain = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
         for i in range(TOTAL):
             plain.produce("eos-in", value=b"%d" % i, partition=i % 2)
@@ -77,6 +77,6 @@ def test_every_input_exactly_once_through_client_and_broker_kills(tmp_path: Path
             copier.wait(10)
         assert copier.returncode == 0, log.read_text()
 
-        out = _values(bootstrap, "eos-out", READ_COMMITTED, partitions=2)
+        out = read_values(bootstrap, "eos-out", READ_COMMITTED, partitions=2)
         assert sorted(out) == sorted(b"out-%d" % i for i in range(TOTAL))
-        assert len(_values(bootstrap, "eos-out", READ_UNCOMMITTED, partitions=2)) >= TOTAL
+        assert len(read_values(bootstrap, "eos-out", READ_UNCOMMITTED, partitions=2)) >= TOTAL

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from confluent_kafka import Producer
 from tests.broker.procs import indexer_children
 
 from logtrove.storage.indexer import recorded_index_offsets
-from logtrove.testing import BrokerProcess, free_port
+from logtrove.testing import BrokerProcess, free_port, wait_until
 
 
 def produce(broker: BrokerProcess, topic: str, count: int) -> None:
@@ -24,15 +23,6 @@ def produce(broker: BrokerProcess, topic: str, count: int) -> None:
     assert producer.flush(30) == 0
 
 
-def wait_for(what: str, check: object, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if callable(check) and check():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.mark.slow
 def test_a_killed_indexer_child_is_restarted_and_indexes_new_records(tmp_path: Path) -> None:
     broker = BrokerProcess(tmp_path / "data", free_port(), "--indexer-flush-s", "0.1")
@@ -40,19 +30,32 @@ def test_a_killed_indexer_child_is_restarted_and_indexes_new_records(tmp_path: P
     try:
         assert broker.proc is not None
         pid = broker.proc.pid
-        wait_for("the indexer child", lambda: len(indexer_children(pid)) == 1)
+        wait_until(
+            lambda: len(indexer_children(pid)) == 1, 60, interval_s=0.1, what="the indexer child starting"
+        )
         [first] = indexer_children(pid)
         produce(broker, "restart", 100)
-        wait_for(
-            "100 records indexed", lambda: recorded_index_offsets(broker.data).get(("restart", 0)) == 100
+        wait_until(
+            lambda: recorded_index_offsets(broker.data).get(("restart", 0)) == 100,
+            60,
+            interval_s=0.1,
+            what="100 records being indexed",
         )
 
         os.kill(first, signal.SIGKILL)
 
-        wait_for("a new indexer child", lambda: [c for c in indexer_children(pid) if c != first])
+        wait_until(
+            lambda: [c for c in indexer_children(pid) if c != first],
+            60,
+            interval_s=0.1,
+            what="a new indexer child starting",
+        )
         produce(broker, "restart", 50)
-        wait_for(
-            "150 records indexed", lambda: recorded_index_offsets(broker.data).get(("restart", 0)) == 150
+        wait_until(
+            lambda: recorded_index_offsets(broker.data).get(("restart", 0)) == 150,
+            60,
+            interval_s=0.1,
+            what="150 records being indexed",
         )
         assert broker.alive()
         assert "was killed by signal 9; restarting it" in broker.log.read_text()

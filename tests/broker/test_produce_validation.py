@@ -12,6 +12,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from kio.schema.errors import ErrorCode
+from tests.broker.raw_produce import log_end, produce_raw
 from tests.records.helpers import patch_header, with_payload, zstd_zeros
 
 from logtrove.records import Compression, NewRecord, build_batch
@@ -46,24 +47,6 @@ def malformed_kinds() -> dict[str, tuple[bytes, ErrorCode]]:
             ErrorCode.invalid_record,
         ),
     }
-
-
-def produce_raw(client: WireClient, topic: str, records: bytes) -> tuple[int, str | None, int]:
-    resp = client.request(
-        ApiKey.PRODUCE,
-        9,
-        {
-            "acks": -1,
-            "timeout": 5000,
-            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}],
-        },
-    )
-    part = resp.responses[0].partition_responses[0]
-    return int(part.error_code), part.error_message, int(part.base_offset)
-
-
-def log_end(client: WireClient, topic: str) -> int:
-    return int(client.list_offsets(topic, 0, -1).offset)
 
 
 def consume_all(broker: BrokerProcess, topic: str, count: int) -> list[bytes]:

@@ -13,7 +13,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
-from tests.broker.test_produce_validation import log_end
+from tests.broker.raw_produce import log_end
 
 from logtrove.records import Compression, NewRecord, build_batch
 from logtrove.records.walk import MAX_KEYLESS_REPORTED

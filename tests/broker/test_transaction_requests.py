@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from tests.broker.test_produce_validation import produce_raw
+from tests.broker.raw_produce import produce_raw
 
 from logtrove.records import NewRecord, build_batch
 from logtrove.testing import BrokerProcess, WireClient

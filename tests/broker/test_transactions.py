@@ -13,64 +13,20 @@ from __future__ import annotations
 import signal
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import (
-    OFFSET_BEGINNING,
     Consumer,
     KafkaError,
     KafkaException,
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
+from tests.broker.txn_clients import READ_COMMITTED, READ_UNCOMMITTED, create_topic, read_values, txn_producer
 
-from logtrove.testing import BrokerProcess, WireClient, free_port
+from logtrove.testing import BrokerProcess, WireClient, free_port, wait_until
 from logtrove.wire import ApiKey
-
-READ_COMMITTED, READ_UNCOMMITTED = "read_committed", "read_uncommitted"
-
-
-def _topic(bootstrap: str, name: str, partitions: int = 1) -> str:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
-    return name
-
-
-def _producer(bootstrap: str, tid: str, **config: Any) -> Producer:
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 5, **config})
-    producer.init_transactions(15)
-    return producer
-
-
-def _values(
-    bootstrap: str, topic: str, isolation: str, *, partitions: int = 1, settle_s: float = 1.5
-) -> list[bytes]:
-    """Every value a consumer of ``isolation`` reads from the start of ``topic``, reading
-    until the end offsets (of that isolation) are reached and ``settle_s`` passes quiet."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"reader-{time.monotonic_ns()}",
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-            "fetch.wait.max.ms": 50,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    values: list[bytes] = []
-    quiet_since = time.monotonic()
-    deadline = time.monotonic() + 20
-    while time.monotonic() - quiet_since < settle_s and time.monotonic() < deadline:
-        msg = consumer.poll(0.1)
-        if msg is None or msg.error():
-            continue
-        values.append(msg.value())
-        quiet_since = time.monotonic()
-    consumer.close()
-    return values
 
 
 def _committed_end(bootstrap: str, topic: str) -> tuple[int, int]:
@@ -91,8 +47,8 @@ def test_committed_records_visible_aborted_ones_only_to_read_uncommitted(
     shared_broker: BrokerProcess,
 ) -> None:
     bootstrap = shared_broker.bootstrap
-    topic = _topic(bootstrap, "txn-visibility", 2)
-    producer = _producer(bootstrap, "visibility-tx")
+    topic = create_topic(bootstrap, "txn-visibility", 2)
+    producer = txn_producer(bootstrap, "visibility-tx")
     for round_, commit in enumerate([True, False, True, False]):
         producer.begin_transaction()
         for i in range(10):
@@ -102,19 +58,19 @@ def test_committed_records_visible_aborted_ones_only_to_read_uncommitted(
         else:
             producer.flush(10)
             producer.abort_transaction(10)
-    committed = sorted(_values(bootstrap, topic, READ_COMMITTED, partitions=2))
-    everything = sorted(_values(bootstrap, topic, READ_UNCOMMITTED, partitions=2))
+    committed = sorted(read_values(bootstrap, topic, READ_COMMITTED, partitions=2))
+    everything = sorted(read_values(bootstrap, topic, READ_UNCOMMITTED, partitions=2))
     assert committed == sorted(b"r%d-%d" % (r, i) for r in (0, 2) for i in range(10))
     assert everything == sorted(b"r%d-%d" % (r, i) for r in range(4) for i in range(10))
 
 
 def test_open_transaction_holds_back_read_committed_readers(shared_broker: BrokerProcess) -> None:
     bootstrap = shared_broker.bootstrap
-    topic = _topic(bootstrap, "txn-lso")
+    topic = create_topic(bootstrap, "txn-lso")
     plain = Producer({"bootstrap.servers": bootstrap})
     plain.produce(topic, value=b"plain-before")
     plain.flush(10)
-    producer = _producer(bootstrap, "lso-tx")
+    producer = txn_producer(bootstrap, "lso-tx")
     producer.begin_transaction()
     producer.produce(topic, value=b"in-txn")
     producer.flush(10)
@@ -122,20 +78,20 @@ def test_open_transaction_holds_back_read_committed_readers(shared_broker: Broke
     plain.flush(10)
     stable, high = _committed_end(bootstrap, topic)
     assert (stable, high) == (1, 3)  # the open transaction's first record stops committed readers
-    assert _values(bootstrap, topic, READ_COMMITTED, settle_s=1) == [b"plain-before"]
+    assert read_values(bootstrap, topic, READ_COMMITTED, settle_s=1) == [b"plain-before"]
     producer.commit_transaction(10)
-    assert _values(bootstrap, topic, READ_COMMITTED) == [b"plain-before", b"in-txn", b"plain-after"]
+    assert read_values(bootstrap, topic, READ_COMMITTED) == [b"plain-before", b"in-txn", b"plain-after"]
     assert _committed_end(bootstrap, topic) == (4, 4)  # the marker takes offset 3
 
 
 def test_second_producer_of_a_transactional_id_fences_the_first(shared_broker: BrokerProcess) -> None:
     bootstrap = shared_broker.bootstrap
-    topic = _topic(bootstrap, "txn-zombie")
-    zombie = _producer(bootstrap, "zombie-tx")
+    topic = create_topic(bootstrap, "txn-zombie")
+    zombie = txn_producer(bootstrap, "zombie-tx")
     zombie.begin_transaction()
     zombie.produce(topic, value=b"zombie")
     zombie.flush(10)
-    successor = _producer(bootstrap, "zombie-tx")  # aborts the zombie's open transaction
+    successor = txn_producer(bootstrap, "zombie-tx")  # aborts the zombie's open transaction
     successor.begin_transaction()
     successor.produce(topic, value=b"successor")
     successor.commit_transaction(10)
@@ -144,29 +100,32 @@ def test_second_producer_of_a_transactional_id_fences_the_first(shared_broker: B
         zombie.commit_transaction(10)
     error = raised.value.args[0]
     assert error.fatal() or error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED), error
-    assert _values(bootstrap, topic, READ_COMMITTED) == [b"successor"]
-    assert b"zombie" in _values(bootstrap, topic, READ_UNCOMMITTED)
+    assert read_values(bootstrap, topic, READ_COMMITTED) == [b"successor"]
+    assert b"zombie" in read_values(bootstrap, topic, READ_UNCOMMITTED)
 
 
 def test_transaction_past_its_timeout_is_aborted(shared_broker: BrokerProcess) -> None:
     bootstrap = shared_broker.bootstrap
-    topic = _topic(bootstrap, "txn-timeout")
-    producer = _producer(bootstrap, "slow-tx", **{"transaction.timeout.ms": 2000})
+    topic = create_topic(bootstrap, "txn-timeout")
+    producer = txn_producer(bootstrap, "slow-tx", **{"transaction.timeout.ms": 2000})
     producer.begin_transaction()
     producer.produce(topic, value=b"too-slow")
     producer.flush(10)
-    deadline = time.monotonic() + 15
-    while _committed_end(bootstrap, topic)[0] != 2 and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_until(
+        lambda: _committed_end(bootstrap, topic)[0] == 2,
+        15,
+        interval_s=0.2,
+        what="the broker aborting the transaction",
+    )
     assert _committed_end(bootstrap, topic) == (2, 2)  # record + the broker's ABORT marker
     with pytest.raises(KafkaException):
         producer.commit_transaction(10)
-    assert _values(bootstrap, topic, READ_COMMITTED, settle_s=1) == []
+    assert read_values(bootstrap, topic, READ_COMMITTED, settle_s=1) == []
 
 
 def test_send_offsets_commits_group_offsets_only_with_the_transaction(shared_broker: BrokerProcess) -> None:
     bootstrap = shared_broker.bootstrap
-    source = _topic(bootstrap, "txn-source")
+    source = create_topic(bootstrap, "txn-source")
     plain = Producer({"bootstrap.servers": bootstrap})
     for i in range(6):
         plain.produce(source, value=b"in-%d" % i)
@@ -188,7 +147,7 @@ def test_send_offsets_commits_group_offsets_only_with_the_transaction(shared_bro
         msg = consumer.poll(0.2)
         first = msg if msg is not None and not msg.error() else None
     assert first is not None and first.value() == b"in-0"
-    producer = _producer(bootstrap, "copier-tx")
+    producer = txn_producer(bootstrap, "copier-tx")
 
     def committed() -> int:
         return int(consumer.committed([TopicPartition(source, 0)], 10)[0].offset)
@@ -210,7 +169,7 @@ def test_kafka_python_transactional_producer(shared_broker: BrokerProcess) -> No
     from kafka import KafkaProducer
 
     bootstrap = shared_broker.bootstrap
-    topic = _topic(bootstrap, "txn-kafka-python")
+    topic = create_topic(bootstrap, "txn-kafka-python")
     producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="kp-tx", max_block_ms=15_000)
     producer.init_transactions()
     producer.begin_transaction()
@@ -221,7 +180,7 @@ def test_kafka_python_transactional_producer(shared_broker: BrokerProcess) -> No
     producer.flush()
     producer.abort_transaction()
     producer.close(timeout=5)
-    assert _values(bootstrap, topic, READ_COMMITTED) == [b"kept"]
+    assert read_values(bootstrap, topic, READ_COMMITTED) == [b"kept"]
 
 
 def test_find_coordinator_serves_transactional_ids_and_refuses_unknown_key_types(
@@ -255,8 +214,8 @@ def test_transaction_timeout_above_the_maximum_is_refused(shared_broker: BrokerP
 def test_transaction_open_at_a_broker_crash_is_aborted_after_restart(tmp_path: Path) -> None:
     with BrokerProcess(tmp_path / "data", free_port()) as broker:
         bootstrap = broker.bootstrap
-        topic = _topic(bootstrap, "txn-crash")
-        done = _producer(bootstrap, "crash-tx")
+        topic = create_topic(bootstrap, "txn-crash")
+        done = txn_producer(bootstrap, "crash-tx")
         done.begin_transaction()
         done.produce(topic, value=b"committed-before")
         done.commit_transaction(10)
@@ -267,8 +226,8 @@ def test_transaction_open_at_a_broker_crash_is_aborted_after_restart(tmp_path: P
         broker.stop(signal.SIGKILL)
         broker.start()
         assert _committed_end(bootstrap, topic) == (4, 4)  # the ABORT marker written at start
-        assert _values(bootstrap, topic, READ_COMMITTED) == [b"committed-before"]
-        assert _values(bootstrap, topic, READ_UNCOMMITTED) == [b"committed-before", b"open-at-crash"]
+        assert read_values(bootstrap, topic, READ_COMMITTED) == [b"committed-before"]
+        assert read_values(bootstrap, topic, READ_UNCOMMITTED) == [b"committed-before", b"open-at-crash"]
         with WireClient(broker.port) as wire:
             listed = wire.request(
                 ApiKey.LIST_TRANSACTIONS,
@@ -277,11 +236,11 @@ def test_transaction_open_at_a_broker_crash_is_aborted_after_restart(tmp_path: P
             )
             states = {t.transactional_id: t.transaction_state for t in listed.transaction_states}
             assert states == {"crash-tx": "CompleteAbort"}
-        successor = _producer(bootstrap, "crash-tx")
+        successor = txn_producer(bootstrap, "crash-tx")
         successor.begin_transaction()
         successor.produce(topic, value=b"after-restart")
         successor.commit_transaction(10)
-        assert _values(bootstrap, topic, READ_COMMITTED) == [b"committed-before", b"after-restart"]
+        assert read_values(bootstrap, topic, READ_COMMITTED) == [b"committed-before", b"after-restart"]
 
 
 def test_aiokafka_transactional_producer(shared_broker: BrokerProcess) -> None:
@@ -290,7 +249,7 @@ def test_aiokafka_transactional_producer(shared_broker: BrokerProcess) -> None:
     from aiokafka import AIOKafkaProducer
 
     bootstrap = shared_broker.bootstrap
-    topic = _topic(bootstrap, "txn-aiokafka")
+    topic = create_topic(bootstrap, "txn-aiokafka")
 
     async def run() -> None:
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="aio-tx")
@@ -305,8 +264,8 @@ def test_aiokafka_transactional_producer(shared_broker: BrokerProcess) -> None:
             await producer.stop()
 
     asyncio.run(run())
-    assert _values(bootstrap, topic, READ_COMMITTED) == [b"kept"]
-    assert sorted(_values(bootstrap, topic, READ_UNCOMMITTED)) == [b"dropped", b"kept"]
+    assert read_values(bootstrap, topic, READ_COMMITTED) == [b"kept"]
+    assert sorted(read_values(bootstrap, topic, READ_UNCOMMITTED)) == [b"dropped", b"kept"]
 
 
 def test_broker_refuses_to_start_on_a_transaction_state_it_cannot_read(tmp_path: Path) -> None:

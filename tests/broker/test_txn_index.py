@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.test_transactions import READ_COMMITTED, READ_UNCOMMITTED, _producer, _values
+from tests.broker.txn_clients import READ_COMMITTED, READ_UNCOMMITTED, read_values, txn_producer
 
 from logtrove.storage import Storage
 from logtrove.storage.txnindex import SNAPSHOT_SUFFIX, read_txn_index
@@ -24,7 +24,7 @@ def test_aborts_are_indexed_per_segment_and_survive_restarts(tmp_path: Path) -> 
     with BrokerProcess(data, free_port()) as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_topics([NewTopic("txi", 1, 1, config={"segment.bytes": "4096"})])["txi"].result(10)
-        producer = _producer(broker.bootstrap, "txi-tx")
+        producer = txn_producer(broker.bootstrap, "txi-tx")
         for n in range(24):
             producer.begin_transaction()
             values = [b"t%02d-%02d-" % (n, i) + b"x" * 200 for i in range(4)]
@@ -37,10 +37,10 @@ def test_aborts_are_indexed_per_segment_and_survive_restarts(tmp_path: Path) -> 
             else:
                 producer.commit_transaction(10)
                 committed.extend(values)
-        assert _values(broker.bootstrap, "txi", READ_COMMITTED) == committed
+        assert read_values(broker.bootstrap, "txi", READ_COMMITTED) == committed
         broker.stop(signal.SIGKILL)  # unclean: the files of the recovered segments are rebuilt
         broker.start()
-        assert _values(broker.bootstrap, "txi", READ_COMMITTED) == committed
+        assert read_values(broker.bootstrap, "txi", READ_COMMITTED) == committed
     directory = data / "txi-0"
     snapshots = sorted(directory.glob("*" + SNAPSHOT_SUFFIX))
     with Storage.open(data, read_only=True) as storage:
@@ -51,8 +51,8 @@ def test_aborts_are_indexed_per_segment_and_survive_restarts(tmp_path: Path) -> 
     assert sum(len(entries or []) for entries in indexes) == 8  # one per aborted transaction
     assert len(snapshots) >= len(segments) - 1
     with BrokerProcess(data, free_port()) as broker:  # a clean start from the files
-        assert _values(broker.bootstrap, "txi", READ_COMMITTED) == committed
-        assert _values(broker.bootstrap, "txi", READ_UNCOMMITTED) == every
+        assert read_values(broker.bootstrap, "txi", READ_COMMITTED) == committed
+        assert read_values(broker.bootstrap, "txi", READ_UNCOMMITTED) == every
 
 
 def test_the_brokers_cleaner_removes_aborted_records_and_spares_the_open_transaction(tmp_path: Path) -> None:
@@ -68,7 +68,7 @@ def test_the_brokers_cleaner_removes_aborted_records_and_spares_the_open_transac
         admin.create_topics([NewTopic("ctx", 1, 1, config=configs)])["ctx"].result(10)
         latest: dict[bytes, bytes] = {}
         aborted: set[bytes] = set()
-        producer = _producer(bootstrap, "ctx-tx")
+        producer = txn_producer(bootstrap, "ctx-tx")
         for n in range(30):
             producer.begin_transaction()
             written = {
@@ -83,27 +83,27 @@ def test_the_brokers_cleaner_removes_aborted_records_and_spares_the_open_transac
             else:
                 producer.commit_transaction(10)
                 latest.update(written)
-        still_open = _producer(bootstrap, "ctx-open")
+        still_open = txn_producer(bootstrap, "ctx-open")
         still_open.begin_transaction()
         still_open.produce("ctx", key=b"k1", value=b"k1=open")
         still_open.flush(10)
-        filler = _producer(bootstrap, "ctx-filler")
+        filler = txn_producer(bootstrap, "ctx-filler")
         filler.begin_transaction()
         for i in range(40):  # after the open transaction: segments the cleaner must not touch
             filler.produce("ctx", key=b"k2", value=b"k2=late%d" % i + b"." * 150)
         filler.commit_transaction(10)
 
         deadline = time.monotonic() + 60
-        seen = _values(bootstrap, "ctx", READ_UNCOMMITTED)
+        seen = read_values(bootstrap, "ctx", READ_UNCOMMITTED)
         while aborted & set(seen) and time.monotonic() < deadline:
             time.sleep(0.5)
-            seen = _values(bootstrap, "ctx", READ_UNCOMMITTED, settle_s=0.5)
+            seen = read_values(bootstrap, "ctx", READ_UNCOMMITTED, settle_s=0.5)
         assert not aborted & set(seen)  # the cleaner removed every aborted record
         assert b"k1=open" in seen and sum(v.startswith(b"k2=late") for v in seen) == 40  # above the LSO
         assert len(seen) < 30 * 3 + 41  # and it did compact below it
-        committed = _values(bootstrap, "ctx", READ_COMMITTED)
+        committed = read_values(bootstrap, "ctx", READ_COMMITTED)
         assert {v.split(b"=")[0]: v for v in committed} == latest  # nothing past the open one
         still_open.commit_transaction(10)
-        after = _values(bootstrap, "ctx", READ_COMMITTED)
+        after = read_values(bootstrap, "ctx", READ_COMMITTED)
         by_key = {v.split(b"=")[0]: v for v in after}
         assert by_key == {**latest, b"k1": b"k1=open", b"k2": b"k2=late39" + b"." * 150}

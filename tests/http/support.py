@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,7 +123,7 @@ class ServeProcess(HttpBrokerProcess):
         return BrokerProcess.ready(self)
 
     def wait_http(self) -> None:
-        wait_until(self.http_ready, 60, interval_s=0.1, what=f"the HTTP API ({self.log.read_text()})")
+        wait_until(self.http_ready, 60, interval_s=0.1, what=lambda: f"the HTTP API ({self.log.read_text()})")
 
 
 TIMELINE_TOPIC = "clicks"
@@ -168,3 +168,23 @@ def timeline(live: HttpServer) -> Timeline:
                 stamps[p].append(ts)
             c.post(f"/api/v1/topics/{TIMELINE_TOPIC}/messages", json={"records": records}).raise_for_status()
     return Timeline(TIMELINE_TOPIC, stamps)
+
+
+PROBLEM = "application/problem+json"
+
+
+def assert_problem(response: httpx.Response, status: int, kind: str) -> dict[str, object]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith(PROBLEM)
+    body = response.json()
+    assert body["status"] == status
+    assert body["type"] == f"urn:logtrove:problem:{kind}"
+    assert body["title"] and body["detail"] and body["instance"] == response.request.url.path
+    return dict(body)
+
+
+Where = tuple[int, int]
+
+
+def brute(dataset: Dataset, match: Callable[[NewRecord], bool]) -> set[Where]:
+    return {(p, i) for p, records in dataset.orders.items() for i, r in enumerate(records) if match(r)}

@@ -1,76 +1,21 @@
 """The web console in headless Chromium (Debian's ``/usr/bin/chromium`` driven by
 Playwright): searches show the right rows, views are shareable URLs, the lag page works.
 
-Screenshots are kept in ``tests/http/artifacts/`` (or ``$LOGTROVE_ARTIFACTS``), one per
-test, named after it.
+The browser fixtures and the screenshots' folder are in :mod:`tests.http.browser`.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.http.support import GROUP, TAGGED_GROUP, Dataset
-from tests.http.test_http_search import brute
+from tests.http.browser import ARTIFACTS, needs_chromium
+from tests.http.support import GROUP, TAGGED_GROUP, Dataset, brute
 
 from logtrove.http import HttpServer
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARTIFACTS = Path(os.environ.get("LOGTROVE_ARTIFACTS", Path(__file__).parent / "artifacts"))
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-sync_api = pytest.importorskip("playwright.sync_api")
-pytestmark = pytest.mark.skipif(
-    not Path(CHROMIUM).exists(), reason="needs Debian's chromium (scripts/install-system-deps.sh)"
-)
-
-
-@pytest.fixture(scope="module")
-def browser_context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    with sync_api.sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(
-            str(profile),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=FLAGS,
-            viewport={"width": 1300, "height": 900},
-            # Playwright's wait_for_function evaluates its predicate with eval, which the
-            # console's Content-Security-Policy forbids; test_console_login_browser runs
-            # the console under its CSP.
-            bypass_csp=True,
-        )
-        try:
-            yield context
-        finally:
-            context.close()
-
-
-@pytest.fixture
-def page(browser_context: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
-    page = browser_context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    try:
-        yield page
-    finally:
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), full_page=True)
-        page.close()
-    assert not errors, f"JavaScript errors: {errors}"
+pytest.importorskip("playwright.sync_api")
+pytestmark = needs_chromium
 
 
 def result_rows(page: Any) -> list[tuple[int, int]]:

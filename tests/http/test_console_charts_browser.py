@@ -1,26 +1,20 @@
 """The console's charts, live tail and produce form in headless Chromium (the fixtures
-and conventions of ``test_console_browser``): numbers are read from the DOM and checked
+and conventions of :mod:`tests.http.browser`): numbers are read from the DOM and checked
 against brute force."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from tests.http import test_console_browser as base
+from tests.http.browser import ARTIFACTS, needs_chromium
 from tests.http.support import Timeline
 
 from logtrove.http import HttpServer
 
 pytest.importorskip("playwright.sync_api")
-pytestmark = pytest.mark.skipif(
-    not Path(base.CHROMIUM).exists(), reason="needs Debian's chromium (scripts/install-system-deps.sh)"
-)
-ARTIFACTS = base.ARTIFACTS
-browser_context = base.browser_context  # the same headless Chromium fixtures
-page = base.page
+pytestmark = needs_chromium
 
 
 def histogram_rows(page: Any) -> list[tuple[int, int, int]]:

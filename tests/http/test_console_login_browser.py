@@ -12,15 +12,14 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.http.test_console_browser import ARTIFACTS, CHROMIUM, FLAGS, sync_api
-from tests.http.test_http_security import basic, secured, server  # noqa: F401
+from tests.http.browser import ARTIFACTS, CHROMIUM, FLAGS, needs_chromium
+from tests.http.secured import basic
 
 from logtrove.acl.tokens import TokenStore
 from logtrove.http import HttpServer
 
-pytestmark = pytest.mark.skipif(
-    not Path(CHROMIUM).exists(), reason="needs Debian's chromium (scripts/install-system-deps.sh)"
-)
+sync_api = pytest.importorskip("playwright.sync_api")
+pytestmark = needs_chromium
 
 
 @pytest.fixture
@@ -46,7 +45,7 @@ def page(tmp_path: Path) -> Iterator[Any]:
         assert not problems, problems
 
 
-def test_console_login_with_a_token(page: Any, server: HttpServer, secured: Any) -> None:  # noqa: F811
+def test_console_login_with_a_token(page: Any, server: HttpServer, secured: Any) -> None:
     _, token = TokenStore(secured.data).create("reader", "browser")
     page.goto(f"{server.url}/ui/topics")
     page.wait_for_url("**/ui/login?next=%2Fui%2Ftopics")

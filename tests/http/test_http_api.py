@@ -7,19 +7,7 @@ import base64
 import json
 
 import httpx
-from tests.http.support import BASE_TS, GROUP, ORDERS_PER_PARTITION, TAGGED_GROUP, Dataset
-
-PROBLEM = "application/problem+json"
-
-
-def assert_problem(response: httpx.Response, status: int, kind: str) -> dict[str, object]:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith(PROBLEM)
-    body = response.json()
-    assert body["status"] == status
-    assert body["type"] == f"urn:logtrove:problem:{kind}"
-    assert body["title"] and body["detail"] and body["instance"] == response.request.url.path
-    return dict(body)
+from tests.http.support import BASE_TS, GROUP, ORDERS_PER_PARTITION, TAGGED_GROUP, Dataset, assert_problem
 
 
 def test_health_reports_version_and_writability(client: httpx.Client, dataset: Dataset) -> None:

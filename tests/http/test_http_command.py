@@ -16,7 +16,7 @@ import pytest
 
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
-from logtrove.testing import free_port
+from logtrove.testing import free_port, wait_until
 
 CLI = "from logtrove.cli.main import main; main()"
 
@@ -73,10 +73,12 @@ def test_serves_read_only_while_a_writer_holds_the_directory(writer: Storage, tm
 
             writer.create_topic("later", 1)
             writer.log("events", 0).append(build_batch([NewRecord(b"second", b"k")]))
-            deadline = time.monotonic() + 10
-            while client.get("/api/v1/topics/later").status_code == 404:
-                assert time.monotonic() < deadline, "the new topic never showed up"
-                time.sleep(0.2)
+            wait_until(
+                lambda: client.get("/api/v1/topics/later").status_code != 404,
+                10,
+                interval_s=0.2,
+                what="the new topic showing up",
+            )
             second = client.get("/api/v1/topics/events/partitions/0/offsets/1")
             assert second.status_code == 200 and second.json()["value"] == "second"
             assert client.get("/ui/lag").headers["content-type"].startswith("text/html")

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.http import test_console_browser as base
+from tests.http.browser import ARTIFACTS
 from tests.http.support import ServeProcess
 
 from logtrove.groups import CommittedOffset, OffsetStore
@@ -20,11 +20,9 @@ from logtrove.http import start_in_thread
 from logtrove.http.lag_history import LagHistory
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
-from logtrove.testing import free_port
+from logtrove.testing import free_port, wait_until
 
 T0 = 1_767_225_600_000
-browser_context = base.browser_context  # the console's headless Chromium fixtures
-page = base.page
 
 
 def test_history_keeps_its_window_and_skips_a_torn_line(tmp_path: Path) -> None:
@@ -66,14 +64,17 @@ def test_the_sampler_records_lag_as_commits_move(tmp_path: Path) -> None:
 
 
 def wait_for_lag(url: str, value: int) -> list[int]:
-    deadline = time.monotonic() + 15
-    while True:
+    def lags() -> list[int]:
         topics = httpx.get(url, timeout=5).json()["topics"]
-        lags = [p["lag"] for p in topics[0]["points"]] if topics else []
-        if lags and lags[-1] == value:
-            return lags
-        assert time.monotonic() < deadline, lags
-        time.sleep(0.1)
+        return [p["lag"] for p in topics[0]["points"]] if topics else []
+
+    def at_value() -> list[int] | None:
+        seen = lags()
+        return seen if seen and seen[-1] == value else None
+
+    return wait_until(
+        at_value, 15, interval_s=0.1, what=lambda: f"lag {value} last in the history ({lags()})"
+    )
 
 
 kafka = pytest.importorskip("confluent_kafka")
@@ -142,4 +143,4 @@ def test_lag_chart_shows_a_consumer_falling_behind_then_catching_up(page: Any, s
     assert lags[-1] == 0 and peak < len(lags) - 1  # then caught up
     drawn = page.locator("#lag-chart").evaluate("box => Array.from(box.chart.data[1])")
     assert [v for v in drawn if v is not None] == lags
-    page.screenshot(path=str(base.ARTIFACTS / "lag_over_time.png"), full_page=True)
+    page.screenshot(path=str(ARTIFACTS / "lag_over_time.png"), full_page=True)

@@ -5,19 +5,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 
 import httpx
-from tests.http.support import BASE_TS, Dataset
-from tests.http.test_http_api import assert_problem
+from tests.http.support import BASE_TS, Dataset, Where, assert_problem, brute
 
 from logtrove.records import NewRecord
-
-Where = tuple[int, int]
-
-
-def brute(dataset: Dataset, match: Callable[[NewRecord], bool]) -> set[Where]:
-    return {(p, i) for p, records in dataset.orders.items() for i, r in enumerate(records) if match(r)}
 
 
 def header(record: NewRecord, name: str) -> bytes | None:

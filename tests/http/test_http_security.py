@@ -12,42 +12,29 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 from fastapi.routing import APIRoute
+from tests.http.secured import Secured, basic, topic_acl
 
 from logtrove.acl import (
-    AclBinding,
     AclFilter,
     AclStore,
-    Authorizer,
     Operation,
     PatternType,
-    Permission,
     ResourceType,
 )
-from logtrove.acl.credentials import MIN_ITERATIONS, CredentialStore, ScramCredential, Users
+from logtrove.acl.credentials import CredentialStore
 from logtrove.acl.tokens import TokenStore
 from logtrove.cli.certs import make_certificates
-from logtrove.groups import CommittedOffset, OffsetStore
-from logtrove.http import HttpSecurity, HttpServer, HttpTls, create_app, start_in_thread
+from logtrove.http import HttpServer, HttpTls, create_app
 from logtrove.http.api.tail import RECHECK_S
-from logtrove.http.lag_history import LagHistory
 from logtrove.http.security import OPEN_ROUTES, RULES
-from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
-from logtrove.testing import free_port
 
 CLI = "from logtrove.cli.main import main; main()"
-PASSWORDS = {"admin": "admin-pw", "reader": "reader-pw", "writer": "writer-pw"}
-
-
-def basic(user: str, password: str | None = None) -> dict[str, str]:
-    raw = f"{user}:{PASSWORDS[user] if password is None else password}".encode()
-    return {"Authorization": "Basic " + base64.b64encode(raw).decode()}
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -58,84 +45,6 @@ def logtrove(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", CLI, *args], capture_output=True, text=True, timeout=60, check=False
     )
-
-
-@dataclass
-class Secured:
-    data: Path
-    storage: Storage
-
-    def server(self, *, authorizer: bool = True, **options: object) -> HttpServer:
-        acls = Authorizer(AclStore.load(self.data), frozenset({"User:admin"})) if authorizer else None
-        security = HttpSecurity(
-            credentials=CredentialStore(self.data),
-            tokens=TokenStore(self.data),
-            authorizer=acls,
-            basic_without_tls=bool(options.pop("basic_without_tls", True)),
-            tls="tls" in options,
-            metrics_auth=bool(options.pop("metrics_auth", False)),
-            follow_acls=bool(options.pop("follow_acls", False)),
-        )
-        return start_in_thread(self.storage, f"127.0.0.1:{free_port()}", security=security, **options)  # type: ignore[arg-type]
-
-
-def _acl(principal: str, op: Operation, topic: str) -> AclBinding:
-    return AclBinding(ResourceType.TOPIC, topic, PatternType.LITERAL, principal, "*", op, Permission.ALLOW)
-
-
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
-    """Topics ``orders`` and ``secret``; ``reader`` may READ orders, ``writer`` may WRITE
-    orders, ``admin`` is a super user."""
-    data = tmp_path_factory.mktemp("secured") / "data"
-    storage = Storage.open(data)
-    for topic in ("orders", "secret"):
-        storage.create_topic(topic, 1)
-        storage.log(topic, 0).append(
-            build_batch([NewRecord(f"{topic}-{i}".encode(), b"k") for i in range(3)])
-        )
-
-    def add(users: Users) -> None:
-        for user, password in PASSWORDS.items():
-            users[user] = {
-                "SCRAM-SHA-512": ScramCredential.from_password("SCRAM-SHA-512", password, MIN_ITERATIONS)
-            }
-
-    CredentialStore(data).update(add)
-    offsets = OffsetStore(storage)
-    offsets.load()
-    for group in ("billing", "audit"):
-        offsets.commit(group, {(t, 0): CommittedOffset(1, -1, "", 0) for t in ("orders", "secret")})
-    now_ms = int(time.time() * 1000)
-    LagHistory(data).append(now_ms, [("billing", "orders", 2, None), ("billing", "secret", 2, None)])
-    AclStore.load(data).add(
-        [
-            _acl("User:reader", Operation.READ, "orders"),
-            _acl("User:writer", Operation.WRITE, "orders"),
-            AclBinding(
-                ResourceType.GROUP,
-                "billing",
-                PatternType.LITERAL,
-                "User:reader",
-                "*",
-                Operation.DESCRIBE,
-                Permission.ALLOW,
-            ),
-        ]
-    )
-    try:
-        yield Secured(data, storage)
-    finally:
-        storage.close()
-
-
-@pytest.fixture(scope="module")
-def server(secured: Secured) -> Iterator[HttpServer]:
-    server = secured.server()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
@@ -307,7 +216,7 @@ def test_acls_written_by_another_process_apply_at_once_when_followed(
 ) -> None:
     """``logtrove http`` beside ``serve``: the broker writes acls.json, the API re-reads it."""
     server = secured.server(follow_acls=True)
-    grant = _acl("User:reader", Operation.READ, "secret")
+    grant = topic_acl("User:reader", Operation.READ, "secret")
     revoke = AclFilter(ResourceType.TOPIC, "secret", PatternType.LITERAL, "User:reader")
     try:
         with httpx.Client(base_url=server.url, timeout=30) as c:
@@ -410,7 +319,7 @@ def test_serve_secures_its_http_api_with_the_brokers_acls(secured: Secured, tmp_
         for topic in ("orders", "secret"):
             storage.create_topic(topic, 1)
     CredentialStore(data).update(lambda users: users.update(CredentialStore(secured.data).users()))
-    AclStore.load(data).add([_acl("User:reader", Operation.READ, "orders")])
+    AclStore.load(data).add([topic_acl("User:reader", Operation.READ, "orders")])
     serve = ServeProcess(
         data, "--http-auth", "--http-basic-without-tls", "--authorizer", "--super-user", "User:admin"
     )

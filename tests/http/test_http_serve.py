@@ -14,6 +14,8 @@ import httpx
 import pytest
 from tests.http.support import ServeProcess
 
+from logtrove.testing import wait_until
+
 kafka = pytest.importorskip("confluent_kafka")
 
 
@@ -61,13 +63,17 @@ def test_rest_produce_goes_through_the_broker_and_kafka_reads_it(served: ServePr
         assert produced.status_code == 201, produced.text
         got = consume(broker.bootstrap, "web", 5, "web-readers")
         assert got == [(f"k{i}".encode(), f'{{"i":{i}}}'.encode()) for i in range(5)]
-        deadline = time.monotonic() + 10
-        while True:
+
+        def caught_up() -> httpx.Response | None:
             group = client.get("/api/v1/groups/web-readers")
-            if group.status_code == 200 and group.json()["lag"] == 0:
-                break
-            assert time.monotonic() < deadline, group.text
-            time.sleep(0.2)
+            return group if group.status_code == 200 and group.json()["lag"] == 0 else None
+
+        group = wait_until(
+            caught_up,
+            10,
+            interval_s=0.2,
+            what=lambda: f"lag 0 for web-readers ({client.get('/api/v1/groups/web-readers').text})",
+        )
         assert group.json()["partitions"][0]["committed_offset"] == 5
 
 
@@ -86,11 +92,17 @@ def test_kafka_produced_records_are_found_over_http(served: ServeProcess) -> Non
         assert [m["value"] for m in found["messages"]] == ["order 7"]
         metrics = client.get("/metrics").text
         assert 'logtrove_log_end_offset{topic="orders",partition="0"} 20' in metrics
-        deadline = time.monotonic() + 60  # the indexer writes the partial block within --indexer-flush-s
-        while 'logtrove_index_lag_records{topic="orders",partition="0"} 0' not in metrics:
-            assert time.monotonic() < deadline, metrics
-            time.sleep(0.2)
-            metrics = client.get("/metrics").text
+
+        def index_lag_zero() -> str | None:
+            text = client.get("/metrics").text
+            return text if 'logtrove_index_lag_records{topic="orders",partition="0"} 0' in text else None
+
+        metrics = wait_until(  # the indexer writes the partial block within --indexer-flush-s
+            index_lag_zero,
+            60,
+            interval_s=0.2,
+            what=lambda: f"index lag 0 in /metrics ({client.get('/metrics').text})",
+        )
         assert 'logtrove_index_offset{topic="orders",partition="0"} 20' in metrics
         assert client.get("/api/v1/topics/orders/partitions/0").json()["indexed_offset"] == 20
         assert [p["indexed_offset"] for p in client.get("/api/v1/topics/orders/partitions").json()] == [20]
@@ -114,10 +126,12 @@ def test_a_busy_http_port_is_a_warning_not_a_failure(tmp_path: Path) -> None:
         blocker.listen()
         proc.start()
         try:
-            deadline = time.monotonic() + 60
-            while "no HTTP API" not in proc.log.read_text():
-                assert time.monotonic() < deadline, proc.log.read_text()
-                time.sleep(0.1)
+            wait_until(
+                lambda: "no HTTP API" in proc.log.read_text(),
+                60,
+                interval_s=0.1,
+                what=lambda: f"the 'no HTTP API' warning ({proc.log.read_text()})",
+            )
             assert proc.alive()
         finally:
             assert proc.stop() == 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 from logtrove.http import HttpServer, start_in_thread
 from logtrove.http.tail import TailLimits
 from logtrove.storage import Storage
-from logtrove.testing import free_port
+from logtrove.testing import free_port, wait_until
 
 LIMITS = TailLimits(poll_interval_s=0.05, heartbeat_s=0.3, max_behind=50, max_tails=3)
 
@@ -152,9 +151,7 @@ def test_shutdown_ends_open_tails(tmp_path: Path) -> None:
     reader = threading.Thread(target=follow, daemon=True)
     reader.start()
     hub = server.server.config.app.state.tails
-    deadline = time.monotonic() + 10
-    while hub.open_tails == 0 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(lambda: hub.open_tails, 10, interval_s=0.02, what="the tail opening")
     assert hub.open_tails == 1
     server.stop(timeout_s=10)
     try:
@@ -205,7 +202,5 @@ def test_a_closed_stream_gives_its_slot_back(server: HttpServer) -> None:
         reader = Events(r)  # kept: a dropped reader's line iterator closes the stream at once
         reader.until("ready")
         assert hub.open_tails == 1
-    deadline = time.monotonic() + 5  # noticed at the next write at the latest (a heartbeat)
-    while hub.open_tails and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert hub.open_tails == 0
+    # noticed at the next write at the latest (a heartbeat)
+    wait_until(lambda: hub.open_tails == 0, 5, what="the closed tail being noticed")

@@ -15,7 +15,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.test_transactions import _producer
+from tests.broker.txn_clients import txn_producer
 
 from logtrove.groups.consumer import StoreCommitter
 from logtrove.groups.lag import LagMonitor
@@ -110,12 +110,12 @@ def test_lag_through_the_broker_is_measured_to_the_last_stable_offset(tmp_path: 
         bootstrap = broker.bootstrap
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic("txl", 1, 1)])["txl"].result(10)
-        done = _producer(bootstrap, "txl-done")
+        done = txn_producer(bootstrap, "txl-done")
         done.begin_transaction()
         for i in range(10):
             done.produce("txl", value=b"c%d" % i)
         done.commit_transaction(10)  # offsets 0-9, marker at 10
-        pending = _producer(bootstrap, "txl-open")
+        pending = txn_producer(bootstrap, "txl-open")
         pending.begin_transaction()
         for i in range(5):
             pending.produce("txl", value=b"o%d" % i)

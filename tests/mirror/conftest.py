@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.broker.peer import tansu  # noqa: F401  (a tansu leader)
+from tests.broker.secured import secured  # noqa: F401  (a leader with SASL and TLS listeners)
 
 from logtrove.client import KafkaClient, check
 from logtrove.records import peek_batch_size, read_header

@@ -6,18 +6,16 @@ working, lag in ``/metrics`` and ``topics describe``, the leader's group commits
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.test_peer_broker import tansu  # noqa: F401  (the fixture)
 from tests.mirror.conftest import DEADLINE_S, mirror_once, offsets, offsets_of, raw_batches, served
 
 from logtrove.client import KafkaClient, KafkaProtocolError
-from logtrove.testing import BrokerProcess, HttpBrokerProcess, cli_in, free_port
+from logtrove.testing import BrokerProcess, HttpBrokerProcess, cli_in, free_port, wait_until
 from logtrove.wire import ApiKey
 
 
@@ -44,15 +42,13 @@ def _produce(bootstrap: str, topic: str, n: int, partitions: int, **config: Any)
 
 
 def _caught_up(leader: str, follower: str, topic: str, partitions: int) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
+    def same_offsets() -> bool:
         try:
-            if all(offsets(follower, topic, p) == offsets(leader, topic, p) for p in range(partitions)):
-                return
+            return all(offsets(follower, topic, p) == offsets(leader, topic, p) for p in range(partitions))
         except KafkaProtocolError:  # not created on the follower yet
-            pass
-        assert time.monotonic() < deadline, f"the follower did not catch up on {topic}"
-        time.sleep(0.2)
+            return False
+
+    wait_until(same_offsets, DEADLINE_S, interval_s=0.2, what=f"the follower catching up on {topic}")
 
 
 def test_serve_follow_mirrors_live_and_clients_may_only_read(leader: BrokerProcess, tmp_path: Path) -> None:
@@ -99,10 +95,12 @@ def test_serve_follow_mirrors_live_and_clients_may_only_read(leader: BrokerProce
         copied = Consumer(
             {"bootstrap.servers": follower.bootstrap, "group.id": "remote", "enable.auto.commit": False}
         )
-        deadline = time.monotonic() + DEADLINE_S
-        while copied.committed([TopicPartition("live", 1)], timeout=10)[0].offset != 99:
-            assert time.monotonic() < deadline, "the leader's commit was not copied"
-            time.sleep(0.3)
+        wait_until(
+            lambda: copied.committed([TopicPartition("live", 1)], timeout=10)[0].offset == 99,
+            DEADLINE_S,
+            interval_s=0.3,
+            what="the leader's commit being copied",
+        )
         copied.close()
 
         with urllib.request.urlopen(f"{follower.http}/metrics", timeout=10) as answer:
@@ -123,7 +121,7 @@ def test_serve_follow_mirrors_live_and_clients_may_only_read(leader: BrokerProce
         assert raw_batches(follower.bootstrap, "live", 0) == raw_batches(leader.bootstrap, "live", 0)
 
 
-def test_a_tansu_leader_is_mirrored_batch_for_batch(tansu: str, tmp_path: Path) -> None:  # noqa: F811
+def test_a_tansu_leader_is_mirrored_batch_for_batch(tansu: str, tmp_path: Path) -> None:
     _create(tansu, "peer-mirror", 2)
     assert not _produce(tansu, "peer-mirror", 200, 2, **{"compression.type": "lz4"})
     assert not _produce(tansu, "peer-mirror", 100, 2)

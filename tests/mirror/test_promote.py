@@ -12,7 +12,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.mirror.conftest import DEADLINE_S, offsets, raw_batches
 
 from logtrove.client import KafkaProtocolError
-from logtrove.testing import BrokerProcess, cli_in, free_port
+from logtrove.testing import BrokerProcess, cli_in, free_port, wait_until
 
 
 def _produce(bootstrap: str, values: list[bytes]) -> list[tuple[int, int]]:
@@ -61,16 +61,15 @@ def test_a_promoted_standby_takes_writes_keeps_its_records_and_groups_continue(t
             offsets=[TopicPartition("pay", 0, 30), TopicPartition("pay", 1, 12)], asynchronous=False
         )
         consumer.close()
-        deadline = time.monotonic() + DEADLINE_S
-        while True:
+
+        def caught_up() -> bool:
             try:
                 done = all(offsets(standby.bootstrap, "pay", p) == (0, 50) for p in (0, 1))
             except KafkaProtocolError:  # the topic is not created on the standby yet
                 done = False
-            if done and _committed(standby.bootstrap) == [30, 12]:
-                break
-            assert time.monotonic() < deadline, "the standby did not catch up"
-            time.sleep(0.2)
+            return done and _committed(standby.bootstrap) == [30, 12]
+
+        wait_until(caught_up, DEADLINE_S, interval_s=0.2, what="the standby catching up")
         had = [raw_batches(standby.bootstrap, "pay", p) for p in (0, 1)]
         assert had == [raw_batches(leader.bootstrap, "pay", p) for p in (0, 1)]
         assert leader.stop() == 0  # the leader is gone; the standby goes on retrying it

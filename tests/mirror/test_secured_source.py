@@ -17,17 +17,15 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker import test_security
-from tests.broker.test_security import PASSWORD, Secured
+from tests.broker.secured import PASSWORD, Secured
 from tests.mirror.conftest import DEADLINE_S, mirror_once, offsets, same_partitions, served
 
 from logtrove.client import ClientSecurity, KafkaProtocolError
 from logtrove.mirror import Source, SourceError
 from logtrove.storage.follow import read_follow_status
-from logtrove.testing import BrokerProcess, HttpBrokerProcess, cli_in, free_port
+from logtrove.testing import BrokerProcess, HttpBrokerProcess, cli_in, free_port, wait_until
 
 WRONG = "not-alices-password"
-secured = test_security.secured  # the fixture: one leader with SASL_SSL, SASL_PLAINTEXT and SSL listeners
 
 
 def _topic(secured: Secured, topic: str, partitions: int, n: int) -> None:
@@ -225,15 +223,13 @@ def test_the_password_is_not_in_the_settings_repr() -> None:
 
 
 def _caught_up(leader: str, follower: str, topic: str, partitions: int) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
+    def same_offsets() -> bool:
         try:
-            if all(offsets(follower, topic, p) == offsets(leader, topic, p) for p in range(partitions)):
-                return
+            return all(offsets(follower, topic, p) == offsets(leader, topic, p) for p in range(partitions))
         except KafkaProtocolError:  # not created on the follower yet
-            pass
-        assert time.monotonic() < deadline, f"the follower did not catch up on {topic}"
-        time.sleep(0.2)
+            return False
+
+    wait_until(same_offsets, DEADLINE_S, interval_s=0.2, what=f"the follower catching up on {topic}")
 
 
 def test_serve_follow_mirrors_a_sasl_ssl_leader_and_stops_on_a_wrong_password(
@@ -249,10 +245,12 @@ def test_serve_follow_mirrors_a_sasl_ssl_leader_and_stops_on_a_wrong_password(
     wrong = _scram(secured, tmp_path / "wrong.properties", password=WRONG)
     follow[-1] = str(wrong)
     with HttpBrokerProcess(tmp_path / "g", free_port(), free_port(), "--no-indexer", *follow) as follower:
-        deadline = time.monotonic() + DEADLINE_S
-        while "stopped: authentication failed for user alice" not in follower.log.read_text():
-            assert time.monotonic() < deadline, follower.log.read_text()
-            time.sleep(0.2)
+        wait_until(
+            lambda: "stopped: authentication failed for user alice" in follower.log.read_text(),
+            DEADLINE_S,
+            interval_s=0.2,
+            what=lambda: f"the follower stopping on alice's password ({follower.log.read_text()})",
+        )
         time.sleep(1.5)  # longer than the retry backoff (1 s): a retried refusal would show again
         with urllib.request.urlopen(f"{follower.http}/api/v1/health", timeout=10) as answer:
             assert answer.status == 200  # the broker serves on

@@ -9,7 +9,6 @@ import resource
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from confluent_kafka import Producer
@@ -17,17 +16,20 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.mirror.conftest import DEADLINE_S, log_bytes, mirror_once
 
 from logtrove.storage.follow import FollowStatus, read_follow_status
-from logtrove.testing import SERVE, BrokerProcess, free_port
+from logtrove.testing import SERVE, BrokerProcess, free_port, wait_until
 
 
 def _wait_status(data: Path, state: str) -> FollowStatus:
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
+    def in_state() -> FollowStatus | None:
         status = read_follow_status(data)
-        if status is not None and status.state == state:
-            return status
-        assert time.monotonic() < deadline, f"no {state} status: {status}"
-        time.sleep(0.1)
+        return status if status is not None and status.state == state else None
+
+    return wait_until(
+        in_state,
+        DEADLINE_S,
+        interval_s=0.1,
+        what=lambda: f"a {state} status (last: {read_follow_status(data)})",
+    )
 
 
 def test_an_unreachable_source_is_reported_while_retrying_and_cleared_when_it_is_back(tmp_path: Path) -> None:

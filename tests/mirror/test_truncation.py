@@ -7,20 +7,18 @@ reason instead of keeping a log that is not the leader's."""
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.test_peer_broker import tansu  # noqa: F401  (the fixture)
 from tests.mirror.conftest import DEADLINE_S, log_bytes, mirror_once, offsets, raw_batches, served
 
 from logtrove.client import KafkaClient, KafkaProtocolError
 from logtrove.records import read_header
 from logtrove.storage.follow import read_follow_status
-from logtrove.testing import BrokerProcess, HttpBrokerProcess, cli_in, free_port
+from logtrove.testing import BrokerProcess, HttpBrokerProcess, cli_in, free_port, wait_until
 
 T = "orders"
 
@@ -72,8 +70,8 @@ def _wait_offsets(
 ) -> list[list[bytes]]:
     """Waits until both partitions of the follower end at ``end`` (and, given the leader,
     hold its batches); returns the follower's batches."""
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
+
+    def caught_up() -> list[list[bytes]] | None:
         try:
             if all(offsets(follower.bootstrap, T, p) == (0, end) for p in (0, 1)):
                 batches = [raw_batches(follower.bootstrap, T, p) for p in (0, 1)]
@@ -81,8 +79,14 @@ def _wait_offsets(
                     return batches
         except KafkaProtocolError:  # not created on the follower yet
             pass
-        assert time.monotonic() < deadline, follower.log.read_text()[-3000:]
-        time.sleep(0.2)
+        return None
+
+    return wait_until(
+        caught_up,
+        DEADLINE_S,
+        interval_s=0.2,
+        what=lambda: f"the follower catching up ({follower.log.read_text()[-3000:]})",
+    )
 
 
 @pytest.mark.parametrize("live", [True, False], ids=["following-through-the-failover", "restarted-after-it"])
@@ -137,7 +141,7 @@ def test_a_mirror_of_the_old_leader_truncates_what_the_promoted_standby_lacks(
 
 
 def test_a_source_without_leader_epochs_stops_a_diverged_partition_with_the_reason(
-    tansu: str,  # noqa: F811
+    tansu: str,
     tmp_path: Path,
 ) -> None:
     data = tmp_path / "m" / "data"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 import threading
-import time
 from pathlib import Path
 
 from logtrove.query import HeaderQuery, KeyQuery, QueryEngine
@@ -15,6 +14,7 @@ from logtrove.storage.blockfile import read_blocks
 from logtrove.storage.checkpoint import INDEX_OFFSET, CheckpointFile
 from logtrove.storage.indexer import Indexer, PartitionIndexer, build_segment_indexes, derived_path
 from logtrove.storage.indexview import index_view
+from logtrove.testing import wait_until
 
 from .conftest import TOPIC, Dataset
 
@@ -149,9 +149,7 @@ def test_indexer_thread_follows_appends_and_queries_stay_complete(tmp_path: Path
                     assert len(found) == sum(1 for j in range(i + 1) if j % 10 == 3)
             # the thread catches up by itself; on a loaded machine it may still be seconds
             # behind when the appends end, and stop() does not drain (by design): wait, bounded
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and not _caught_up(storage, indexer):
-                time.sleep(0.05)
+            wait_until(lambda: _caught_up(storage, indexer), 60, what="the indexer thread catching up")
         finally:
             stop.set()
             indexer.stop()
@@ -165,8 +163,6 @@ def _caught_up(storage: Storage, indexer: Indexer) -> bool:
 
 
 def test_indexer_child_process_follows_a_writer(tmp_path: Path) -> None:
-    import time
-
     from logtrove.storage.indexproc import IndexerProcess
 
     with Storage.open(tmp_path) as storage:
@@ -178,10 +174,13 @@ def test_indexer_child_process_follows_a_writer(tmp_path: Path) -> None:
             for i in range(2_000):
                 log.append(build_batch([NewRecord(b"v%d" % i, b"k%d" % (i % 10))]))
             storage.flush_all()
-            deadline = time.monotonic() + 60
             checkpoint = CheckpointFile(tmp_path / INDEX_OFFSET)
-            while checkpoint.read().get(("t", 0)) != log.log_end_offset and time.monotonic() < deadline:
-                time.sleep(0.1)
+            wait_until(
+                lambda: checkpoint.read().get(("t", 0)) == log.log_end_offset,
+                60,
+                interval_s=0.1,
+                what="the child's checkpoint reaching the log end",
+            )
         finally:
             child.stop()
         assert checkpoint.read()[("t", 0)] == 2_000
@@ -263,9 +262,9 @@ def test_a_deferring_child_still_indexes_everything(tmp_path: Path) -> None:
                 log.append(build_batch([NewRecord(b"v%d" % i, b"k%d" % (i % 10))]))
             storage.flush_all()
             checkpoint = CheckpointFile(tmp_path / INDEX_OFFSET)
-            deadline = time.monotonic() + 60
-            while checkpoint.read().get(("t", 0)) != 500 and time.monotonic() < deadline:
-                time.sleep(0.05)
+            wait_until(
+                lambda: checkpoint.read().get(("t", 0)) == 500, 60, what="the child's checkpoint reaching 500"
+            )
         finally:
             child.stop()
         assert checkpoint.read()[("t", 0)] == 500

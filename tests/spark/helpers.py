@@ -1,4 +1,5 @@
-"""Building topics for the Spark tests through storage (no broker needed)."""
+"""Building topics for the Spark tests through storage (no broker needed), and the
+access-log lines the parsing tests read (one per shape the combined-log parser meets)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,18 @@ from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
 
 BASE_TS = 1_700_000_000_000
+GOOGLEBOT = (
+    '66.249.65.159 - - [06/Nov/2014:19:10:38 +0600] "GET /news/53f8d72920ba2744fe873ebc.html HTTP/1.1" 404 177 "-" '
+    '"Mozilla/5.0 (iPhone; CPU iPhone OS 6_0 like Mac OS X) AppleWebKit/536.26 (KHTML, like Gecko) Version/6.0 '
+    'Mobile/10A5376e Safari/8536.25 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"'
+)
+ACCESS_LINES = [
+    GOOGLEBOT,
+    '10.0.0.7 - alice [22/Nov/2026:03:04:05 +0000] "POST /api/orders?id=4711 HTTP/2.0" 201 5123 "https://shop.example/cart" "curl/8.5.0"',
+    '192.168.1.20 - - [22/Nov/2026:03:04:06 +0000] "GET / HTTP/1.1" 304 - "-" "Mozilla/5.0 (X11; Linux x86_64)"',
+    '203.0.113.9 - - [22/Nov/2026:03:04:07 +0000] "-" 400 0 "-" "-"',
+    "this is not an access log line",
+]
 
 
 def record(i: int, *, keys: int = 10) -> NewRecord:

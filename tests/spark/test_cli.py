@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.spark.helpers import BASE_TS, make_topic, record, stored
-from tests.spark.test_pipelines import ACCESS_LINES
+from tests.spark.helpers import ACCESS_LINES, BASE_TS, make_topic, record, stored
 from typer.testing import CliRunner
 
 from logtrove.cli.main import app

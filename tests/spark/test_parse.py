@@ -8,7 +8,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from tests.spark.test_pipelines import ACCESS_LINES
+from tests.spark.helpers import ACCESS_LINES
 
 from logtrove.spark.columns import spark_schema
 from logtrove.spark.parse import _REQUEST, COMBINED_LOG, parse_values

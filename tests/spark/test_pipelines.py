@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.spark.helpers import BASE_TS, make_topic, record
+from tests.spark.helpers import ACCESS_LINES, BASE_TS, make_topic, record
 from typer.testing import CliRunner
 
 from logtrove.cli.main import app
@@ -17,19 +17,6 @@ from logtrove.spark.export import ExportSpec, export_topic
 from logtrove.spark.sql import register_tables, register_topics, run_sql
 from logtrove.storage import Storage
 from logtrove.storage.cleaner import OffsetMapFile
-
-GOOGLEBOT = (
-    '66.249.65.159 - - [06/Nov/2014:19:10:38 +0600] "GET /news/53f8d72920ba2744fe873ebc.html HTTP/1.1" 404 177 "-" '
-    '"Mozilla/5.0 (iPhone; CPU iPhone OS 6_0 like Mac OS X) AppleWebKit/536.26 (KHTML, like Gecko) Version/6.0 '
-    'Mobile/10A5376e Safari/8536.25 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"'
-)
-ACCESS_LINES = [
-    GOOGLEBOT,
-    '10.0.0.7 - alice [22/Nov/2026:03:04:05 +0000] "POST /api/orders?id=4711 HTTP/2.0" 201 5123 "https://shop.example/cart" "curl/8.5.0"',
-    '192.168.1.20 - - [22/Nov/2026:03:04:06 +0000] "GET / HTTP/1.1" 304 - "-" "Mozilla/5.0 (X11; Linux x86_64)"',
-    '203.0.113.9 - - [22/Nov/2026:03:04:07 +0000] "-" 400 0 "-" "-"',
-    "this is not an access log line",
-]
 
 
 def test_combined_log_lines_parse_into_columns(spark: Any, tmp_path: Path) -> None:

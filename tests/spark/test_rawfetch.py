@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from tests.spark.helpers import BASE_TS, make_topic
-from tests.txn.test_readers import (  # noqa: F401  (module-scoped fixtures shared with the query tests)
+from tests.txn.committed_data import (  # noqa: F401  (module-scoped fixtures shared with the query tests)
     PARTITIONS,
     TOPIC,
     Written,

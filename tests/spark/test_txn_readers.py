@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.txn.test_readers import (  # noqa: F401  (module-scoped fixtures shared with the query tests)
+from tests.txn.committed_data import (  # noqa: F401  (module-scoped fixtures shared with the query tests)
     TOPIC,
     Row,
     Written,

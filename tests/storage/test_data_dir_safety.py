@@ -7,17 +7,14 @@ checkpoints survive concurrent writers."""
 from __future__ import annotations
 
 import json
-import shutil
 import threading
-import time
 import traceback
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from tests.storage.data_dirs import batch, old_version_data_dir, user_files
 
-from logtrove.records import NewRecord, build_batch
 from logtrove.storage import (
     DataDirError,
     InvalidTopicError,
@@ -26,12 +23,8 @@ from logtrove.storage import (
     TopicExistsError,
     UnknownTopicError,
 )
-from logtrove.storage.checkpoint import LOG_START_OFFSET, RECOVERY_POINT, CheckpointFile
+from logtrove.storage.checkpoint import RECOVERY_POINT, CheckpointFile
 from logtrove.storage.indexer import Indexer
-
-
-def batch(value: bytes, ts: int = 1000) -> bytes:
-    return build_batch([NewRecord(value, None, (), ts)])
 
 
 def values(storage: Storage, topic: str, partition: int = 0) -> list[bytes | None]:
@@ -48,25 +41,6 @@ def test_a_name_with_a_final_newline_or_control_character_is_refused(tmp_path: P
             storage.create_topic(name)
         assert storage.topics() == []
         assert [p.name for p in tmp_path.iterdir() if p.is_dir()] == ["topics"]
-
-
-def old_version_data_dir(path: Path) -> uuid.UUID:
-    """A data directory as the version before this fix wrote it after a producer wrote to
-    ``"orders\\n"``: topic ``audit`` with two records, topic file ``topics/orders\\n.json``,
-    its partition directory ``orders\\n-0`` with a record, and checkpoints whose line for
-    it is split in two. Returns the illegal topic's id."""
-    with Storage.open(path) as storage:
-        storage.create_topic("audit")
-        now = int(time.time() * 1000)  # recent: a broker's retention keeps them
-        storage.log("audit", 0).append(batch(b"a1", now))
-        storage.log("audit", 0).append(batch(b"a2", now))
-    bad_id = uuid.uuid4()
-    topic = {"name": "orders\n", "topic_id": str(bad_id), "partitions": 1, "configs": {}, "created_ms": 1}
-    (path / "topics" / "orders\n.json").write_text(json.dumps(topic, indent=2) + "\n")
-    shutil.copytree(path / "audit-0", path / "orders\n-0")
-    (path / RECOVERY_POINT).write_text("0\n2\naudit 0 2\norders\n 0 2\n")
-    (path / LOG_START_OFFSET).write_text("0\n2\naudit 0 0\norders\n 0 0\n")
-    return bad_id
 
 
 def test_data_dir_with_an_illegal_topic_name_opens_and_reports_it(
@@ -136,14 +110,6 @@ def test_checkpoint_reader_skips_bad_lines_and_writer_refuses_illegal_names(tmp_
 
 
 # -- finding 2: a data directory is logtrove's only when it says so ---------------------------
-def user_files(path: Path) -> dict[str, bytes]:
-    (path / "photos-2023").mkdir(parents=True)
-    (path / "photos-2023" / "img.jpg").write_bytes(b"\xff\xd8jpeg")
-    (path / "2024-01").mkdir()
-    (path / "2024-01" / "sales.csv").write_bytes(b"month,total\n2024-01,7\n")
-    return {"photos-2023/img.jpg": b"\xff\xd8jpeg", "2024-01/sales.csv": b"month,total\n2024-01,7\n"}
-
-
 def test_writer_refuses_a_non_empty_directory_without_meta_json(tmp_path: Path) -> None:
     files = user_files(tmp_path)
     with pytest.raises(DataDirError, match=r"not a logtrove data directory.*--data") as caught:

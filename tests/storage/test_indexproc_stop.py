@@ -9,20 +9,13 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from logtrove.storage import Storage
 from logtrove.storage.indexproc import IndexerProcess
-
-
-def wait_for(condition: Callable[[], bool], seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
+from logtrove.testing import wait_until
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
@@ -36,10 +29,14 @@ def test_stop_returns_after_a_child_was_killed_while_it_slept(tmp_path: Path, si
     try:
         first = indexer.pid
         assert first is not None
-        wait_for((data / ".indexer.lock").exists)
+        wait_until((data / ".indexer.lock").exists, 30, what="the child taking the indexer lock")
         time.sleep(1.0)  # the child is in its loop, sleeping on the stop signal between rounds
         os.kill(first, sig)
-        wait_for(lambda: indexer.pid not in (None, first) and indexer.alive)  # the watchdog restarted it
+        wait_until(
+            lambda: indexer.pid not in (None, first) and indexer.alive,
+            30,
+            what="the watchdog restarting the child",
+        )
         time.sleep(0.5)
     finally:
         stopper.start()

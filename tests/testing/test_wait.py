@@ -17,6 +17,12 @@ def test_a_condition_that_never_holds_times_out_naming_it() -> None:
         wait_until(lambda: False, 0.01, interval_s=0, what="the topic to appear")
 
 
+def test_a_described_timeout_shows_the_state_when_it_expired() -> None:
+    seen: list[int] = []
+    with pytest.raises(TimeoutError, match=r"lag 0 \(last seen: 3\) did not happen"):
+        wait_until(lambda: seen.append(3), 0.01, interval_s=0, what=lambda: f"lag 0 (last seen: {seen[-1]})")
+
+
 def test_an_error_of_the_check_is_not_waited_out() -> None:
     def broken() -> bool:
         raise ConnectionRefusedError("no broker")
