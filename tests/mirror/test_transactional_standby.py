@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker.test_transactions import READ_COMMITTED, _producer, _values
+from tests.broker.txn_clients import READ_COMMITTED, read_values, txn_producer
 from tests.mirror.conftest import DEADLINE_S, offsets
 
 from logtrove.client import KafkaProtocolError
@@ -23,7 +23,7 @@ def test_a_standbys_rolls_write_its_transaction_files(leader: BrokerProcess, tmp
     admin = AdminClient({"bootstrap.servers": leader.bootstrap})
     topic = NewTopic("txstandby", 1, 1, config={"segment.bytes": "4096"})
     admin.create_topics([topic])["txstandby"].result(DEADLINE_S)
-    producer = _producer(leader.bootstrap, "txstandby-tx")
+    producer = txn_producer(leader.bootstrap, "txstandby-tx")
     committed: list[bytes] = []
     for n in range(24):
         producer.begin_transaction()
@@ -50,7 +50,7 @@ def test_a_standbys_rolls_write_its_transaction_files(leader: BrokerProcess, tmp
                 return False
 
         wait_until(caught_up, DEADLINE_S, what="the standby to catch up")
-        assert _values(standby.bootstrap, "txstandby", READ_COMMITTED) == committed
+        assert read_values(standby.bootstrap, "txstandby", READ_COMMITTED) == committed
     with Storage.open(data, read_only=True) as storage:
         log = storage.log("txstandby", 0)
         segments = log.segments

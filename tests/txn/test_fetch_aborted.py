@@ -10,72 +10,19 @@ import random
 from pathlib import Path
 
 from tests.cleaner.conftest import open_compacted
-from tests.cleaner.test_txn_cleaning import RETENTION_MS
-from tests.cleaner.test_txn_cleaning import Writer as KeyedWriter
-from tests.cleaner.test_txn_cleaning import workload as keyed_workload
-from tests.txn.test_txn_files import Writer, _brute_force_visible, workload
+from tests.cleaner.txn_workload import RETENTION_MS
+from tests.cleaner.txn_workload import Writer as KeyedWriter
+from tests.cleaner.txn_workload import workload as keyed_workload
+from tests.txn.txn_log import Writer, check_ranges, workload
 
-from logtrove.storage import PartitionLog, Storage
+from logtrove.storage import Storage
 from logtrove.storage.cleaner import clean_partition
 from logtrove.storage.txnindex import AbortedTxn, read_txn_index, txn_index_path
-from logtrove.storage.txnview import marker_kind
 from logtrove.testing import FakeClock
 from logtrove.txn import MarkerType, TxnIndexes, marker_batch
 from logtrove.txn.partition import load, scan
 
 TOPIC = "t"
-
-
-def consumed(log: PartitionLog, aborted: list[AbortedTxn], start: int, end: int) -> list[int]:
-    """The data offsets a read_committed consumer keeps from the batches beginning in
-    ``[start, end)`` given the Fetch's aborted list (Kafka's consumer: a producer is
-    skipped from its entry's first offset until its ABORT marker)."""
-    pending = sorted(aborted, key=lambda a: a.first_offset)
-    skipping: set[int] = set()
-    kept: list[int] = []
-    for header, data in log.batches(start):
-        if header.base_offset >= end:
-            break
-        if header.base_offset < start:
-            continue
-        while pending and pending[0].first_offset <= header.last_offset:
-            skipping.add(pending.pop(0).producer_id)
-        if header.is_control:
-            if marker_kind(data, header) == 0:
-                skipping.discard(header.producer_id)
-        elif not (header.is_transactional and header.producer_id in skipping):
-            kept.extend(range(header.base_offset, min(header.next_offset, end)))
-    return kept
-
-
-def batch_bases(log: PartitionLog) -> list[int]:
-    return [h.base_offset for h, _ in log.batches(0)]
-
-
-def check_ranges(
-    log: PartitionLog, indexes: TxnIndexes, rng: random.Random, count: int, *, cleaned: bool = False
-) -> None:
-    """Random Fetch ranges below the LSO: a consumer using the list sees the brute force's
-    committed data, and the list is the walk's (after cleaning, whose rounds drop aborted
-    data before the marker, each entry's ABORT marker is still in the log)."""
-    txns = indexes.get(log)
-    indexes.after_cleaning(log, txns)
-    lso = txns.last_stable_offset(log.log_end_offset)
-    every = scan(log).aborted  # a walk of every header: what the files must add up to
-    aborts = {
-        h.base_offset: h.producer_id for h, d in log.batches(0) if h.is_control and marker_kind(d, h) == 0
-    }
-    visible = _brute_force_visible(log)
-    bases = [b for b in batch_bases(log) if b < lso]
-    for _ in range(count):
-        start = rng.choice(bases)
-        end = min(start + rng.randrange(1, 400), lso)
-        got = indexes.aborted_between(log, txns, start, end)
-        if cleaned:
-            assert all(aborts.get(a.last_offset) == a.producer_id for a in got), (start, end)
-        else:
-            assert got == [a for a in every if a.last_offset >= start and a.first_offset < end], (start, end)
-        assert consumed(log, got, start, end) == [o for o in visible if start <= o < end], (start, end)
 
 
 def test_fetch_reads_the_sealed_segments_files_and_holds_only_the_active_segments(tmp_path: Path) -> None:

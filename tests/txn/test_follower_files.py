@@ -9,8 +9,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from tests.txn.test_fetch_aborted import check_ranges
-from tests.txn.test_txn_files import Writer, _brute_force_visible, data_offsets, rchar, workload
+from tests.txn.txn_log import Writer, brute_force_visible, check_ranges, data_offsets, rchar, workload
 
 from logtrove.mirror.follower import append_fetched
 from logtrove.storage import PartitionLog, Storage
@@ -77,7 +76,7 @@ def test_a_followed_partitions_rolls_write_its_transaction_files(tmp_path: Path)
         assert loaded.walk_start == log.active.base_offset  # the files cover the sealed segments
         assert rchar() - before < 2 * log.active.size + 64_000
         view = committed_view(log)
-        assert [o for o in data_offsets(log) if view.visible(o)] == _brute_force_visible(log)
+        assert [o for o in data_offsets(log) if view.visible(o)] == brute_force_visible(log)
 
 
 def test_a_standby_whose_mirror_starts_late_and_truncates_gets_right_files(tmp_path: Path) -> None:

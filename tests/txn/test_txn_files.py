@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.txn.txn_log import Writer, brute_force_visible, data_offsets, rchar, workload
 
-from logtrove.records import NewRecord, build_batch
-from logtrove.storage import PartitionLog, Storage
+from logtrove.storage import Storage
 from logtrove.storage.txnindex import (
     AbortedTxn,
     read_snapshot,
@@ -22,60 +22,11 @@ from logtrove.storage.txnindex import (
     snapshot_path,
     txn_index_path,
 )
-from logtrove.storage.txnview import committed_view, marker_kind
-from logtrove.txn import MarkerType, PartitionTxns, TxnIndexes, marker_batch
+from logtrove.storage.txnview import committed_view
+from logtrove.txn import PartitionTxns, TxnIndexes
 from logtrove.txn.partition import load, scan
 
 TOPIC = "t"
-
-
-def rchar() -> int:
-    for line in Path("/proc/self/io").read_text().splitlines():
-        if line.startswith("rchar:"):
-            return int(line.split()[1])
-    raise AssertionError("no rchar in /proc/self/io")
-
-
-class Writer:
-    """Appends as the broker does: transactional batches through the produce path's
-    bookkeeping, markers through the coordinator's."""
-
-    def __init__(self, log: PartitionLog, indexes: TxnIndexes) -> None:
-        self.log, self.indexes = log, indexes
-
-    def data(self, pid: int, n: int = 3, value: bytes = b"x" * 100) -> range:
-        txns = self.indexes.get(self.log) if pid >= 0 else None
-        records = [NewRecord(value=value, key=b"k%d" % i) for i in range(n)]
-        batch = build_batch(records, producer_id=pid, producer_epoch=0, transactional=pid >= 0)
-        appended = self.log.append(batch)
-        if txns is not None:
-            txns.on_transactional_batch(pid, appended.base_offset)
-        return range(appended.base_offset, appended.last_offset + 1)
-
-    def marker(self, pid: int, *, commit: bool) -> int:
-        self.indexes.get(self.log)
-        offset = self.log.append(marker_batch(pid, 0, commit, coordinator_epoch=0, now_ms=1_000)).base_offset
-        self.indexes.on_marker(self.log, pid, MarkerType.COMMIT if commit else MarkerType.ABORT, offset)
-        return offset
-
-
-def workload(w: Writer, rng: random.Random, rounds: int) -> None:
-    """Interleaved transactions of a few producers, half aborted, with plain data; some
-    transactions span segment rolls; two left open at the end."""
-    open_: set[int] = set()
-    for _ in range(rounds):
-        pid = rng.randrange(1, 6)
-        choice = rng.random()
-        if pid in open_ and choice < 0.3:
-            w.marker(pid, commit=rng.random() < 0.5)
-            open_.discard(pid)
-        elif choice < 0.8:
-            w.data(pid, rng.randrange(1, 4))
-            open_.add(pid)
-        else:
-            w.data(-1, 2)
-    for pid in sorted(open_)[2:]:
-        w.marker(pid, commit=False)
 
 
 def short_transactions(w: Writer, rng: random.Random, rounds: int) -> None:
@@ -148,7 +99,7 @@ def test_restart_reads_the_files_not_the_log(tmp_path: Path) -> None:
         assert loaded.aborted and loaded.open
 
         view = committed_view(log)  # whatever the spans of the aborted transactions
-        assert [o for o in data_offsets(log) if view.visible(o)] == _brute_force_visible(log)
+        assert [o for o in data_offsets(log) if view.visible(o)] == brute_force_visible(log)
 
 
 def test_a_reader_after_a_restart_reads_the_files_and_the_aborted_spans(tmp_path: Path) -> None:
@@ -166,33 +117,7 @@ def test_a_reader_after_a_restart_reads_the_files_and_the_aborted_spans(tmp_path
         read = rchar() - before
         assert read < size / 3, (read, size)
         assert view.last_stable_offset < log.log_end_offset
-        assert [o for o in data_offsets(log) if view.visible(o)] == _brute_force_visible(log)
-
-
-def data_offsets(log: PartitionLog) -> list[int]:
-    return [o for h, _ in log.batches(0) if not h.is_control for o in range(h.base_offset, h.next_offset)]
-
-
-def _brute_force_visible(log: PartitionLog) -> list[int]:
-    """Data offsets a read_committed consumer sees, from every batch and the markers."""
-    pending: dict[int, list[int]] = {}
-    decided: list[int] = []
-    first_open: list[int] = []
-    for header, data in log.batches(0):
-        offsets = list(range(header.base_offset, header.next_offset))
-        if header.is_control:
-            kind = marker_kind(data, header)
-            if kind is not None:
-                batch = pending.pop(header.producer_id, [])
-                if kind == 1:
-                    decided.extend(batch)
-        elif header.is_transactional:
-            pending.setdefault(header.producer_id, []).extend(offsets)
-        else:
-            decided.extend(offsets)
-    first_open = [offsets[0] for offsets in pending.values() if offsets]
-    lso = min(first_open, default=log.log_end_offset)
-    return sorted(o for o in decided if o < lso)
+        assert [o for o in data_offsets(log) if view.visible(o)] == brute_force_visible(log)
 
 
 def test_damaged_and_missing_files_are_rebuilt(tmp_path: Path) -> None:
@@ -276,7 +201,7 @@ def test_a_clean_shutdowns_end_snapshot_leaves_nothing_to_walk(tmp_path: Path) -
     with Storage.open(data, read_only=True) as storage:  # a reader: files only
         log = storage.log(TOPIC, 0)
         view = committed_view(log)  # (the aborted spans cover most of this log: read whole)
-        assert [o for o in data_offsets(log) if view.visible(o)] == _brute_force_visible(log)
+        assert [o for o in data_offsets(log) if view.visible(o)] == brute_force_visible(log)
     with Storage.open(data) as storage:
         log = storage.log(TOPIC, 0)
         before = rchar()
