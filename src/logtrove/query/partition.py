@@ -19,16 +19,14 @@ from logtrove.query.fullparse import batch_decoder, matching_offsets
 from logtrove.query.model import Stats
 from logtrove.query.picking import RecordReader, scan_window
 from logtrove.query.predicates import Predicate
-from logtrove.query.tail import table_candidates, tail_key_tables
+from logtrove.query.tail import chunked_batches, table_candidates, tail_key_tables
 from logtrove.records import (
     HEADER_SIZE,
     BatchHeader,
     Record,
     RecordsError,
     iter_records,
-    read_header,
 )
-from logtrove.records.batch import MIN_BATCH_LENGTH
 from logtrove.records.columnar import Decoder
 from logtrove.records.compression import Compression
 from logtrove.records.record import batch_payload, timestamp_bounds
@@ -37,8 +35,6 @@ from logtrove.storage.indexview import KeyBlock, index_view
 from logtrove.storage.txnview import CommittedView
 
 _log = logging.getLogger(__name__)
-
-_CHUNK = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -93,27 +89,7 @@ class BudgetExhaustedError(Exception):
 def iter_batches(seg: Segment, start: int, end: int) -> Iterator[tuple[int, BatchHeader, bytes, int]]:
     """(position, header, buffer, position in buffer) of each whole batch in
     ``[start, end)``, reading the log in large chunks."""
-    pos = start
-    while pos + HEADER_SIZE <= end:
-        chunk = seg.read(pos, min(_CHUNK, end - pos))
-        rel = 0
-        while rel + HEADER_SIZE <= len(chunk):
-            try:
-                header = read_header(chunk, rel)
-            except RecordsError:
-                return
-            size = header.size
-            if header.batch_length < MIN_BATCH_LENGTH or pos + rel + size > end:
-                return
-            if rel + size > len(chunk):
-                if rel:
-                    break
-                chunk = seg.read(pos, size)
-            yield pos + rel, header, chunk, rel
-            rel += size
-        if rel == 0:
-            return
-        pos += rel
+    return chunked_batches(seg, start, end)
 
 
 def scan_records(seg: Segment, start: int, end: int, stats: Stats, needle: bytes = b"") -> Iterator[Record]:

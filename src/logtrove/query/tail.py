@@ -60,11 +60,16 @@ def append_time(header: BatchHeader) -> int | None:
     return header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None
 
 
-def batches_in(seg: Segment, start: int, end: int) -> Iterator[tuple[BatchHeader, bytes, int]]:
-    """(header, buffer, position in buffer) of each whole batch in ``[start, end)``; the
-    reads start at :data:`_FIRST_CHUNK` and grow (a limited scan often stops early)."""
+def chunked_batches(
+    seg: Segment, start: int, end: int, *, first_chunk: int = _CHUNK
+) -> Iterator[tuple[int, BatchHeader, bytes, int]]:
+    """(position, header, buffer, position in buffer) of each whole batch in
+    ``[start, end)`` of ``seg``, read in chunks that start at ``first_chunk`` bytes and
+    grow 4× up to :data:`_CHUNK` (a batch larger than a chunk is read whole). The walk
+    ends at the first header that does not parse or does not fit in ``end``: the writer
+    may be mid-append there."""
     pos = start
-    chunk_size = _FIRST_CHUNK
+    chunk_size = first_chunk
     while pos + HEADER_SIZE <= end:
         chunk = seg.read(pos, min(chunk_size, end - pos))
         chunk_size = min(chunk_size * 4, _CHUNK)
@@ -81,11 +86,18 @@ def batches_in(seg: Segment, start: int, end: int) -> Iterator[tuple[BatchHeader
                 if rel:
                     break
                 chunk = seg.read(pos, size)
-            yield header, chunk, rel
+            yield pos + rel, header, chunk, rel
             rel += size
         if rel == 0:
             return
         pos += rel
+
+
+def batches_in(seg: Segment, start: int, end: int) -> Iterator[tuple[BatchHeader, bytes, int]]:
+    """(header, buffer, position in buffer) of each whole batch in ``[start, end)``; the
+    reads start at :data:`_FIRST_CHUNK` and grow (a limited scan often stops early)."""
+    for _, header, chunk, rel in chunked_batches(seg, start, end, first_chunk=_FIRST_CHUNK):
+        yield header, chunk, rel
 
 
 _tails: OrderedDict[tuple[str, int, int], _Tail] = OrderedDict()
