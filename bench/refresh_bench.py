@@ -101,7 +101,7 @@ def main() -> None:
                 "rounds": args.rounds,
                 "records_per_batch": 10,
                 "note": "side by side in one run, alternating order, on a shared loaded 2-core machine",
-                "results": results,
+                **results,
             },
         )
     finally:
