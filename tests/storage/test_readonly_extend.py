@@ -6,8 +6,10 @@ indexes, a read from every offset, time lookups, all records)."""
 
 from __future__ import annotations
 
+import bisect
 import random
 import struct
+import threading
 from pathlib import Path
 
 import pytest
@@ -134,13 +136,14 @@ def test_growth_refresh_extends_the_segment_object_in_place(tmp_path: Path) -> N
     view = Storage.open(tmp_path, read_only=True)
     view_log = view.log(TOPIC, 0)
     active = view_log.segments[-1]
-    for _ in range(5):
+    for round_ in range(6):
         for _ in range(4):
             log.append(keyed_batch(rng, 2))
-        log.flush()
+        if round_ % 2:  # else the index entries of these batches reach the files later
+            log.flush()
         assert_view_exact(tmp_path, view)
         assert view_log.segments[-1] is active
-    assert view_log.log_end_offset == log.log_end_offset == 42
+    assert view_log.log_end_offset == log.log_end_offset == 50
     assert len(active.offset_index) > 0  # the entries the writer wrote were picked up
     log.roll()
     log.append(keyed_batch(rng, 2))
@@ -172,5 +175,56 @@ def test_batch_recovery_cut_and_the_writer_wrote_over_is_reopened_exactly(tmp_pa
         log.append(keyed_batch(rng, 3))
     log.flush()
     assert_view_exact(tmp_path, view)
+    view.close()
+    storage.close()
+
+
+def test_a_thread_reading_the_view_while_it_extends_sees_whole_written_batches(tmp_path: Path) -> None:
+    rng = random.Random(11)
+    storage, log = open_topic(tmp_path, FakeClock(), index_interval_bytes="150")
+    written: dict[int, bytes] = {}  # base offset -> the batch as written, leader epoch 0
+    bases: list[int] = []
+
+    def append() -> None:
+        batch = keyed_batch(rng, rng.randint(1, 4))
+        base = log.log_end_offset
+        log.append(batch)
+        written[base] = struct.pack(">q", base) + batch[8:12] + bytes(4) + batch[16:]
+        bases.append(base)
+
+    append()
+    view = Storage.open(tmp_path, read_only=True)
+    seen = view.log(TOPIC, 0)
+    stop = threading.Event()
+    failures: list[str] = []
+    reads = 0
+
+    def reader() -> None:
+        nonlocal reads
+        pick = random.Random(1)
+        while not stop.is_set() and not failures:
+            end = seen.log_end_offset  # before the batches: they reach at least this far
+            offset = pick.randrange(end)
+            base = bases[bisect.bisect_right(bases, offset) - 1]
+            data = bytearray(seen.read(offset, 1).data())
+            data[12:16] = bytes(4)  # the partition leader epoch the writer stamps
+            if data[: len(written[base])] != written[base]:
+                failures.append(f"read at {offset} below end {end} did not start with batch {base}")
+            reads += 1
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for _ in range(300):
+            for _ in range(rng.randint(1, 3)):
+                append()
+            if rng.random() < 0.5:
+                log.flush()
+            view.refresh()
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert not failures, failures[0]
+    assert reads > 0 and seen.log_end_offset == log.log_end_offset
     view.close()
     storage.close()

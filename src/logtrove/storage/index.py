@@ -259,21 +259,26 @@ class OffsetIndex(IndexFile):
         self._pending.clear()
         self.rewrite([(o - self.base_offset, p) for o, p in zip(self._offsets, self._positions, strict=True)])
 
-    def extend_read_only(self, held: int, batches: dict[int, int], end: int) -> bool:
-        """Add the entries the writer wrote after the first ``held`` (the view's count),
-        each checked against ``batches`` (position → base offset of the batches the
-        view just walked up to ``end``). Entries at or past ``end`` wait for a later
-        refresh. False when the file was rewritten or an entry is not one of those
-        batches: the caller reopens the segment."""
-        entries = self.read_tail(held)
+    def extend_read_only(self, walked: dict[int, int], start: int, end: int) -> bool:
+        """Add the entries the writer wrote after the ones held (a read-only view
+        extending its segment from ``start`` to ``end``). An entry in ``[start, end)``
+        must name one of the batches just ``walked`` (position → base offset); one
+        before ``start`` names a batch walked by an earlier refresh (the writer queues
+        entries until its next flush) and is checked as :meth:`load` checks, by order.
+        Entries at or past ``end`` wait for a later refresh. False when the file was
+        rewritten or an entry fails its check: the caller reopens the segment."""
+        entries = self.read_tail(len(self._offsets))
         if entries is None:
             return False
         for rel, position in entries:
+            offset = self.base_offset + rel
             if position >= end:
                 break
-            if batches.get(position) != self.base_offset + rel:
+            if self._offsets and (offset <= self._offsets[-1] or position <= self._positions[-1]):
                 return False
-            self._offsets.append(self.base_offset + rel)
+            if position >= start and walked.get(position) != offset:
+                return False
+            self._offsets.append(offset)
             self._positions.append(position)
         return True
 

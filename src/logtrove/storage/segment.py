@@ -254,7 +254,7 @@ class Segment:
         files' tails are read). True when done (also when nothing grew, or only a torn
         batch did); False when the file is not this one grown: replaced (another inode),
         shrunk, or rewritten under the view (the last batch seen is gone, an index file
-        was rewritten or names a batch the walk did not find). The caller then opens
+        was rewritten or names a new batch the walk did not find). The caller then opens
         the segment afresh, the cost this saves: reading both indexes whole.
 
         Other threads may be reading this object: index entries are added first (they
@@ -285,7 +285,7 @@ class Segment:
             next_offset, end, tail = header.next_offset, position + header.size, (position, header)
         if not headers:
             return True
-        if not self.offset_index.extend_read_only(len(self.offset_index), walked, end):
+        if not self.offset_index.extend_read_only(walked, self.size, end):
             return False
         if not self.time_index.extend_read_only(next_offset):
             return False
