@@ -68,6 +68,7 @@ def main() -> None:
                 log.append(batches[rng.randrange(len(batches))])
             log.flush()
         views = {"extend": Storage.open(root, read_only=True), "reopen": Storage.open(root, read_only=True)}
+        active = [views["extend"].log(TOPIC, p).segments[-1] for p in range(PARTITIONS)]
         results: dict[str, object] = {}
         for appends in (1, 10, 100):
             samples: dict[str, list[float]] = {name: [] for name in views}
@@ -84,6 +85,9 @@ def main() -> None:
                     start = time.perf_counter()
                     view.refresh()
                     samples[name].append(time.perf_counter() - start)
+                assert all(  # the extending view measured the extension, not a reopen
+                    views["extend"].log(TOPIC, p).segments[-1] is active[p] for p in range(PARTITIONS)
+                )
                 ends = {
                     n: [v.log(TOPIC, p).log_end_offset for p in range(PARTITIONS)] for n, v in views.items()
                 }
