@@ -126,8 +126,9 @@ class QueryEngine:
 
     # -- helpers ----------------------------------------------------------------------------
     def _refresh(self, topic: str | None) -> None:
-        """Pick up what the writer changed, if anything did: a refresh reopens each
-        partition's active segment, so it is skipped when the files look the same."""
+        """Pick up what the writer changed, if anything did: a refresh lists each
+        partition's directory and extends (or, when replaced, reopens) its active
+        segment, so it is skipped when the files look the same."""
         signature = self._signature(topic)
         if signature is None or signature != self._seen.get(topic):
             self.storage.refresh()

@@ -75,6 +75,22 @@ class IndexFile:
             raise CorruptIndexError(f"{self.path.name} ends with a partial entry")
         return list(self.ENTRY.iter_unpack(memoryview(data)[:usable]))
 
+    def read_tail(self, held: int) -> list[tuple[int, ...]] | None:
+        """The whole entries of the file after its first ``held`` ones (a read-only view
+        extending a grown segment reads only what the writer added). ``None`` when the
+        file holds fewer than ``held`` entries or is gone: it was rewritten (truncation)."""
+        size = self.ENTRY.size
+        try:
+            with self.path.open("rb") as f:
+                if os.fstat(f.fileno()).st_size < held * size:
+                    return None
+                f.seek(held * size)
+                data = f.read()
+        except FileNotFoundError:
+            return None
+        usable = len(data) - len(data) % size
+        return list(self.ENTRY.iter_unpack(memoryview(data)[:usable]))
+
     def write_entry(self, *values: int) -> None:
         """Queue one entry; it reaches the file at the next :meth:`flush`."""
         with self._pending_lock:
@@ -243,6 +259,29 @@ class OffsetIndex(IndexFile):
         self._pending.clear()
         self.rewrite([(o - self.base_offset, p) for o, p in zip(self._offsets, self._positions, strict=True)])
 
+    def extend_read_only(self, walked: dict[int, int], start: int, end: int) -> bool:
+        """Add the entries the writer wrote after the ones held (a read-only view
+        extending its segment from ``start`` to ``end``). An entry in ``[start, end)``
+        must name one of the batches just ``walked`` (position → base offset); one
+        before ``start`` names a batch walked by an earlier refresh (the writer queues
+        entries until its next flush) and is checked as :meth:`load` checks, by order.
+        Entries at or past ``end`` wait for a later refresh. False when the file was
+        rewritten or an entry fails its check: the caller reopens the segment."""
+        entries = self.read_tail(len(self._offsets))
+        if entries is None:
+            return False
+        for rel, position in entries:
+            offset = self.base_offset + rel
+            if position >= end:
+                break
+            if self._offsets and (offset <= self._offsets[-1] or position <= self._positions[-1]):
+                return False
+            if position >= start and walked.get(position) != offset:
+                return False
+            self._offsets.append(offset)
+            self._positions.append(position)
+        return True
+
     def forget_from_position(self, position: int) -> None:
         """Drop entries at or after ``position`` from memory only, leaving the file alone:
         a read-only opening of a live log whose indexed batch is not all visible yet."""
@@ -304,6 +343,23 @@ class TimeIndex(IndexFile):
         self._timestamps.append(timestamp)
         self._offsets.append(offset)
         self.write_entry(timestamp, rel)
+
+    def extend_read_only(self, next_offset: int) -> bool:
+        """Add the entries the writer wrote after the ones held, as :meth:`load` checks
+        them; entries at or past ``next_offset`` (the view's end) wait for a later
+        refresh. False when the file was rewritten or an entry is out of order."""
+        entries = self.read_tail(len(self._timestamps))
+        if entries is None:
+            return False
+        for ts, rel in entries:
+            offset = self.base_offset + rel
+            if offset >= next_offset:
+                break
+            if self._timestamps and (ts <= self._timestamps[-1] or offset < self._offsets[-1]):
+                return False
+            self._timestamps.append(ts)
+            self._offsets.append(offset)
+        return True
 
     def lookup_before(self, timestamp: int) -> int | None:
         """Offset of the newest entry whose timestamp is < ``timestamp``, or ``None``.

@@ -10,9 +10,13 @@ files read-only and follow them while the writer appends, rolls, cleans and dele
     refreshed       [ 120'][ 377+ ][ 502 ]
 
 A refresh drops the segments gone from the listing or replaced by a new file under the
-same name, reopens the last segment when its file has grown (a fresh object, so a
-thread reading the old one is not disturbed), and opens the segments listed that it
-does not hold. Dropped and replaced objects stay open for a minute in the log's
+same name (another inode: a cleaner swap, or a roll that deleted and recreated it),
+extends the last segment in place when its file has grown
+(:meth:`~logtrove.storage.segment.Segment.extend_read_only` reads only the new batch
+headers and index tails; reopening read both indexes whole, about 6 ms a partition
+under a producer's load), reopens it when it shrank or was rewritten in place (a fresh
+object, so a thread reading the old one is not disturbed), and opens the segments
+listed that it does not hold. Dropped and replaced objects stay open for a minute in the log's
 graveyard, for readers still holding them; a view only closes them, never unlinks.
 
 Invariant: the log end offset of a view never goes back. A listing taken while the
@@ -65,8 +69,8 @@ def _refresh_once(
             listed.remove(seg)
             graveyard.append((clock.now_ms() + _KEEP_MS, seg))
     known = set(listed.bases)
-    if listed.segments and listed.active.file_size() != listed.active.size:
-        last = listed.pop_last()  # it has grown: reopened below
+    if listed.segments and not listed.active.extend_read_only():
+        last = listed.pop_last()  # shrunk or rewritten in place: reopened below
         graveyard.append((clock.now_ms() + _KEEP_MS, last))
         known.discard(last.base_offset)
     complete = True

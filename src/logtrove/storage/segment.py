@@ -117,6 +117,7 @@ class Segment:
         self._bytes_since_index = 0
         self._closed = False
         self.truncated_bytes = 0  # cut from the end of the file by the last recovery
+        self._tail: tuple[int, BatchHeader] | None = None  # last batch a read-only view saw
 
     # -- opening ------------------------------------------------------------------
     @classmethod
@@ -220,9 +221,11 @@ class Segment:
             _, start = self.offset_index.lookup(2**63 - 1)
             self.next_offset = self.base_offset
             end = start
+            self._tail = None
             for position, header in self.batches(start):
                 self._observe(header)
                 end = position + header.size
+                self._tail = position, header
             if end > start or start == 0 or not self.read_only:
                 break
             # A live writer's batch was cut by our size snapshot (the writer's write was
@@ -242,6 +245,60 @@ class Segment:
         if header.max_timestamp > self.max_timestamp:
             self.max_timestamp = header.max_timestamp
             self.max_timestamp_offset = header.base_offset
+
+    def extend_read_only(self) -> bool:
+        """Follow the writer's appends in place (a read-only view's refresh): walk the
+        batches after ``size`` by their headers, stopping at the first incomplete or
+        invalid one as :meth:`batches` does and at offsets that do not increase as
+        recovery does, then add the index entries the writer wrote for them (only the
+        files' tails are read). True when done (also when nothing grew, or only a torn
+        batch did); False when the file is not this one grown: replaced (another inode),
+        shrunk, or rewritten under the view (the last batch seen is gone, an index file
+        was rewritten or names a new batch the walk did not find). The caller then opens
+        the segment afresh, the cost this saves: reading both indexes whole.
+
+        Other threads may be reading this object: index entries are added first (they
+        name batches past ``size``, which no reader asks for yet), then ``size``, then
+        the offsets, so a reader never sees an offset below ``next_offset`` that is not
+        within ``size``."""
+        try:
+            stat = self.log_path.stat()
+        except FileNotFoundError:
+            return False
+        if stat.st_ino != self.inode or stat.st_size < self.size:
+            return False
+        if stat.st_size == self.size:
+            return True
+        if self._tail is not None and next(self.batches(self._tail[0]), None) != self._tail:
+            return False  # truncated in place and written again since the last refresh
+        walked: dict[int, int] = {}
+        headers: list[BatchHeader] = []
+        next_offset, end, tail = self.next_offset, self.size, self._tail
+        for position, header in self.batches(self.size, stat.st_size):
+            if (
+                header.base_offset < next_offset
+                or header.last_offset - self.base_offset > _RELATIVE_OFFSET_LIMIT
+            ):
+                break
+            walked[position] = header.base_offset
+            headers.append(header)
+            next_offset, end, tail = header.next_offset, position + header.size, (position, header)
+        if not headers:
+            return True
+        if not self.offset_index.extend_read_only(walked, self.size, end):
+            return False
+        if not self.time_index.extend_read_only(next_offset):
+            return False
+        self.size = end
+        for header in headers:
+            self._observe(header)
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = headers[0].max_timestamp
+        last = self.time_index.last_entry
+        if last is not None and last[0] >= self.max_timestamp:  # as _load_indexes does
+            self.max_timestamp, self.max_timestamp_offset = last
+        self._tail = tail
+        return True
 
     def file_size(self) -> int | None:
         """Size of the file ``log_path`` names now (``None`` if it is gone)."""
