@@ -6,7 +6,9 @@ reason instead of keeping a log that is not the leader's."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import urllib.request
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.mirror.conftest import DEADLINE_S, log_bytes, mirror_once, offsets, raw_batches, served
 
 from logtrove.client import KafkaClient, KafkaProtocolError
+from logtrove.mirror import Source, SourceError
 from logtrove.records import read_header
 from logtrove.storage.follow import read_follow_status
 from logtrove.testing import BrokerProcess, HttpBrokerProcess, cli_in, free_port, wait_until
@@ -208,3 +211,27 @@ def test_offset_for_leader_epoch_answers_as_kafka_before_and_after_a_promotion(t
             _epoch_end(promoted.bootstrap, 0, current=0)[0] == 74
         )  # FENCED_LEADER_EPOCH: an old leader's view
         assert _epoch_end(promoted.bootstrap, 0, current=2)[0] == 75  # UNKNOWN_LEADER_EPOCH: newer than ours
+
+
+def test_a_leader_epoch_other_than_the_metadatas_is_asked_again_not_judged(tmp_path: Path) -> None:
+    """Regression: a mirror that reconnected to a promoted leader before its metadata was
+    refreshed asked OffsetForLeaderEpoch with the old epoch; the leader fenced the request,
+    the partition was left out as "the epochs cannot tell", and a diverged partition was
+    stopped instead of truncated (a flaky failover test). Now the stale epoch is a
+    :class:`SourceError` (the round retries), and the mirror refreshes its metadata after
+    any such failure."""
+    (tmp_path / "a").mkdir()
+    with BrokerProcess(tmp_path / "a" / "data", free_port(), "--no-indexer") as leader:
+        _create(leader.bootstrap)
+        _produce(leader.bootstrap, "first", 20)  # epoch 0, offsets 0-9 of each partition
+        source = Source(leader.bootstrap)
+        try:
+            topic = source.topics(re.compile(T))[T]
+            assert source.epoch_end_offsets(topic, {0: 0}) == {0: (0, 10)}
+            # the metadata says epoch 3, the leader is at 0: UNKNOWN_LEADER_EPOCH (and the
+            # other way round, FENCED_LEADER_EPOCH, after a promotion the mirror missed)
+            wrong = dataclasses.replace(topic, epochs={**topic.epochs, 0: 3})
+            with pytest.raises(SourceError, match="asking again after a metadata refresh"):
+                source.epoch_end_offsets(wrong, {0: 0})
+        finally:
+            source.close()

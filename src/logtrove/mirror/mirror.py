@@ -211,6 +211,7 @@ class Mirror:
                 raise MirrorError(f"{problem.message}; {problem.action}") from exc
             except SourceError as exc:
                 failures += 1
+                self._metadata_due = 0  # leaders and their epochs may have moved meanwhile
                 for state in self.partitions.values():
                     state.verified = False  # the source may have changed while unreachable
                 growth = 0 if once else min(failures - 1, 5)  # ``once`` gives up after about 30 s

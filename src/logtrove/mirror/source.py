@@ -38,6 +38,10 @@ from logtrove.client import ClientSecurity, KafkaClient, KafkaProtocolError
 from logtrove.wire import ApiKey, fetch_body
 
 EARLIEST, LATEST = -2, -1
+# FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH: the epoch we know is older / newer than the
+# leader's, so its answer would not be about our log: refresh metadata and ask again, as a
+# Kafka follower does (never "the epochs cannot tell", which stops a diverged partition)
+STALE_EPOCH_ERRORS = frozenset({74, 75})
 TOPIC_RESOURCE = 2
 CLIENT_ID = "logtrove-mirror"
 SASL_AUTHENTICATION_FAILED = 58
@@ -328,7 +332,10 @@ class Source:
         """OffsetForLeaderEpoch of some partitions (partition -> the local log's latest
         epoch), each asked of its leader: partition -> (the leader's largest epoch ≤ it, the
         offset where that epoch ends there). A leader that does not serve the API, and a
-        partition answered with an error, are left out (the epochs cannot tell)."""
+        partition answered with an error, are left out (the epochs cannot tell), except
+        that a leader epoch other than the metadata's (FENCED_LEADER_EPOCH,
+        UNKNOWN_LEADER_EPOCH) raises :class:`SourceError`: the round is retried after a
+        metadata refresh, as a Kafka follower retries."""
         by_leader: dict[int, list[int]] = {}
         for p in epochs:
             by_leader.setdefault(topic.leaders.get(p, -1), []).append(p)
@@ -344,7 +351,14 @@ class Source:
             resp = self._request(self._node(leader), ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, body)
             for t in resp.topics:
                 for p in t.partitions:
-                    if not int(p.error_code) and int(p.partition) in epochs:
+                    code = int(p.error_code)
+                    if code in STALE_EPOCH_ERRORS:  # our metadata is older or newer than the leader
+                        raise SourceError(
+                            f"{topic.name}-{int(p.partition)}: the leader's epoch is not the "
+                            f"{topic.epochs.get(int(p.partition), -1)} its metadata said (error code "
+                            f"{code}); asking again after a metadata refresh"
+                        )
+                    if not code and int(p.partition) in epochs:
                         out[int(p.partition)] = (int(p.leader_epoch), int(p.end_offset))
         return out
 
