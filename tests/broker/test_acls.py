@@ -58,9 +58,16 @@ def _produce(broker: BrokerProcess, topic: str) -> KafkaError | None:
     return errors[0]
 
 
-def _consume(broker: BrokerProcess, topic: str, group: str) -> tuple[list[bytes], KafkaError | None]:
+def _consume(
+    broker: BrokerProcess, topic: str, group: str, protocol: str = "classic"
+) -> tuple[list[bytes], KafkaError | None]:
     consumer = Consumer(
-        {"bootstrap.servers": broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest"}
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "group.protocol": protocol,
+        }
     )
     consumer.subscribe([topic])
     values: list[bytes] = []
@@ -106,6 +113,20 @@ def test_reading_needs_read_on_the_topic_and_the_group(secured: BrokerProcess) -
     assert values == [b"v"] and error is None
     _, error = _consume(secured, "open", "strangers")
     assert error is not None and error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+
+def test_a_consumer_protocol_member_is_refused_topics_it_cannot_describe(secured: BrokerProcess) -> None:
+    """Regression (librdkafka 0109 with ``group.protocol=consumer``): the heartbeat of a
+    member subscribing by name to a topic it may not DESCRIBE answers
+    TOPIC_AUTHORIZATION_FAILED (Kafka's KAFKA-18813) instead of joining it to the group."""
+    values, error = _consume(secured, "secret", "readers", protocol="consumer")
+    assert values == [] and error is not None
+    assert error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, error
+    assert "DESCRIBE is needed on topics: secret" in error.str()
+    assert "DESCRIBE" in secured.log.read_text() and "secret" in secured.log.read_text()  # audited
+    assert _produce(secured, "open") is None
+    values, error = _consume(secured, "open", "readers", protocol="consumer")
+    assert values == [b"v"] and error is None  # a topic it may read still joins
 
 
 def test_acls_change_live_through_the_admin_api(secured: BrokerProcess) -> None:

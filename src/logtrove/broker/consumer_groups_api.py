@@ -79,6 +79,10 @@ async def handle_consumer_group_heartbeat(broker: Broker, request: Request) -> R
         )
     if len(body.topic_partitions or ()) > MAX_OWNED_TOPICS:  # before the ID mapping walks them
         return _error(ErrorCode.invalid_request, "too many owned topics", body)
+    denied = _undescribable(broker, request, body.subscribed_topic_names)
+    if denied:  # Kafka (KAFKA-18813): named topics need DESCRIBE; the heartbeat goes no further
+        shown = ", ".join(denied[:10]) + (f" and {len(denied) - 10} more" if len(denied) > 10 else "")
+        return _error(ErrorCode.topic_authorization_failed, f"DESCRIBE is needed on topics: {shown}", body)
     if body.member_epoch == 0 and body.topic_partitions:  # even of topic IDs we do not know
         return _error(ErrorCode.invalid_request, "TopicPartitions must be empty when (re-)joining.", body)
     heartbeat = Heartbeat(
@@ -120,6 +124,14 @@ async def handle_consumer_group_heartbeat(broker: Broker, request: Request) -> R
         if result.assignment is None
         else {"topic_partitions": _topic_partitions(broker, result.assignment)},
     }
+
+
+def _undescribable(broker: Broker, request: Request, names: list[str] | None) -> list[str]:
+    """The subscribed topic names the principal may not DESCRIBE, sorted (none without an
+    authorizer). A member may not learn of, or be assigned, a topic it cannot see."""
+    if not names or broker.authorizer is None:
+        return []
+    return sorted({n for n in names if not broker.allowed(request, Operation.DESCRIBE, Resource.TOPIC, n)})
 
 
 def _assignment(ids: dict[str, uuid.UUID], tps: dict[str, set[int]]) -> dict[str, Any]:
