@@ -155,18 +155,7 @@ def py_pick_window(
     if append_ts is not None:
         lo = hi = append_ts
     else:
-        p = count = 0
-        lo, hi = _INT64_MAX, _INT64_MIN
-        while p < end:
-            p, ts_delta, _, _ = _frame(b, end, p, count)
-            try:
-                ts = _add(base_ts, ts_delta)
-            except _UnfitError:
-                raise _bad(count, "its timestamp does not fit 64 bits") from None
-            lo, hi = min(lo, ts), max(hi, ts)
-            count += 1
-        if count == 0:
-            raise _bad(0, "the batch holds no record")
+        lo, hi = py_time_bounds(b, base_ts)
     if (start_ms is not None and hi < start_ms) or (end_ms is not None and lo >= end_ms):
         return None
     picked: list[RecordTuple] = []
