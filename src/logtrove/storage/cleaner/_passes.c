@@ -7,9 +7,11 @@
  *   filter_records(table, layout, payload, base_offset, record_count, base_ts, append_ts,
  *                  batch_horizon, now, new_horizon, end)
  *       -> (records, read, kept, tombstones_removed, live, base_ts, max_ts, horizon)
+ *   digest_keys(ends, data, rows, large, offset) -> bytes
+ *   map_entries(digests, offsets, rows) -> bytes
  *
  * It is the compiled twin of logtrove.storage.cleaner.passes (py_map_records,
- * py_filter_records), which defines the behaviour, the table layouts and the meaning of
+ * py_filter_records, py_digest_keys, py_map_entries), which defines the behaviour, the table layouts and the meaning of
  * every argument and result; tests/cleaner/test_passes.py checks that both give the same
  * tables, bytes, results and error messages on real segments and damaged payloads.
  *
@@ -591,9 +593,105 @@ done:
     return result;
 }
 
+/* ---- the Spark-built map: digests of an Arrow key column, entries of the map file -- */
+
+/* digest_keys(ends, data, rows, large, offset) -> bytes: 16 * rows bytes, row i the
+ * digest of data[ends[offset + i] : ends[offset + i + 1]] (Arrow's binary layout: int32
+ * offsets, int64 when `large`, in the host's byte order). */
+static PyObject *
+digest_keys(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer ends, data;
+    Py_ssize_t rows, offset;
+    int large;
+    if (!PyArg_ParseTuple(args, "y*y*npn", &ends, &data, &rows, &large, &offset)) {
+        return NULL;
+    }
+    PyObject *out = NULL;
+    Py_ssize_t width = large ? 8 : 4;
+    if (rows < 0 || offset < 0 || rows > (PY_SSIZE_T_MAX / DIGEST) - 1 ||
+        ends.len / width < offset + rows + 1) {
+        PyErr_SetString(PyExc_ValueError, "the offsets buffer is shorter than its rows need");
+        goto done;
+    }
+    out = PyBytes_FromStringAndSize(NULL, rows * DIGEST);
+    if (out == NULL) {
+        goto done;
+    }
+    uint8_t *o = (uint8_t *)PyBytes_AS_STRING(out);
+    const uint8_t *e = (const uint8_t *)ends.buf, *d = (const uint8_t *)data.buf;
+    Py_ssize_t bad = -1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < rows; i++) {
+        int64_t lo, hi;
+        if (large) {
+            memcpy(&lo, e + 8 * (offset + i), 8);
+            memcpy(&hi, e + 8 * (offset + i + 1), 8);
+        } else {
+            int32_t l32, h32;
+            memcpy(&l32, e + 4 * (offset + i), 4);
+            memcpy(&h32, e + 4 * (offset + i + 1), 4);
+            lo = l32;
+            hi = h32;
+        }
+        if (lo < 0 || hi < lo || hi > (int64_t)data.len) {
+            bad = i;
+            break;
+        }
+        digest_of(d + lo, (Py_ssize_t)(hi - lo), o + DIGEST * i);
+    }
+    Py_END_ALLOW_THREADS
+    if (bad >= 0) {
+        PyErr_Format(PyExc_ValueError, "row %zd has offsets outside the data buffer", bad);
+        Py_CLEAR(out);
+    }
+done:
+    PyBuffer_Release(&ends);
+    PyBuffer_Release(&data);
+    return out;
+}
+
+/* map_entries(digests, offsets, rows) -> bytes: the 24-byte entries of an offset map
+ * file (digest 16 B, offset big-endian i64) from rows * 16 digest bytes and rows int64
+ * offsets in the host's byte order (an Arrow int64 buffer). */
+static PyObject *
+map_entries(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer digests, offsets;
+    Py_ssize_t rows;
+    if (!PyArg_ParseTuple(args, "y*y*n", &digests, &offsets, &rows)) {
+        return NULL;
+    }
+    PyObject *out = NULL;
+    if (rows < 0 || rows > PY_SSIZE_T_MAX / SLOT || digests.len / DIGEST < rows || offsets.len / 8 < rows) {
+        PyErr_SetString(PyExc_ValueError, "the digest or offset buffer is shorter than its rows need");
+        goto done;
+    }
+    out = PyBytes_FromStringAndSize(NULL, rows * SLOT);
+    if (out == NULL) {
+        goto done;
+    }
+    uint8_t *o = (uint8_t *)PyBytes_AS_STRING(out);
+    const uint8_t *g = (const uint8_t *)digests.buf, *f = (const uint8_t *)offsets.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < rows; i++) {
+        uint64_t v;
+        memcpy(o + SLOT * i, g + DIGEST * i, DIGEST);
+        memcpy(&v, f + 8 * i, 8); /* Arrow buffers are in the host's byte order */
+        store_be64(o + SLOT * i + DIGEST, v);
+    }
+    Py_END_ALLOW_THREADS
+done:
+    PyBuffer_Release(&digests);
+    PyBuffer_Release(&offsets);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"map_records", map_records, METH_VARARGS, "Record each keyed record's offset in the table."},
     {"filter_records", filter_records, METH_VARARGS, "Keep or drop each record; rebuild the rest."},
+    {"digest_keys", digest_keys, METH_VARARGS, "The 16-byte digest of each key of an Arrow binary column."},
+    {"map_entries", map_entries, METH_VARARGS, "Offset-map file entries from digests and offsets."},
     {NULL, NULL, 0, NULL},
 };
 

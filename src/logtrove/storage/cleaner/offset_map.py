@@ -25,15 +25,27 @@ over a memory-mapped file, so it costs no heap::
     └──────────────────────────────────────────────────────────────┘
 
 ``end_offset`` is the offset after the last record the map covers: the cleaner only
-removes records below it. Write one with :func:`write_offset_map_file`.
+removes records below it. Write one with :func:`write_offset_map_file` (from keys),
+:func:`write_offset_map_digests` (from digests) or :func:`join_offset_map_parts` (from
+part files of entries sorted by digest over disjoint digest ranges, which is how the
+Spark job writes maps too large for one process's memory).
+
+Two helpers serve that job on Arrow buffers, with no Python object per key:
+:func:`digest_keys` (the digests of a binary key column) and :func:`map_entries` (the
+24-byte entries from digests and offsets). Both are compiled in
+``logtrove.storage.cleaner._passes`` when built, with pure-Python twins
+(:func:`py_digest_keys`, :func:`py_map_entries`) that define them;
+``LOGTROVE_PURE_PYTHON=1`` forces the twins.
 """
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import os
+import shutil
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol
 
@@ -233,3 +245,97 @@ class OffsetMapFile:
 
     def close(self) -> None:
         self._mm.close()
+
+
+def join_offset_map_parts(path: Path, parts: Iterable[Path], end_offset: int) -> int:
+    """Join part files into one map file at ``path``; returns the entry count.
+
+    Each part holds 24-byte entries (layout in the module doc, no header) sorted by
+    digest, and the parts cover disjoint digest ranges, in any order: they are joined in
+    the order of their first digests, and a part that does not start above the previous
+    part's last digest raises :class:`ValueError` (the map would not be sorted). Empty
+    parts are skipped. Written to a temporary file, synced and renamed; the parts are
+    left for the caller to remove.
+    """
+    spans: list[tuple[bytes, bytes, Path, int]] = []
+    for part in parts:
+        size = part.stat().st_size
+        if size % _ENTRY.size:
+            raise ValueError(f"{part} is not a whole number of {_ENTRY.size}-byte entries ({size} bytes)")
+        if size == 0:
+            continue
+        with part.open("rb") as f:
+            first = f.read(DIGEST_SIZE)
+            f.seek(size - _ENTRY.size)
+            last = f.read(DIGEST_SIZE)
+        spans.append((first, last, part, size // _ENTRY.size))
+    spans.sort()
+    for (_, last, before, _), (first, _, after, _) in itertools.pairwise(spans):
+        if first <= last:
+            raise ValueError(f"{after} overlaps {before}: the parts do not cover disjoint digest ranges")
+    count = sum(n for *_, n in spans)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as out:
+        out.write(_FILE_HEADER.pack(FILE_MAGIC, end_offset, count))
+        for _, _, part, _ in spans:
+            with part.open("rb") as f:
+                shutil.copyfileobj(f, out, 8 << 20)
+        out.flush()
+        os.fsync(out.fileno())
+    tmp.replace(path)
+    return count
+
+
+# -- Arrow buffers to digests and entries ------------------------------------------------
+
+DigestKeys = Callable[[Buffer, Buffer, int, bool, int], bytes]
+MapEntries = Callable[[Buffer, Buffer, int], bytes]
+
+
+def py_digest_keys(ends: Buffer, data: Buffer, rows: int, large: bool, offset: int) -> bytes:
+    """``16 * rows`` bytes: row ``i``'s digest (:func:`key_digest`) of
+    ``data[ends[offset + i]:ends[offset + i + 1]]``, where ``ends`` are Arrow's offsets of
+    a binary column (int32, int64 when ``large``, in the host's byte order)."""
+    width = 8 if large else 4
+    bounds = memoryview(ends).cast("B")
+    if rows < 0 or offset < 0 or len(bounds) // width < offset + rows + 1:
+        raise ValueError("the offsets buffer is shorter than its rows need")
+    starts = bounds[: (len(bounds) // width) * width].cast("q" if large else "i")
+    payload = memoryview(data).cast("B")
+    out = bytearray()
+    for i in range(rows):
+        lo, hi = starts[offset + i], starts[offset + i + 1]
+        if lo < 0 or hi < lo or hi > len(payload):
+            raise ValueError(f"row {i} has offsets outside the data buffer")
+        out += xxhash.xxh3_128_digest(payload[lo:hi])
+    return bytes(out)
+
+
+def py_map_entries(digests: Buffer, offsets: Buffer, rows: int) -> bytes:
+    """The 24-byte entries of a map file from ``rows`` 16-byte digests and ``rows``
+    int64 offsets in the host's byte order (an Arrow int64 buffer)."""
+    digest_bytes = memoryview(digests).cast("B")
+    offset_bytes = memoryview(offsets).cast("B")
+    if rows < 0 or len(digest_bytes) // DIGEST_SIZE < rows or len(offset_bytes) // 8 < rows:
+        raise ValueError("the digest or offset buffer is shorter than its rows need")
+    values = offset_bytes[: rows * 8].cast("q")
+    out = bytearray()
+    for i in range(rows):
+        out += _ENTRY.pack(bytes(digest_bytes[i * DIGEST_SIZE : (i + 1) * DIGEST_SIZE]), values[i])
+    return bytes(out)
+
+
+def _native() -> tuple[DigestKeys, MapEntries] | None:
+    if os.environ.get("LOGTROVE_PURE_PYTHON") == "1":
+        return None
+    try:
+        from logtrove.storage.cleaner._passes import digest_keys as compiled_digests
+        from logtrove.storage.cleaner._passes import map_entries as compiled_entries
+    except ImportError:
+        return None
+    return compiled_digests, compiled_entries
+
+
+_NATIVE = _native()
+digest_keys: DigestKeys = _NATIVE[0] if _NATIVE is not None else py_digest_keys
+map_entries: MapEntries = _NATIVE[1] if _NATIVE is not None else py_map_entries
