@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from logtrove.query.fullparse import batch_decoder, matching_offsets
 from logtrove.query.model import Stats
-from logtrove.query.picking import RecordReader, scan_window
+from logtrove.query.picking import RangeBatches, RecordReader, scan_window
 from logtrove.query.predicates import Predicate
 from logtrove.query.tail import chunked_batches, table_candidates, tail_key_tables
 from logtrove.records import (
@@ -348,18 +348,12 @@ def _scan_range(
     view: CommittedView | None = None,
 ) -> Iterator[Record | Progress]:
     decoder: Decoder | None = None
-    for _, header, buf, rel in iter_batches(seg, a, b):
-        if to_offset is not None and header.base_offset >= to_offset:
-            yield to_offset
-            return
-        if header.last_offset < begin or header.is_control:
+    batches = ((header, buf, rel) for _, header, buf, rel in iter_batches(seg, a, b))
+    for item in RangeBatches(batches, begin, to_offset, start_ms, view):
+        if isinstance(item, int):
+            yield item
             continue
-        if view is not None and view.hides_batch(header):
-            yield header.next_offset
-            continue
-        if start_ms is not None and header.max_timestamp < start_ms:
-            yield header.next_offset
-            continue
+        header, buf, rel = item
         if budget is not None and not budget.take(header.size):
             raise BudgetExhaustedError
         stats.bytes_scanned += header.size
