@@ -58,7 +58,7 @@ from logtrove.records import Record
 from logtrove.records.pick import first_stamped
 from logtrove.records.record import batch_payload, decode_record, record_span
 from logtrove.storage import OffsetOutOfRangeError, PartitionLog, Storage
-from logtrove.storage.keyindex import header_digest, id_digest, key_digest
+from logtrove.storage.derived.keyindex import header_digest, id_digest, key_digest
 from logtrove.storage.txnview import CommittedView, committed_view
 
 Generated = Generator[Message, None, Completion]

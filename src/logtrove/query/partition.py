@@ -1,7 +1,7 @@
 """Searching one partition: hash lookups newest first, and forward scans.
 
 Both walk the partition's segments and, inside each, the blocks of its derived files
-(:func:`logtrove.storage.indexview.index_view`). Whatever no block covers, the
+(:func:`logtrove.storage.derived.views.index_view`). Whatever no block covers, the
 not-yet-indexed tail or a block written before a header was indexed, is read from the
 log, so answers never depend on how far the indexer got. Every index hit is checked
 against the decoded record.
@@ -31,7 +31,7 @@ from logtrove.records.columnar import Decoder
 from logtrove.records.compression import Compression
 from logtrove.records.record import batch_payload, timestamp_bounds
 from logtrove.storage import PartitionLog, Segment
-from logtrove.storage.indexview import KeyBlock, index_view
+from logtrove.storage.derived.views import KeyBlock, index_view
 from logtrove.storage.txnview import CommittedView
 
 _log = logging.getLogger(__name__)

@@ -28,7 +28,7 @@ from logtrove.records.compression import Compression
 from logtrove.records.pick import pick_offset, pick_window
 from logtrove.records.record import batch_payload, decode_record, record_span, timestamp_bounds
 from logtrove.storage import Segment
-from logtrove.storage.indexview import index_view
+from logtrove.storage.derived.views import index_view
 from logtrove.storage.txnview import CommittedView
 
 _log = logging.getLogger(__name__)
