@@ -13,12 +13,12 @@ LISTEN ?= 127.0.0.1:9092
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml setup.py src/logtrove/storage/_indexcore.c src/logtrove/records/_walk.c src/logtrove/storage/cleaner/_passes.c src/logtrove/records/_columnar.c src/logtrove/records/_encoder.c src/logtrove/records/varint.h scripts/install-system-deps.sh
+$(STAMP): pyproject.toml setup.py src/logtrove/storage/derived/_indexcore.c src/logtrove/records/_walk.c src/logtrove/storage/cleaner/_passes.c src/logtrove/records/_columnar.c src/logtrove/records/_encoder.c src/logtrove/records/varint.h scripts/install-system-deps.sh
 	@bash scripts/install-system-deps.sh
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
-	@$(BIN)/python -c "from logtrove.storage.pending import IMPLEMENTATION as I; print('indexer loop:', I)"
+	@$(BIN)/python -c "from logtrove.storage.derived.blockentries import IMPLEMENTATION as I; print('indexer loop:', I)"
 	@$(BIN)/python -c "from logtrove.records.columnar import IMPLEMENTATION as I; print('columnar decoder:', I)"
 	@touch $(STAMP)
 
@@ -48,4 +48,4 @@ bench-quick: install
 	BENCH_QUICK=1 $(BIN)/python bench/run_all.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info src/logtrove/storage/_indexcore*.so src/logtrove/records/_walk*.so src/logtrove/storage/cleaner/_passes*.so src/logtrove/records/_columnar*.so src/logtrove/records/_encoder*.so .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) build *.egg-info src/*.egg-info src/logtrove/storage/derived/_indexcore*.so src/logtrove/records/_walk*.so src/logtrove/storage/cleaner/_passes*.so src/logtrove/records/_columnar*.so src/logtrove/records/_encoder*.so .mypy_cache .ruff_cache .pytest_cache

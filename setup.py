@@ -4,7 +4,7 @@ installed by scripts/install-system-deps.sh), the produce-time record walk and t
 columnar decoder (batches to Arrow buffers) and encoder (Arrow columns to records), which
 need only the compiler, and the cleaner's map and copy passes, which need xxHash's header too. ``optional=True``: without
 them the package still installs and runs the pure-Python twins, several times slower
-(``logtrove.storage.pending``, ``logtrove.records.walk``, ``logtrove.records.columnar``,
+(``logtrove.storage.derived.blockentries``, ``logtrove.records.walk``, ``logtrove.records.columnar``,
 ``logtrove.records.encoder``, ``logtrove.storage.cleaner.passes``)."""
 
 from setuptools import Extension, setup
@@ -12,8 +12,8 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "logtrove.storage._indexcore",
-            ["src/logtrove/storage/_indexcore.c"],
+            "logtrove.storage.derived._indexcore",
+            ["src/logtrove/storage/derived/_indexcore.c"],
             depends=["src/logtrove/records/varint.h"],
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-missing-field-initializers"],
             optional=True,

@@ -36,9 +36,10 @@ from confluent_kafka import Producer
 
 from _common import pick, save
 from broker_bench import Broker, start_logtrove
-from logtrove.storage import Storage, pending
+from logtrove.storage import Storage
 from logtrove.storage.checkpoint import INDEX_OFFSET, CheckpointFile
-from logtrove.storage.indexer import Indexer
+from logtrove.storage.derived import blockentries
+from logtrove.storage.derived.indexer import Indexer
 from query_bench import PARTITIONS, build_batches, workload
 
 N = pick(2_000_000, 200_000)
@@ -62,7 +63,7 @@ def in_process(work: Path) -> dict[str, Any]:
         "log_mb": round(size / 1e6, 1),
         "append_records_per_s": round(N / append_s),
     }
-    compiled = pending.NATIVE
+    compiled = blockentries.NATIVE
     try:
         for name, impl in (("compiled", compiled), ("python", None)):
             if name == "compiled" and impl is None:
@@ -71,7 +72,7 @@ def in_process(work: Path) -> dict[str, Any]:
             for path in (work / "data").glob("q-*/*"):
                 if path.suffix in (".keyidx", ".skip", ".tagidx"):
                     path.unlink()
-            pending.NATIVE = impl
+            blockentries.NATIVE = impl
             t, cpu = time.perf_counter(), time.process_time()
             indexed = Indexer(storage).catch_up()
             took, cpu_s = time.perf_counter() - t, time.process_time() - cpu
@@ -83,7 +84,7 @@ def in_process(work: Path) -> dict[str, Any]:
             }
             print(f"{name}: {N / took:,.0f} records/s", flush=True)
     finally:
-        pending.NATIVE = compiled
+        blockentries.NATIVE = compiled
         storage.close()
     if "compiled" in out:
         out["compiled_vs_python"] = round(

@@ -68,8 +68,8 @@ from logtrove.query import (
 )
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
-from logtrove.storage.indexer import Indexer
-from logtrove.storage.indexview import index_view
+from logtrove.storage.derived.indexer import Indexer
+from logtrove.storage.derived.views import index_view
 from logtrove.testing import FakeClock
 
 N = int(os.environ.get("BENCH_QUERY_RECORDS", "0")) or pick(10_000_000, 200_000)

@@ -64,7 +64,7 @@ from logtrove.records import NewRecord, build_batch
 from logtrove.spark.export import ExportSpec, export_topic
 from logtrove.spark.session import local_session
 from logtrove.storage import Storage
-from logtrove.storage.indexer import Indexer
+from logtrove.storage.derived.indexer import Indexer
 
 RECORDS = int(os.environ.get("SPARK_BENCH_RECORDS") or pick(10_000_000, 200_000))
 KEYS = max(RECORDS // 100, 1)

@@ -108,6 +108,16 @@ def test_an_import_cycle_inside_a_package_breaks_the_contract(project: Path) -> 
     assert "No cycles are allowed in logtrove.cli" in out.stdout
 
 
+def test_a_reader_of_derived_files_importing_the_writer_breaks_the_contracts(project: Path) -> None:
+    _append(project / "src/logtrove/storage/derived/views.py", "import logtrove.storage.derived.indexer")
+    out = _lint(project)
+    assert out.returncode != 0
+    assert "logtrove.storage.derived.views -> logtrove.storage.derived.indexer" in out.stdout
+    assert "Queries and tag reads use the derived-index readers, never the writer BROKEN" in " ".join(
+        out.stdout.split()
+    )
+
+
 def test_broker_modules_name_the_server_only_for_type_checking() -> None:
     """The acyclic contract ignores ``logtrove.broker.* -> logtrove.broker.server``:
     handlers name the Broker class in annotations. At run time none imports it."""

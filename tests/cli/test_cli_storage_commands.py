@@ -16,7 +16,7 @@ from logtrove.cli.main import app
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
 from logtrove.storage.checkpoint import INDEX_OFFSET
-from logtrove.storage.indexer import Indexer
+from logtrove.storage.derived.indexer import Indexer
 
 runner = CliRunner()
 

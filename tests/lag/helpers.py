@@ -10,7 +10,7 @@ from pathlib import Path
 from logtrove.groups.tags import TagFilter
 from logtrove.records import Compression, NewRecord, build_batch
 from logtrove.storage import PartitionLog, Storage
-from logtrove.storage.indexer import Indexer
+from logtrove.storage.derived.indexer import Indexer
 from logtrove.testing import FakeClock
 
 TOPIC = "mixed"

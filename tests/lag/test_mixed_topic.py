@@ -16,7 +16,7 @@ from logtrove.groups.lag import LagMonitor
 from logtrove.groups.subscriptions import append_subscription
 from logtrove.groups.tags import TagFilter
 from logtrove.storage import Storage
-from logtrove.storage.indexer import Indexer
+from logtrove.storage.derived.indexer import Indexer
 
 GROUP = "tag-a-only"
 

@@ -19,9 +19,11 @@ from logtrove.groups.tags import (
     first_matching,
 )
 from logtrove.records import NewRecord, build_batch
-from logtrove.storage import Storage, tagindex
-from logtrove.storage.blockfile import BLOCK_HEADER, MAGIC, read_blocks
-from logtrove.storage.indexer import Indexer, derived_path
+from logtrove.storage import Storage
+from logtrove.storage.derived import tagindex
+from logtrove.storage.derived.blockfile import BLOCK_HEADER, MAGIC, read_blocks
+from logtrove.storage.derived.indexer import Indexer
+from logtrove.storage.derived.paths import derived_path
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import pytest
 from logtrove.query import IdQuery, MessageIdGenerator, QueryEngine, Reason, id_time
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
-from logtrove.storage.indexer import Indexer, PartitionIndexer
+from logtrove.storage.derived.indexer import Indexer, PartitionIndexer
 from logtrove.testing import FakeClock
 
 from .conftest import Oracle, by_partition, nonempty

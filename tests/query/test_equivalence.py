@@ -29,7 +29,7 @@ from logtrove.query import (
     TimeQuery,
 )
 from logtrove.storage import Storage
-from logtrove.storage.indexer import Indexer, PartitionIndexer
+from logtrove.storage.derived.indexer import Indexer, PartitionIndexer
 
 from .conftest import TOPIC, Dataset, Oracle, by_partition, nonempty
 

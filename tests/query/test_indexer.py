@@ -9,11 +9,13 @@ from pathlib import Path
 
 from logtrove.query import HeaderQuery, KeyQuery, QueryEngine
 from logtrove.records import NewRecord, build_batch
-from logtrove.storage import Storage, keyindex, skipindex, tagindex
-from logtrove.storage.blockfile import read_blocks
+from logtrove.storage import Storage
 from logtrove.storage.checkpoint import INDEX_OFFSET, CheckpointFile
-from logtrove.storage.indexer import Indexer, PartitionIndexer, build_segment_indexes, derived_path
-from logtrove.storage.indexview import index_view
+from logtrove.storage.derived import keyindex, skipindex, tagindex
+from logtrove.storage.derived.blockfile import read_blocks
+from logtrove.storage.derived.indexer import Indexer, PartitionIndexer, build_segment_indexes
+from logtrove.storage.derived.paths import derived_path
+from logtrove.storage.derived.views import index_view
 from logtrove.testing import wait_until
 
 from .conftest import TOPIC, Dataset
@@ -163,7 +165,7 @@ def _caught_up(storage: Storage, indexer: Indexer) -> bool:
 
 
 def test_indexer_child_process_follows_a_writer(tmp_path: Path) -> None:
-    from logtrove.storage.indexproc import IndexerProcess
+    from logtrove.storage.derived.process import IndexerProcess
 
     with Storage.open(tmp_path) as storage:
         storage.create_topic("t", 1, {"segment.bytes": "40000"})
@@ -250,7 +252,7 @@ def test_defer_s_is_capped_by_the_tail_flush_interval_and_zero_parses_at_once(tm
 
 def test_a_deferring_child_still_indexes_everything(tmp_path: Path) -> None:
     """The broker's child defers a new backlog (``defer_s``) and then catches up."""
-    from logtrove.storage.indexproc import IndexerProcess
+    from logtrove.storage.derived.process import IndexerProcess
 
     with Storage.open(tmp_path) as storage:
         storage.create_topic("t", 1)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
-from logtrove.storage.indexer import PartitionIndexer
-from logtrove.storage.indexview import index_view
+from logtrove.storage.derived.indexer import PartitionIndexer
+from logtrove.storage.derived.views import index_view
 
 
 def append(storage: Storage, n: int, start: int = 0) -> None:

@@ -16,7 +16,7 @@ from logtrove.records import Compression, NewRecord, Record, RecordsError, build
 from logtrove.records.batch import CRC_START
 from logtrove.records.varint import encode_varint
 from logtrove.storage import Storage
-from logtrove.storage.indexer import Indexer
+from logtrove.storage.derived.indexer import Indexer
 
 T0 = 1_763_800_000_000
 TOPIC = "t"

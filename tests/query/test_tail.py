@@ -10,7 +10,7 @@ from pathlib import Path
 from logtrove.query import HeaderQuery, IdQuery, KeyQuery, QueryEngine, RangeQuery, tail
 from logtrove.records import NewRecord, Record, build_batch
 from logtrove.storage import Storage
-from logtrove.storage.indexer import PartitionIndexer
+from logtrove.storage.derived.indexer import PartitionIndexer
 
 T0 = 1_763_800_000_000
 

@@ -10,7 +10,7 @@ from tests.spark.helpers import BASE_TS, jittered, make_topic, record, stored
 
 from logtrove.query import Contains, ContentQuery, HeaderQuery, IdQuery, KeyQuery, QueryEngine
 from logtrove.storage import Storage
-from logtrove.storage.indexer import Indexer
+from logtrove.storage.derived.indexer import Indexer
 
 
 def _rows(df: Any) -> list[tuple[int, int, bytes | None]]:

@@ -24,7 +24,7 @@ from logtrove.storage import (
     UnknownTopicError,
 )
 from logtrove.storage.checkpoint import RECOVERY_POINT, CheckpointFile
-from logtrove.storage.indexer import Indexer
+from logtrove.storage.derived.indexer import Indexer
 
 
 def values(storage: Storage, topic: str, partition: int = 0) -> list[bytes | None]:

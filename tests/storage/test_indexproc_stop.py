@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from logtrove.storage import Storage
-from logtrove.storage.indexproc import IndexerProcess
+from logtrove.storage.derived.process import IndexerProcess
 from logtrove.testing import wait_until
 
 

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from logtrove.records import NewRecord, build_batch, read_header
 from logtrove.records.record import batch_payload, iter_records
-from logtrove.storage import keyindex, skipindex, tagindex
-from logtrove.storage.pending import NATIVE, Pending, PyPending
+from logtrove.storage.derived import keyindex, skipindex, tagindex
+from logtrove.storage.derived.blockentries import NATIVE, Pending, PyPending
 
 ID, TAG = b"id", b"tag"
 INDEXED = {b"user": b"h:user:", b"shop": b"h:shop:"}
@@ -29,7 +29,7 @@ def test_the_compiled_loop_is_built() -> None:
     """``make install`` builds it (gcc and libxxhash-dev): without it the indexer falls
     back to pure Python, several times slower than produce."""
     assert NATIVE is not None, (
-        "logtrove.storage._indexcore is missing: install gcc and libxxhash-dev, then `make install`"
+        "logtrove.storage.derived._indexcore is missing: install gcc and libxxhash-dev, then `make install`"
     )
 
 

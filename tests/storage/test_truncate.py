@@ -14,8 +14,8 @@ from logtrove.query import KeyQuery, QueryEngine
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
 from logtrove.storage.cleaner import Cleaner
+from logtrove.storage.derived.indexer import Indexer
 from logtrove.storage.epochs import end_offset_for, epoch_entries, latest_epoch
-from logtrove.storage.indexer import Indexer
 from logtrove.storage.truncate import truncate_partition
 from logtrove.testing import FakeClock
 

@@ -81,11 +81,12 @@ from logtrove.broker.sasl import (
 from logtrove.broker.tls_accept import TlsAcceptor, listening_socket
 from logtrove.groups import ConsumerGroups, GroupCoordinator, OffsetStore
 from logtrove.groups.group_configs import HEARTBEAT_INTERVAL, SESSION_TIMEOUT, GroupConfigs
-from logtrove.storage import DEFAULT_MAX_TOTAL_PARTITIONS, Storage, pending
+from logtrove.storage import DEFAULT_MAX_TOTAL_PARTITIONS, Storage
 from logtrove.storage.cleaner import Cleaner
 from logtrove.storage.cleaner.scheduler import DEFAULT_MAP_BUDGET
+from logtrove.storage.derived import blockentries
+from logtrove.storage.derived.process import IndexerProcess
 from logtrove.storage.files import FILE_POOL, raise_fd_limit
-from logtrove.storage.indexproc import IndexerProcess
 from logtrove.txn import DEFAULT_MAX_TIMEOUT_MS, TransactionCoordinator, TxnIndexes
 from logtrove.wire import SIZE, ApiKey, build, encode, response_header
 from logtrove.wire.framing import REQUEST_PREFIX
@@ -325,7 +326,7 @@ class Broker:
                 defer_s=self.config.indexer_defer_ms / 1000,
             )
             self.indexer.start()
-            if pending.NATIVE is None:
+            if blockentries.NATIVE is None:
                 log.warning(
                     "the indexer runs its pure-Python loop (about 200 k records/s): it falls behind "
                     "sustained produce; install gcc and libxxhash-dev and reinstall logtrove to compile it"

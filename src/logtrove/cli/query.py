@@ -43,7 +43,7 @@ from logtrove.query import (
     TimeQuery,
 )
 from logtrove.query.predicates import Predicate
-from logtrove.storage.indexer import Indexer
+from logtrove.storage.derived.indexer import Indexer
 
 _VALUE_WIDTH = 80
 

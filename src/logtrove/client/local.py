@@ -13,7 +13,7 @@ from logtrove.client.kafka import KafkaClient
 from logtrove.groups.lag import TagMatches, count_tags
 from logtrove.groups.tags import TagFilter
 from logtrove.storage import Storage, StorageError
-from logtrove.storage.indexer import recorded_index_offsets
+from logtrove.storage.derived.indexer import recorded_index_offsets
 from logtrove.storage.txnview import committed_view
 
 

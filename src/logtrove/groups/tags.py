@@ -22,25 +22,21 @@ which ones they are — are answered from each segment's ``.tagidx`` entries::
   header name — is read from the log.
 
 Reading (:func:`fetch_matching`) uses the same entries to find matching offsets, reads
-only the batches that hold them, and re-checks every record it returns.
+only the batches that hold them, and re-checks every record it returns. The blocks come
+from storage's tag reader (:func:`logtrove.storage.derived.tagblocks.tag_blocks`), which
+decodes each block once into the readers' shared cache.
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
-import os
-import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from logtrove.records import Record, RecordsError, iter_records
 from logtrove.storage import PartitionLog, Segment
-from logtrove.storage import tagindex as tagidx
-from logtrove.storage.blockfile import Block, read_blocks
-from logtrove.storage.indexer import derived_path
+from logtrove.storage.derived import tagindex as tagidx
+from logtrove.storage.derived.tagblocks import TagBlock, tag_blocks
 from logtrove.storage.txnview import CommittedView
 
 log = logging.getLogger(__name__)
@@ -48,7 +44,6 @@ log = logging.getLogger(__name__)
 ALL = "*"
 SEPARATOR = "||"
 MAX_EXPRESSION = 1000
-_CACHE_ENTRIES = 16_000_000  # cached .tagidx entries (8 B each) across blocks
 _WINDOW = 8192  # entries examined at a time when collecting matching offsets
 
 
@@ -111,105 +106,6 @@ class TagFilter:
         return f" {SEPARATOR} ".join(t.decode("utf-8", "replace") for t in self.tags)
 
 
-# -- the indexed blocks of a segment --------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class IndexedBlock:
-    """One ``.tagidx`` block of a segment: offsets ``[start_offset, end_offset)``."""
-
-    base_offset: int
-    start_offset: int
-    end_offset: int
-    entries: tagidx.TagEntries
-
-    def covered_by(self, start: int, end: int) -> bool:
-        return start <= self.start_offset and self.end_offset <= end
-
-    def tag_count(self, tags: TagFilter) -> int | None:
-        """Records of the whole block that ``tags`` wants, from its tag list (exact: it
-        counts tag values), or ``None`` when the block does not list counts."""
-        counts = self.entries.counts
-        if counts is None:
-            return None
-        return sum(counts.get(t, 0) for t in tags.tags)
-
-    def span(self, start: int, end: int) -> tuple[int, int]:
-        """Entry indexes ``[i, j)`` of the records with offsets in ``[start, end)``."""
-        rel = self.entries.rel_offsets
-        i = 0 if start <= self.start_offset else bisect.bisect_left(rel, start - self.base_offset)
-        j = len(rel) if end >= self.end_offset else bisect.bisect_left(rel, end - self.base_offset)
-        return i, j
-
-    def count(self, wanted: frozenset[int], i: int, j: int) -> int:
-        hashes = self.entries.hashes
-        if i > 0 or j < len(hashes):
-            hashes = hashes[i:j]
-        return sum(hashes.count(h) for h in wanted)
-
-    def positions(self, wanted: frozenset[int], i: int, j: int) -> list[int]:
-        """Entry indexes in ``[i, j)`` whose hash is wanted, in offset order."""
-        hashes = self.entries.hashes
-        out: list[int] = []
-        for h in wanted:
-            k = i
-            while True:
-                try:
-                    k = hashes.index(h, k, j)
-                except ValueError:
-                    break
-                out.append(k)
-                k += 1
-        out.sort()
-        return out
-
-
-_cache: OrderedDict[tuple[object, ...], tagidx.TagEntries] = OrderedDict()
-_cache_entries = 0
-_cache_lock = threading.Lock()
-
-
-def _cached(key: tuple[object, ...], fd: int, block: Block) -> tagidx.TagEntries:
-    global _cache_entries  # noqa: PLW0603 (a process-wide cache of immutable blocks)
-    with _cache_lock:
-        hit = _cache.get(key)
-        if hit is not None:
-            _cache.move_to_end(key)
-            return hit
-    entries = tagidx.read_block(fd, block)
-    with _cache_lock:
-        _cache[key] = entries
-        _cache_entries += len(entries)
-        while _cache_entries > _CACHE_ENTRIES and len(_cache) > 1:
-            _, old = _cache.popitem(last=False)
-            _cache_entries -= len(old)
-    return entries
-
-
-def indexed_blocks(segment: Segment, tag_header: str) -> list[IndexedBlock]:
-    """The valid ``.tagidx`` blocks of ``segment`` written for ``tag_header``, from its
-    base offset on (coverage stops at a block for another header name). Blocks are
-    written once and never changed, so they are cached per file and position."""
-    path: Path = derived_path(segment, tagidx.SUFFIX)
-    blocks = read_blocks(path, tagidx.KIND, segment.base_offset, max_position=segment.size)
-    if not blocks:
-        return []
-    out: list[IndexedBlock] = []
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return []
-    try:
-        ino = os.fstat(fd).st_ino
-        for b in blocks:
-            key = (str(path), ino, b.payload_position, b.payload_length, b.start_offset, b.end_offset)
-            entries = _cached(key, fd, b)
-            if entries.tag_header != tag_header:
-                break
-            out.append(IndexedBlock(segment.base_offset, b.start_offset, b.end_offset, entries))
-    finally:
-        os.close(fd)
-    return out
-
-
 # -- scanning the log ------------------------------------------------------------------------
 def scan_records(segment: Segment, start: int, end: int) -> Iterator[Record]:
     """Records of ``segment`` with offsets in ``[start, end)``, decoded from the log
@@ -239,7 +135,7 @@ class Piece:
     segment: Segment
     start: int
     end: int
-    block: IndexedBlock | None
+    block: TagBlock | None
 
 
 def pieces(log: PartitionLog, start: int, end: int) -> Iterator[Piece]:
@@ -252,7 +148,7 @@ def pieces(log: PartitionLog, start: int, end: int) -> Iterator[Piece]:
         if lo >= hi:
             continue
         covered = seg.base_offset
-        for block in indexed_blocks(seg, tag_header):
+        for block in tag_blocks(seg, tag_header):
             covered = block.end_offset
             a, b = max(lo, block.start_offset), min(hi, block.end_offset)
             if a < b:
@@ -307,7 +203,7 @@ def _count_matching(log: PartitionLog, tags: TagFilter, start: int, end: int) ->
     for piece in pieces(log, start, end):
         block = piece.block
         if block is not None and not tags.match_all and block.covered_by(piece.start, piece.end):
-            whole = block.tag_count(tags)
+            whole = block.tag_count(tags.tags)
             if whole is not None:
                 matching += whole
                 blocks += 1
@@ -387,10 +283,10 @@ def _fetch_matching(
 
 
 def _fetch_block(
-    piece: Piece, block: IndexedBlock, tags: TagFilter, out: list[Record], limit: int, tag_header: str
+    piece: Piece, block: TagBlock, tags: TagFilter, out: list[Record], limit: int, tag_header: str
 ) -> int | None:
     """Append the matches of one indexed piece; the next offset if ``limit`` was reached."""
-    if block.tag_count(tags) == 0:
+    if block.tag_count(tags.tags) == 0:
         return None  # none of the wanted tags in this block: skipped without a look
     i, j = block.span(piece.start, piece.end)
     rel = block.entries.rel_offsets

@@ -3,7 +3,7 @@
 One entry point, :meth:`QueryEngine.run`, takes a question (:data:`Query`) and returns a
 :class:`QueryResult` that streams :class:`Message` values and ends with a
 :class:`Completion` (reason, bytes and segments read, cursor). It reads the derived
-index files written by :mod:`logtrove.storage.indexer` and scans what they do not cover,
+index files written by :mod:`logtrove.storage.derived.indexer` and scans what they do not cover,
 so answers are complete whatever the indexer's progress. See :mod:`.engine`.
 """
 

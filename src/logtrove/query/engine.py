@@ -15,8 +15,9 @@ key / header   ``.keyidx`` hash chains newest first, each candidate checked agai
 / client ID    record; the unindexed tail is scanned
 content        batches read in order; ``.skip`` token filters and time bounds skip
                blocks, the raw-batch prefilter skips batches, records are parsed only
-               in batches that can match; partitions in parallel threads, a byte budget
-               (and the engine's time budget) checked before each batch
+               in batches that can match; partitions in parallel threads
+               (:mod:`.content`), a byte budget (and the engine's time budget) checked
+               before each batch
 =============  ===========================================================================
 
 Results stream as they are found. A multi-result query stops at ``limit`` and its
@@ -29,12 +30,10 @@ from __future__ import annotations
 
 import heapq
 import os
-import queue
-import threading
 from collections.abc import Callable, Generator, Iterator
-from concurrent.futures import ThreadPoolExecutor
 
-from logtrove.query.errors import InvalidQueryError, MessageNotFoundError, QueryError
+from logtrove.query.content import search_content
+from logtrove.query.errors import InvalidQueryError, MessageNotFoundError
 from logtrove.query.ids import decode_position_id, id_time
 from logtrove.query.model import (
     Completion,
@@ -54,18 +53,12 @@ from logtrove.query.model import (
     decode_cursor,
     encode_cursor,
 )
-from logtrove.query.partition import (
-    Attribute,
-    Budget,
-    BudgetExhaustedError,
-    lookup_newest_first,
-    scan_forward,
-)
+from logtrove.query.partition import Attribute, Budget, lookup_newest_first, scan_forward
 from logtrove.records import Record
 from logtrove.records.pick import first_stamped
 from logtrove.records.record import batch_payload, decode_record, record_span
 from logtrove.storage import OffsetOutOfRangeError, PartitionLog, Storage
-from logtrove.storage.keyindex import header_digest, id_digest, key_digest
+from logtrove.storage.derived.keyindex import header_digest, id_digest, key_digest
 from logtrove.storage.txnview import CommittedView, committed_view
 
 Generated = Generator[Message, None, Completion]
@@ -407,7 +400,7 @@ class QueryEngine:
             return resume[p]
         return log.log_start_offset if ascending else log.log_end_offset
 
-    # -- content --------------------------------------------------------------------------------
+    # -- content (the partitions' scans run in threads: .content) -------------------------------
     def _by_content(self, q: ContentQuery, committed: bool) -> Generated:
         self._check_limit(q.limit)
         if q.start_ms is not None and q.end_ms is not None and q.end_ms <= q.start_ms:
@@ -416,42 +409,9 @@ class QueryEngine:
         resume = decode_cursor("content", q.cursor)
         if resume is not None:
             logs = {p: log for p, log in logs.items() if p in resume}
-        stats = Stats()
         views = {p: self._view(log, committed) for p, log in logs.items()}
-        workers = _ContentWorkers(q, stats, resume, Budget(q.budget_bytes, self.content_time_limit_s), views)
-        progress = {p: (resume.get(p, 0) if resume else (q.start_offset or 0)) for p in logs}
-        finished: dict[int, str] = {}
-        count = 0
-        pool = ThreadPoolExecutor(
-            max_workers=min(self.workers, max(1, len(logs))), thread_name_prefix="query"
-        )
-        try:
-            for p, log in logs.items():
-                pool.submit(workers.work, p, log)
-            while len(finished) < len(logs):
-                if q.limit is not None and count >= q.limit:
-                    break
-                p, item = workers.out.get()
-                if isinstance(item, str):
-                    finished[p] = item
-                elif isinstance(item, int):
-                    progress[p] = max(progress[p], item)
-                else:
-                    count += 1
-                    progress[p] = max(progress[p], item.offset + 1)
-                    yield Message.of(q.topic, p, item)
-        finally:
-            workers.stop.set()  # workers blocked on a full queue notice within 50 ms
-            pool.shutdown(wait=False, cancel_futures=True)
-        errors = [f"partition {p}: {how}" for p, how in finished.items() if how.startswith("error")]
-        if errors:
-            raise QueryError("; ".join(errors))
-        open_parts = {p: progress[p] for p in logs if finished.get(p) != "done"}
-        if q.limit is not None and count >= q.limit and open_parts:
-            return Completion(Reason.LIMIT, count, stats, encode_cursor("content", open_parts))
-        if open_parts:
-            return Completion(Reason.BUDGET, count, stats, encode_cursor("content", open_parts))
-        return Completion(Reason.EXHAUSTED, count, stats)
+        budget = Budget(q.budget_bytes, self.content_time_limit_s)
+        return (yield from search_content(q, logs, views, resume, budget, self.workers))
 
 
 def _at_or_after(
@@ -477,60 +437,3 @@ def _key_attr(key: bytes) -> Attribute:
         return r.key == key
 
     return Attribute(key_digest(key), matches, lambda kb: True, key)
-
-
-class _ContentWorkers:
-    """Per-partition scans of a content query, feeding one queue: matches, progress
-    offsets, then a final outcome string ("done", "budget", "stopped", "error: …")."""
-
-    def __init__(
-        self,
-        q: ContentQuery,
-        stats: Stats,
-        resume: dict[int, int] | None,
-        budget: Budget,
-        views: dict[int, CommittedView | None],
-    ) -> None:
-        self.q = q
-        self.views = views
-        self.stats = stats
-        self.resume = resume
-        self.budget = budget
-        self.stop = threading.Event()
-        self.out: queue.Queue[tuple[int, Record | int | str]] = queue.Queue(maxsize=4096)
-
-    def work(self, p: int, log: PartitionLog) -> None:
-        q = self.q
-        start = self.resume.get(p, 0) if self.resume else (q.start_offset or 0)
-        outcome = "done"
-        try:
-            for item in scan_forward(
-                log,
-                self.stats,
-                from_offset=start,
-                to_offset=q.end_offset,
-                start_ms=q.start_ms,
-                end_ms=q.end_ms,
-                predicate=q.predicate,
-                budget=self.budget,
-                stop=self.stop,
-                view=self.views[p],
-            ):
-                if not self.put((p, item)):
-                    outcome = "stopped"
-                    break
-        except BudgetExhaustedError:
-            outcome = "budget"
-        except Exception as exc:  # reported to the caller by the consuming thread
-            outcome = f"error: {exc}"
-        self.put((p, outcome))
-
-    def put(self, entry: tuple[int, Record | int | str]) -> bool:
-        """Queue an item unless the query was stopped (waits while the queue is full)."""
-        while not self.stop.is_set():
-            try:
-                self.out.put(entry, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False

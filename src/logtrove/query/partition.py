@@ -1,7 +1,7 @@
 """Searching one partition: hash lookups newest first, and forward scans.
 
 Both walk the partition's segments and, inside each, the blocks of its derived files
-(:func:`logtrove.storage.indexview.index_view`). Whatever no block covers, the
+(:func:`logtrove.storage.derived.views.index_view`). Whatever no block covers, the
 not-yet-indexed tail or a block written before a header was indexed, is read from the
 log, so answers never depend on how far the indexer got. Every index hit is checked
 against the decoded record.
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from logtrove.query.fullparse import batch_decoder, matching_offsets
 from logtrove.query.model import Stats
-from logtrove.query.picking import RecordReader, scan_window
+from logtrove.query.picking import RangeBatches, RecordReader, scan_window
 from logtrove.query.predicates import Predicate
 from logtrove.query.tail import chunked_batches, table_candidates, tail_key_tables
 from logtrove.records import (
@@ -31,7 +31,7 @@ from logtrove.records.columnar import Decoder
 from logtrove.records.compression import Compression
 from logtrove.records.record import batch_payload, timestamp_bounds
 from logtrove.storage import PartitionLog, Segment
-from logtrove.storage.indexview import KeyBlock, index_view
+from logtrove.storage.derived.views import KeyBlock, index_view
 from logtrove.storage.txnview import CommittedView
 
 _log = logging.getLogger(__name__)
@@ -348,18 +348,12 @@ def _scan_range(
     view: CommittedView | None = None,
 ) -> Iterator[Record | Progress]:
     decoder: Decoder | None = None
-    for _, header, buf, rel in iter_batches(seg, a, b):
-        if to_offset is not None and header.base_offset >= to_offset:
-            yield to_offset
-            return
-        if header.last_offset < begin or header.is_control:
+    batches = ((header, buf, rel) for _, header, buf, rel in iter_batches(seg, a, b))
+    for item in RangeBatches(batches, begin, to_offset, start_ms, view):
+        if isinstance(item, int):
+            yield item
             continue
-        if view is not None and view.hides_batch(header):
-            yield header.next_offset
-            continue
-        if start_ms is not None and header.max_timestamp < start_ms:
-            yield header.next_offset
-            continue
+        header, buf, rel = item
         if budget is not None and not budget.take(header.size):
             raise BudgetExhaustedError
         stats.bytes_scanned += header.size

@@ -18,7 +18,7 @@ a microsecond for 200 records) instead of a pure-Python walk (about 120 µs).
 from __future__ import annotations
 
 import logging
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterable, Iterator
 
 from logtrove.query.model import Stats
 from logtrove.query.tail import append_time, batches_in, tail_bounds
@@ -28,7 +28,7 @@ from logtrove.records.compression import Compression
 from logtrove.records.pick import pick_offset, pick_window
 from logtrove.records.record import batch_payload, decode_record, record_span, timestamp_bounds
 from logtrove.storage import Segment
-from logtrove.storage.indexview import index_view
+from logtrove.storage.derived.views import index_view
 from logtrove.storage.txnview import CommittedView
 
 _log = logging.getLogger(__name__)
@@ -105,6 +105,50 @@ def _record_by_span(payload: bytes | memoryview, header: BatchHeader, offset: in
     return decode_record(payload[span[1] : span[2]], header)
 
 
+class RangeBatches:
+    """The batches a range scan reads, from ``batches`` (each ``(header, buffer, position
+    in buffer)``, in log order), for offsets in ``[begin, to_offset)`` stamped from
+    ``start_ms`` on, and as ``view`` (read_committed) shows them.
+
+    Iterating yields each batch to read, and for a batch skipped on the way its next
+    offset (progress): a hidden batch (an aborted transaction's) or one whose newest
+    record is stamped before ``start_ms``. Control batches and batches wholly before
+    ``begin`` are skipped without progress. At the first batch at or past ``to_offset`` it
+    yields ``to_offset`` and stops, and :attr:`reached_end` is then true."""
+
+    def __init__(
+        self,
+        batches: Iterable[tuple[BatchHeader, bytes, int]],
+        begin: int,
+        to_offset: int | None,
+        start_ms: int | None,
+        view: CommittedView | None,
+    ) -> None:
+        self._batches = batches
+        self.begin = begin
+        self.to_offset = to_offset
+        self.start_ms = start_ms
+        self.view = view
+        self.reached_end = False
+
+    def __iter__(self) -> Iterator[tuple[BatchHeader, bytes, int] | int]:
+        to_offset, view, start_ms = self.to_offset, self.view, self.start_ms
+        for header, buf, rel in self._batches:
+            if to_offset is not None and header.base_offset >= to_offset:
+                self.reached_end = True
+                yield to_offset
+                return
+            if header.last_offset < self.begin or header.is_control:
+                continue
+            if view is not None and view.hides_batch(header):
+                yield header.next_offset
+                continue
+            if start_ms is not None and header.max_timestamp < start_ms:
+                yield header.next_offset
+                continue
+            yield header, buf, rel
+
+
 def scan_window(
     seg: Segment,
     a: int,
@@ -149,18 +193,12 @@ def _scan_batches(
     """:func:`scan_window` over ``[a, b)`` batch by batch; True when it reached
     ``to_offset``."""
     max_offset = _INT64_MAX if to_offset is None else to_offset
-    for header, buf, rel in batches_in(seg, a, b):
-        if to_offset is not None and header.base_offset >= to_offset:
-            yield to_offset
-            return True
-        if header.last_offset < begin or header.is_control:
+    batches = RangeBatches(batches_in(seg, a, b), begin, to_offset, start_ms, view)
+    for item in batches:
+        if isinstance(item, int):
+            yield item
             continue
-        if view is not None and view.hides_batch(header):
-            yield header.next_offset
-            continue
-        if start_ms is not None and header.max_timestamp < start_ms:
-            yield header.next_offset
-            continue
+        header, buf, rel = item
         stats.bytes_scanned += header.size
         try:
             payload = batch_payload(buf, header, rel)
@@ -195,7 +233,7 @@ def _scan_batches(
                     seg, buf, rel, header, payload, begin, to_offset, start_ms, end_ms, stats
                 )
         yield header.next_offset
-    return False
+    return batches.reached_end
 
 
 def _window_rowwise(

@@ -2,7 +2,7 @@
 
 Each predicate answers three questions, from cheapest to dearest:
 
-* :meth:`Predicate.required_tokens`: tokens (see :mod:`logtrove.storage.skipindex`)
+* :meth:`Predicate.required_tokens`: tokens (see :mod:`logtrove.storage.derived.skipindex`)
   that every matching value holds; a ``.skip`` block lacking one is skipped unread.
 * :meth:`Predicate.may_match_batch`: a test on the raw, decompressed bytes of a whole
   batch; ``False`` means no record of the batch can match, so none is parsed. Sound
@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import re2
 
 from logtrove.query.errors import InvalidQueryError
-from logtrove.storage.skipindex import bounded_tokens, whole_tokens
+from logtrove.storage.derived.skipindex import bounded_tokens, whole_tokens
 
 _CONTEXT_SENSITIVE = re.compile(r"\^|\$|\\[AbBz]")
 RE2_SYNTAX = "https://github.com/google/re2/wiki/Syntax"

@@ -38,7 +38,7 @@ from logtrove.records.batch import ATTR_TIMESTAMP_TYPE, MIN_BATCH_LENGTH
 from logtrove.records.pick import time_bounds
 from logtrove.records.record import batch_payload
 from logtrove.storage import Segment, TopicConfig
-from logtrove.storage.pending import new_pending
+from logtrove.storage.derived.blockentries import new_pending
 
 _ENTRIES = 256
 _FIRST_CHUNK = 64 * 1024  # a scan's first read per range, growing 4× up to _CHUNK
@@ -160,9 +160,9 @@ _keys: OrderedDict[tuple[str, int, int, tuple[str, ...]], _TailKeys] = OrderedDi
 
 def tail_key_tables(seg: Segment, start: int, end: int, config: TopicConfig) -> tuple[int, list[bytes]]:
     """``(covered, tables)``: ``.keyidx`` hash tables (the layout of
-    :mod:`logtrove.storage.keyindex` after the names) of every key, message ID and
+    :mod:`logtrove.storage.derived.keyindex` after the names) of every key, message ID and
     indexed header of the data records in ``[start, covered)`` of ``seg``, oldest first,
-    made by the indexer's own parser (:func:`~logtrove.storage.pending.new_pending`) in
+    made by the indexer's own parser (:func:`~logtrove.storage.derived.blockentries.new_pending`) in
     pieces of at least :data:`_KEY_CHUNK` bytes as the tail grows. Offsets in the tables
     are relative to the segment's base offset. ``[covered, end)`` is left to a scan: it is
     shorter than a piece, or starts at a batch the parser refused."""
@@ -219,7 +219,7 @@ def _trim(keep: tuple[str, int, int, tuple[str, ...]]) -> None:
 
 def table_candidates(table: bytes, base_offset: int, digest: int) -> Iterator[int]:
     """Offsets whose entry hash equals ``digest``'s in one table of
-    :func:`tail_key_tables`, newest first (as :func:`logtrove.storage.keyindex.candidates`
+    :func:`tail_key_tables`, newest first (as :func:`logtrove.storage.derived.keyindex.candidates`
     walks a block's chain)."""
     slots, n = _COUNTS.unpack_from(table, 0)
     if n == 0:

@@ -1,6 +1,6 @@
 /*
  * Zig-zag varints as Kafka records use them (see logtrove/records/varint.py), for the
- * compiled loops: records/_walk.c and storage/_indexcore.c.
+ * compiled loops: records/_walk.c and storage/derived/_indexcore.c.
  */
 #ifndef LOGTROVE_VARINT_H
 #define LOGTROVE_VARINT_H

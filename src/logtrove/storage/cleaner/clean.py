@@ -63,7 +63,7 @@ from logtrove.records.record import batch_payload
 from logtrove.storage.cleaner.offset_map import OffsetLookup, OffsetMap
 from logtrove.storage.cleaner.passes import Filtered, filter_records
 from logtrove.storage.cleaner.txn import TxnCleaning, Verdict, uncleanable_from
-from logtrove.storage.indexer import build_segment_indexes
+from logtrove.storage.derived.indexer import build_segment_indexes
 from logtrove.storage.log import PartitionLog
 from logtrove.storage.segment import Segment
 from logtrove.storage.swap import Fault

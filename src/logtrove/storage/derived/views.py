@@ -1,29 +1,41 @@
-"""A reader's view of one segment's derived files, for queries (and anyone else).
+"""A reader's view of one segment's derived files, for queries.
 
-:func:`index_view` loads the blocks the three files agree on (CRC-checked) and caches the
-result per file version, so repeated queries pay the check once. The view states how far
-the segment is indexed (``end_offset`` / ``end_position``); the log after that must be
-scanned. It never raises for missing or damaged files: the indexed prefix is then shorter.
+:func:`index_view` loads the blocks the three files agree on (:func:`common_blocks`,
+CRC-checked) and keeps the result in the readers' cache (:mod:`.cache`) per file version,
+so repeated queries pay the check once. The view states how far the segment is indexed
+(``end_offset`` / ``end_position``); the log after that must be scanned. It never raises
+for missing or damaged files: the indexed prefix is then shorter.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
-from logtrove.storage import keyindex, skipindex, tagindex
-from logtrove.storage.blockfile import Block, valid_length
-from logtrove.storage.indexer import common_blocks, derived_path
-from logtrove.storage.segment import Segment, segment_file_name
+from logtrove.storage import Segment
+from logtrove.storage.derived import keyindex, skipindex, tagindex
+from logtrove.storage.derived.blockfile import Block, read_blocks, valid_length
+from logtrove.storage.derived.cache import READERS, Kind
+from logtrove.storage.derived.paths import FILES, derived_path, derived_paths
 
-_CACHE_SIZE = 4096
-_SUFFIXES = (keyindex.SUFFIX, skipindex.SUFFIX, tagindex.SUFFIX)
+
+def common_blocks(segment: Segment, *, verify: bool = True) -> dict[int, list[Block]]:
+    """The blocks of the three files, cut to the longest prefix they agree on."""
+    lists = {
+        kind: read_blocks(
+            derived_path(segment, suffix), kind, segment.base_offset, max_position=segment.size, verify=verify
+        )
+        for kind, suffix in FILES
+    }
+    n = 0
+    while all(len(blocks) > n for blocks in lists.values()):
+        spans = {(b[n].start_offset, b[n].end_offset, b[n].end_position) for b in lists.values()}
+        if len(spans) != 1:
+            break
+        n += 1
+    return {kind: blocks[:n] for kind, blocks in lists.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +86,7 @@ class IndexView:
     def key_reader(self) -> KeyReader:
         """A reader of this segment's ``.keyidx`` that opens the file once, at its first
         lookup, for every block a search walks (close it, or use it in a ``with``)."""
-        return KeyReader(_paths(self.segment)[0], self.segment.base_offset)
+        return KeyReader(derived_paths(self.segment)[0], self.segment.base_offset)
 
 
 class KeyReader:
@@ -104,31 +116,13 @@ class KeyReader:
         self.close()
 
 
-_cache: OrderedDict[tuple[object, ...], _Cached] = OrderedDict()
-_cache_lock = threading.Lock()
-
-
-@functools.lru_cache(maxsize=_CACHE_SIZE)
-def _derived_paths(directory: Path, base_offset: int, file_suffix: str) -> tuple[str, str, str]:
-    """The ``.keyidx``, ``.skip`` and ``.tagidx`` paths of a segment, as strings: every
-    lookup stats them, and building them with pathlib cost more than the stats."""
-    key, skip, tag = (
-        str(directory / (segment_file_name(base_offset, suffix) + file_suffix)) for suffix in _SUFFIXES
-    )
-    return key, skip, tag
-
-
-def _paths(segment: Segment) -> tuple[str, str, str]:
-    return _derived_paths(segment.directory, segment.base_offset, segment.file_suffix)
-
-
 def _version(segment: Segment) -> tuple[object, ...]:
     """The segment's file and its derived files' (inode, size): what a view depends on,
     with the log's size (kept apart: see :func:`index_view`)."""
     sizes: list[object] = [segment.log_path, segment.inode]
-    for path in _paths(segment):
+    for path in derived_paths(segment):
         try:
-            st = os.stat(path)  # noqa: PTH116 (a str path, made once: see _derived_paths)
+            st = os.stat(path)  # noqa: PTH116 (a str path, made once: see derived_paths)
             sizes += [st.st_ino, st.st_size]
         except FileNotFoundError:
             sizes += [None, None]
@@ -140,6 +134,10 @@ class _Cached:
     view: IndexView
     log_size: int  # the segment's size when the view was loaded
     whole: bool  # every block of the three files is in the view
+
+
+VIEWS: Kind[_Cached] = Kind("index view", 4096)
+"""Views in the readers' cache, per file version (:func:`_version`)."""
 
 
 def index_view(segment: Segment) -> IndexView:
@@ -154,21 +152,14 @@ def index_view(segment: Segment) -> IndexView:
     """
     files = _version(segment)
     size = segment.size
-    with _cache_lock:
-        cached = _cache.get(files)
-        if cached is not None and (cached.log_size == size or (cached.whole and size > cached.log_size)):
-            _cache.move_to_end(files)
-            view = cached.view
-            # the same files, maybe through another Segment object (a read-only refresh)
-            return view if view.segment is segment else dataclasses.replace(view, segment=segment)
+    cached = READERS.get(VIEWS, files)
+    if cached is not None and (cached.log_size == size or (cached.whole and size > cached.log_size)):
+        view = cached.view
+        # the same files, maybe through another Segment object (a read-only refresh)
+        return view if view.segment is segment else dataclasses.replace(view, segment=segment)
     view, whole = _load(segment, files)
-    with _cache_lock:
-        current = _cache.get(files)
-        if current is None or current.log_size <= size:  # an older, shorter opening does not evict
-            _cache[files] = _Cached(view, size, whole)
-            _cache.move_to_end(files)
-        while len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
+    # an older, shorter opening does not evict
+    READERS.put(VIEWS, files, _Cached(view, size, whole), replaces=lambda current: current.log_size <= size)
     return view
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import xxhash
 
-from logtrove.storage.blockfile import Block, read_blocks
+from logtrove.storage.derived.blockfile import Block, read_blocks
 
 KIND = ord("T")
 SUFFIX = ".tagidx"

@@ -1,4 +1,4 @@
-"""Type stub of the compiled twin of :class:`logtrove.storage.pending.PyPending`."""
+"""Type stub of the compiled twin of :class:`logtrove.storage.derived.blockentries.PyPending`."""
 
 from logtrove.records.batch import Buffer
 

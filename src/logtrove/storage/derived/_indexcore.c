@@ -1,11 +1,11 @@
 /*
- * logtrove.storage._indexcore: the indexer's per-record work, compiled.
+ * logtrove.storage.derived._indexcore: the indexer's per-record work, compiled.
  *
  * One `Pending` object collects what one index block needs from the records of many
  * batches: the hashes of keys, client message IDs and indexed headers with their
  * relative offsets (for `.keyidx`), tagged records (for `.tagidx`), the time bounds and
  * the set of value tokens (for `.skip`). It then encodes those parts of the blocks.
- * It is the compiled twin of `logtrove.storage.pending.PyPending`, which defines the
+ * It is the compiled twin of `logtrove.storage.derived.blockentries.PyPending`, which defines the
  * behaviour and the formats; tests/storage/test_pending.py checks that both produce
  * the same bytes for the same batches.
  *
@@ -26,7 +26,8 @@
  * buffer. tests/storage/test_pending.py feeds it damaged batches; to run that under
  * AddressSanitizer and UBSan, build the module over the installed one and preload them:
  *   gcc -shared -fPIC -g -O1 -fsanitize=address,undefined -std=c11 -I<python include> \
- *       src/logtrove/storage/_indexcore.c -o src/logtrove/storage/_indexcore.<suffix>.so
+ *       src/logtrove/storage/derived/_indexcore.c \
+ *       -o src/logtrove/storage/derived/_indexcore.<suffix>.so
  *   ASAN_OPTIONS=detect_leaks=0 LD_PRELOAD="$(gcc -print-file-name=libasan.so) \
  *       $(gcc -print-file-name=libubsan.so)" .venv/bin/python -m pytest tests/storage/test_pending.py
  * then `make install` again.
@@ -37,7 +38,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../records/varint.h" /* read_varint */
+#include "../../records/varint.h" /* read_varint */
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -659,10 +660,10 @@ PyDoc_STRVAR(Pending_doc,
              "Pending(id_name, tag_name, indexed)\n--\n\n"
              "What one index block needs from the records added to it. id_name / tag_name: the\n"
              "topic's message-ID and tag header names; indexed: indexed header name -> hash\n"
-             "prefix (b'h:<name>:'). See logtrove.storage.pending.PyPending.");
+             "prefix (b'h:<name>:'). See logtrove.storage.derived.blockentries.PyPending.");
 
 static PyTypeObject PendingType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "logtrove.storage._indexcore.Pending",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "logtrove.storage.derived._indexcore.Pending",
     .tp_basicsize = sizeof(Pending),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = Pending_doc,
@@ -675,8 +676,8 @@ static PyTypeObject PendingType = {
 
 static struct PyModuleDef indexcore_module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "logtrove.storage._indexcore",
-    .m_doc = "The indexer's per-record work, compiled (see logtrove.storage.pending).",
+    .m_name = "logtrove.storage.derived._indexcore",
+    .m_doc = "The indexer's per-record work, compiled (see logtrove.storage.derived.blockentries).",
     .m_size = -1,
 };
 

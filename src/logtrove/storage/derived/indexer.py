@@ -10,10 +10,9 @@ every segment is indexed, for operators and for lag (issue 6).
 
 Work is per batch, off the produce path: :class:`PartitionIndexer.step` reads batches
 with ``pread`` (appends are never blocked) and hands each one to a
-:class:`~logtrove.storage.pending.Pending`, compiled when available, which parses only
-what the indexes need: the key, the ID / tag / indexed headers, the timestamp and the
-tokens of the value. A block is written every
-``block_records`` records, when a segment is sealed, or when asked to flush the tail;
+:class:`~.blockentries.Pending`, compiled when available, which parses only what the
+indexes need: the key, the ID / tag / indexed headers, the timestamp and the tokens of
+the value. A block is written every ``block_records`` records, when a segment is sealed, or when asked to flush the tail;
 queries scan whatever is not in a block yet. :class:`Indexer` runs the steps of every
 partition of a :class:`~logtrove.storage.store.Storage` in one background thread.
 
@@ -36,47 +35,18 @@ from logtrove.records import HEADER_SIZE, BatchHeader, RecordsError, read_header
 from logtrove.records.batch import ATTR_TIMESTAMP_TYPE, MIN_BATCH_LENGTH
 from logtrove.records.compression import decompressed_limit
 from logtrove.records.record import batch_payload
-from logtrove.storage import keyindex, skipindex, tagindex
-from logtrove.storage.blockfile import Block, encode_block, read_blocks, valid_length
+from logtrove.storage import PartitionLog, Segment, Storage, StorageError, TopicConfig, TopicPartition
 from logtrove.storage.checkpoint import INDEX_OFFSET, CheckpointFile
-from logtrove.storage.config import TopicConfig
-from logtrove.storage.errors import StorageError
-from logtrove.storage.log import PartitionLog, TopicPartition
-from logtrove.storage.pending import new_pending
-from logtrove.storage.segment import Segment, segment_file_name
-from logtrove.storage.store import Storage
+from logtrove.storage.derived import keyindex, skipindex, tagindex
+from logtrove.storage.derived.blockentries import new_pending
+from logtrove.storage.derived.blockfile import encode_block, valid_length
+from logtrove.storage.derived.paths import FILES, derived_path
+from logtrove.storage.derived.views import common_blocks
 
 log = logging.getLogger(__name__)
 
 DEFAULT_BLOCK_RECORDS = 65_536
 _READ_CHUNK = 1024 * 1024
-_FILES = (
-    (tagindex.KIND, tagindex.SUFFIX),
-    (skipindex.KIND, skipindex.SUFFIX),
-    (keyindex.KIND, keyindex.SUFFIX),
-)
-
-
-def derived_path(segment: Segment, suffix: str) -> Path:
-    """Where a segment's derived file lives (it carries the segment's file suffix)."""
-    return segment.directory / (segment_file_name(segment.base_offset, suffix) + segment.file_suffix)
-
-
-def common_blocks(segment: Segment, *, verify: bool = True) -> dict[int, list[Block]]:
-    """The blocks of the three files, cut to the longest prefix they agree on."""
-    lists = {
-        kind: read_blocks(
-            derived_path(segment, suffix), kind, segment.base_offset, max_position=segment.size, verify=verify
-        )
-        for kind, suffix in _FILES
-    }
-    n = 0
-    while all(len(blocks) > n for blocks in lists.values()):
-        spans = {(b[n].start_offset, b[n].end_offset, b[n].end_position) for b in lists.values()}
-        if len(spans) != 1:
-            break
-        n += 1
-    return {kind: blocks[:n] for kind, blocks in lists.items()}
 
 
 def recorded_index_offsets(data_dir: Path) -> dict[tuple[str, int], int]:
@@ -102,7 +72,7 @@ class SegmentIndexBuilder:
         self.decompressed_limit = decompressed_limit(config.max_message_bytes)
         self._indexed = {n.encode("utf-8"): b"h:" + n.encode("utf-8") + b":" for n in self.header_names}
         self.names = (config.message_id_header, *self.header_names)
-        self.paths = {kind: derived_path(segment, suffix) for kind, suffix in _FILES}
+        self.paths = {kind: derived_path(segment, suffix) for kind, suffix in FILES}
         if fresh:
             for path in self.paths.values():
                 path.unlink(missing_ok=True)
@@ -198,7 +168,7 @@ class SegmentIndexBuilder:
             skipindex.KIND: skipindex.encode_summary(count, min_ts, max_ts, *pending.bloom()),
             keyindex.KIND: keyindex.encode_names(self.names) + pending.key_table(),
         }
-        for kind, _suffix in _FILES:  # the key index last: it completes the block
+        for kind, _suffix in FILES:  # the key index last: it completes the block
             block = encode_block(kind, start, end, end_pos, payloads[kind])
             fd = os.open(self.paths[kind], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             try:
@@ -306,7 +276,7 @@ class Indexer:
     ``start()`` runs them in a daemon thread; ``catch_up()`` runs them in the caller's
     thread until everything is indexed (tests, CLI, benchmarks). There must be one writer
     of derived files, as of logs: the storage is open for writing, or (``sole_indexer``)
-    read-only in a process the writer started for indexing (:mod:`.indexproc`).
+    read-only in a process the writer started for indexing (:mod:`.process`).
     """
 
     def __init__(

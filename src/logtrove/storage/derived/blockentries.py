@@ -8,7 +8,7 @@ filter (:func:`.skipindex.bloom_of`), the ``.tagidx`` entries and tag counts
 
 Two implementations give the same bytes for the same batches:
 
-* ``logtrove.storage._indexcore.Pending``, compiled from ``_indexcore.c`` when the
+* ``logtrove.storage.derived._indexcore.Pending``, compiled from ``_indexcore.c`` when the
   package is installed with a C compiler and xxHash's header;
 * :class:`PyPending`, pure Python, which defines the behaviour (2-4 µs a record, several
   times slower than a broker appends).
@@ -37,7 +37,7 @@ import xxhash
 from logtrove.records import RecordsError
 from logtrove.records.batch import Buffer
 from logtrove.records.varint import decode_varint
-from logtrove.storage import keyindex, skipindex, tagindex
+from logtrove.storage.derived import keyindex, skipindex, tagindex
 
 
 class Pending(Protocol):
@@ -230,7 +230,7 @@ def _native() -> Callable[[bytes, bytes, dict[bytes, bytes]], Pending] | None:
     if os.environ.get("LOGTROVE_PURE_PYTHON") == "1":
         return None
     try:
-        from logtrove.storage._indexcore import Pending as Compiled
+        from logtrove.storage.derived._indexcore import Pending as Compiled
     except ImportError:
         return None
     return Compiled

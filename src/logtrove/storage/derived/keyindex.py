@@ -36,7 +36,7 @@ from collections.abc import Iterator
 
 import xxhash
 
-from logtrove.storage.blockfile import Block
+from logtrove.storage.derived.blockfile import Block
 
 KIND = ord("K")
 SUFFIX = ".keyidx"

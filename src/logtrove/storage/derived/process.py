@@ -1,8 +1,8 @@
 """The indexer in a child process.
 
 Parsing records costs CPU and, in a thread, holds the GIL the writer's event loop also
-needs. :class:`IndexerProcess` runs :class:`~logtrove.storage.indexer.Indexer` in a child
-process instead: it opens the data directory read-only (the writer keeps the lock),
+needs. :class:`IndexerProcess` runs :class:`~.indexer.Indexer` in a child process
+instead: it opens the data directory read-only (the writer keeps the lock),
 follows the logs with ``refresh()``, and is the one writer of the derived files. Stopping
 it writes the pending blocks; killing it loses nothing (the next indexer resumes from the
 files, and queries scan what is not indexed). A child whose parent died stops by itself,
@@ -36,8 +36,8 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from logtrove.storage.indexer import DEFAULT_BLOCK_RECORDS, Indexer
-from logtrove.storage.store import Storage
+from logtrove.storage import Storage
+from logtrove.storage.derived.indexer import DEFAULT_BLOCK_RECORDS, Indexer
 
 log = logging.getLogger(__name__)
 
