@@ -4,14 +4,14 @@
 
     DATA_DIR/
       meta.json, .lock, .clean-shutdown      see storage.datadir
-      .indexer.lock                          held by the one indexer, see storage.indexproc
+      .indexer.lock                          held by the one indexer, see storage.derived.process
       topics/<topic>.json                    one per topic, see storage.topicfiles
       <topic>-<partition>/                   segments, see storage.segment and storage.log
       <topic>-<partition>.<uuid hex>-delete/ a partition being deleted, see storage.deletion
       recovery-point-offset-checkpoint       see storage.logcheckpoints
       log-start-offset-checkpoint
       cleaner-offset-checkpoint              see storage.cleaner
-      index-offset-checkpoint                see storage.indexer
+      index-offset-checkpoint                see storage.derived.indexer
 
 A topic exists when its JSON file exists (and does not say ``deleting``): creation writes
 the partition directories first and the JSON last (atomically); deletion marks the topic
