@@ -16,7 +16,7 @@ from logtrove.storage.indexer import Indexer, PartitionIndexer, build_segment_in
 from logtrove.storage.indexview import index_view
 from logtrove.testing import wait_until
 
-from .conftest import TOPIC, Dataset
+from .helpers import TOPIC, Dataset
 
 
 def copy(dataset: Dataset, tmp_path: Path) -> Path:
