@@ -17,7 +17,7 @@ from logtrove.storage import PartitionLog, Storage
 from logtrove.storage.cleaner import Cleaner, first_uncleanable_offset
 from logtrove.testing import FakeClock
 
-from .conftest import Model, open_compacted, write_keyed
+from .helpers import Model, open_compacted, write_keyed
 
 SWAP_STEPS = ["manifest-written", "swap-committed", "old-deleted", "renamed-final"]
 

@@ -21,7 +21,7 @@ from logtrove.storage.cleaner import (
 from logtrove.storage.errors import CleanCancelledError
 from logtrove.testing import FakeClock
 
-from .conftest import DAY, Model, open_compacted, write_keyed
+from .helpers import DAY, Model, open_compacted, write_keyed
 
 
 def live_records(log: PartitionLog, below: int) -> list[tuple[int, bytes, bytes | None]]:

@@ -22,7 +22,7 @@ from logtrove.storage import PartitionLog
 from logtrove.storage.cleaner import Cleaner, OffsetMap, OffsetMapFile, passes, write_offset_map_file
 from logtrove.testing import FakeClock
 
-from .conftest import DAY, Model, open_compacted, write_keyed
+from .helpers import DAY, Model, open_compacted, write_keyed
 
 BASE_AND_MAX_TS = struct.Struct(">qq")  # at byte 27 of a batch header
 

@@ -10,7 +10,7 @@ import random
 from pathlib import Path
 
 import pytest
-from tests.cleaner.conftest import open_compacted
+from tests.cleaner.helpers import open_compacted
 from tests.cleaner.txn_workload import RETENTION_MS, Writer, workload
 
 from logtrove.storage import PartitionLog

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.mirror.conftest import DEADLINE_S, mirror_once, offsets, raw_batches, served
+from tests.mirror.helpers import DEADLINE_S, mirror_once, offsets, raw_batches, served
 
 from logtrove.records import iter_records
 from logtrove.storage import Storage

@@ -12,7 +12,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.mirror.conftest import DEADLINE_S, mirror_once, offsets, offsets_of, raw_batches, served
+from tests.mirror.helpers import DEADLINE_S, mirror_once, offsets, offsets_of, raw_batches, served
 
 from logtrove.client import KafkaClient, KafkaProtocolError
 from logtrove.testing import BrokerProcess, HttpBrokerProcess, cli_in, free_port, wait_until

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
-from tests.mirror.conftest import (
+from tests.mirror.helpers import (
     DEADLINE_S,
     log_bytes,
     mirror_once,

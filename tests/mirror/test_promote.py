@@ -9,7 +9,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.mirror.conftest import DEADLINE_S, offsets, raw_batches
+from tests.mirror.helpers import DEADLINE_S, offsets, raw_batches
 
 from logtrove.client import KafkaProtocolError
 from logtrove.testing import BrokerProcess, cli_in, free_port, wait_until

@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.broker.secured import PASSWORD, Secured
-from tests.mirror.conftest import DEADLINE_S, mirror_once, offsets, same_partitions, served
+from tests.mirror.helpers import DEADLINE_S, mirror_once, offsets, same_partitions, served
 
 from logtrove.client import ClientSecurity, KafkaProtocolError
 from logtrove.mirror import Source, SourceError

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.mirror.conftest import DEADLINE_S, log_bytes, mirror_once
+from tests.mirror.helpers import DEADLINE_S, log_bytes, mirror_once
 
 from logtrove.storage.follow import FollowStatus, read_follow_status
 from logtrove.testing import SERVE, BrokerProcess, free_port, wait_until

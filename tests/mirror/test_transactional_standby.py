@@ -10,7 +10,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.broker.txn_clients import READ_COMMITTED, read_values, txn_producer
-from tests.mirror.conftest import DEADLINE_S, offsets
+from tests.mirror.helpers import DEADLINE_S, offsets
 
 from logtrove.client import KafkaProtocolError
 from logtrove.storage import Storage

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.mirror.conftest import DEADLINE_S, log_bytes, mirror_once, offsets, raw_batches, served
+from tests.mirror.helpers import DEADLINE_S, log_bytes, mirror_once, offsets, raw_batches, served
 
 from logtrove.client import KafkaClient, KafkaProtocolError
 from logtrove.mirror import Source, SourceError

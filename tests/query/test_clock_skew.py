@@ -19,7 +19,7 @@ from logtrove.storage import Storage
 from logtrove.storage.derived.indexer import Indexer, PartitionIndexer
 from logtrove.testing import FakeClock
 
-from .conftest import Oracle, by_partition, nonempty
+from .helpers import Oracle, by_partition, nonempty
 
 TOPIC = "skew"
 T0 = 1_763_800_000_000

@@ -31,7 +31,7 @@ from logtrove.query import (
 from logtrove.storage import Storage
 from logtrove.storage.derived.indexer import Indexer, PartitionIndexer
 
-from .conftest import TOPIC, Dataset, Oracle, by_partition, nonempty
+from .helpers import TOPIC, Dataset, Oracle, by_partition, nonempty
 
 STATES = ["unindexed", "behind", "caught-up", "damaged"]
 

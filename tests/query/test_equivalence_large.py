@@ -24,7 +24,7 @@ from logtrove.query import (
 from logtrove.storage import Storage
 from logtrove.storage.derived.indexer import Indexer, PartitionIndexer
 
-from .conftest import TOPIC, Oracle, by_partition, nonempty, write_dataset
+from .helpers import TOPIC, Oracle, by_partition, nonempty, write_dataset
 
 pytestmark = pytest.mark.slow
 

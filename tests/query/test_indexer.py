@@ -18,7 +18,7 @@ from logtrove.storage.derived.paths import derived_path
 from logtrove.storage.derived.views import index_view
 from logtrove.testing import wait_until
 
-from .conftest import TOPIC, Dataset
+from .helpers import TOPIC, Dataset
 
 
 def copy(dataset: Dataset, tmp_path: Path) -> Path:

@@ -25,7 +25,7 @@ from logtrove.records.batch import CRC_START, HEADER, MAX_OFFSET
 from logtrove.storage import PartitionLog, RecordTooLargeError, StorageError
 from logtrove.testing import FakeClock
 
-from .conftest import decode_batches, files_of, open_topic
+from .helpers import decode_batches, files_of, open_topic
 
 
 def good_batch(n: int = 3, size: int = 20) -> bytes:

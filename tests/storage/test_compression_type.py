@@ -20,8 +20,8 @@ from logtrove.storage import InvalidConfigError, InvalidRecordError, RecordTooLa
 from logtrove.storage.config import COMPRESSION_TYPES
 from logtrove.testing import FakeClock
 
-from .conftest import TOPIC, decode_batches, expected_tuples, open_topic
-from .conftest import as_tuple as row
+from .helpers import TOPIC, decode_batches, expected_tuples, open_topic
+from .helpers import as_tuple as row
 
 
 def records(n: int = 50, start: int = 0) -> list[NewRecord]:

@@ -17,8 +17,8 @@ import pytest
 from logtrove.records import iter_records
 from logtrove.storage import Storage
 
-from .conftest import TOPIC, as_tuple, decode_batches, expected_tuples
 from .crash_writer import TS0, sequence_batch
+from .helpers import TOPIC, as_tuple, decode_batches, expected_tuples
 
 
 def read_acks(fd: int, buffer: bytearray, timeout: float) -> list[tuple[int, int, int]]:

@@ -27,8 +27,8 @@ from logtrove.storage import Storage
 from logtrove.storage.index import OffsetIndex, TimeIndex
 from logtrove.testing import FakeClock
 
-from .conftest import TOPIC, as_tuple, decode_batches, expected_tuples, open_topic, random_records
 from .crash_writer import sequence_batch
+from .helpers import TOPIC, as_tuple, decode_batches, expected_tuples, open_topic, random_records
 
 # -- a writer process killed at random moments ----------------------------------------------
 

@@ -14,7 +14,7 @@ from logtrove.storage.checkpoint import LOG_START_OFFSET, RECOVERY_POINT, Checkp
 from logtrove.storage.log import defer_flushes
 from logtrove.testing import FakeClock
 
-from .conftest import TOPIC, open_topic
+from .helpers import TOPIC, open_topic
 
 DAY = 86_400_000
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.storage.conftest import files_of
+from tests.storage.helpers import files_of
 
 from logtrove.records import CorruptBatchError, CrcMismatchError, NewRecord, RecordsError, build_batch
 from logtrove.storage import FollowedTopicError, Storage

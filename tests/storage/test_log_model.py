@@ -27,7 +27,7 @@ from logtrove.records import Compression, NewRecord, build_batch
 from logtrove.storage import PartitionLog, Storage
 from logtrove.testing import FakeClock
 
-from .conftest import RAM_DIR, TOPIC, decode_batches
+from .helpers import RAM_DIR, TOPIC, decode_batches
 
 HOUR = 3_600_000
 RecordSpec = tuple[bytes | None, int, int, bool, int]

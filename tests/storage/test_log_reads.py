@@ -15,7 +15,7 @@ from logtrove.storage import InvalidRecordError, OffsetOutOfRangeError, Storage
 from logtrove.storage.index import OffsetIndex, TimeIndex
 from logtrove.testing import FakeClock
 
-from .conftest import TOPIC, decode_batches, files_of, open_topic
+from .helpers import TOPIC, decode_batches, files_of, open_topic
 
 
 def stamped(*timestamps: int, size: int = 10) -> bytes:

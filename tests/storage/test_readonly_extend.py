@@ -20,7 +20,7 @@ from logtrove.storage.cleaner import Cleaner
 from logtrove.storage.truncate import truncate_partition
 from logtrove.testing import FakeClock
 
-from .conftest import TOPIC, open_topic
+from .helpers import TOPIC, open_topic
 
 NOW = 1_700_000_000_000
 

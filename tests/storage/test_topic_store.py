@@ -24,7 +24,7 @@ from logtrove.storage import (
 )
 from logtrove.testing import FakeClock
 
-from .conftest import decode_batches
+from .helpers import decode_batches
 
 
 def batch(value: bytes, ts: int = 1000) -> bytes:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from tests.cleaner.conftest import open_compacted
+from tests.cleaner.helpers import open_compacted
 from tests.cleaner.txn_workload import RETENTION_MS
 from tests.cleaner.txn_workload import Writer as KeyedWriter
 from tests.cleaner.txn_workload import workload as keyed_workload

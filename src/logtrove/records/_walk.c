@@ -290,6 +290,28 @@ take_bytes(const uint8_t *b, Py_ssize_t rec_end, Py_ssize_t *p, int64_t len, PyO
     return 0;
 }
 
+/* A length-prefixed field at *p (key, value or header value): its strict varint length,
+ * then its bytes (none for a negative length, which means null). *p moves past it. With
+ * `out`, the field is also returned as bytes (None for null); without, it is only
+ * skipped. 0 on success; -1 when the length is no strict varint or the field runs past
+ * rec_end; -2 with a Python exception set. */
+static inline int
+length_prefixed(const uint8_t *b, Py_ssize_t rec_end, Py_ssize_t *p, PyObject **out)
+{
+    int64_t len;
+    if (strict_varint(b, rec_end, p, &len) < 0) {
+        return -1;
+    }
+    if (out != NULL) {
+        return take_bytes(b, rec_end, p, len, out);
+    }
+    if (len > rec_end - *p) {
+        return -1;
+    }
+    *p += len > 0 ? (Py_ssize_t)len : 0;
+    return 0;
+}
+
 /*
  * The fields after the offset delta of the record that ends at rec_end: key, value and
  * headers, checked (and, when `out` is not NULL, decoded into (offset, timestamp, key,
@@ -299,38 +321,16 @@ static int
 record_fields(const uint8_t *b, Py_ssize_t rec_end, Py_ssize_t p, Py_ssize_t index, int64_t offset,
               int64_t timestamp, PyObject **out)
 {
-    int64_t klen, vlen, n;
+    int64_t n;
     PyObject *key = NULL, *value = NULL, *headers = NULL;
     const char *what = "truncated key";
     int r;
-    if (strict_varint(b, rec_end, &p, &klen) < 0) {
-        goto bad;
-    }
-    if (out == NULL) {
-        if (klen > rec_end - p) {
-            goto bad;
-        }
-        p += klen > 0 ? (Py_ssize_t)klen : 0;
-    } else if ((r = take_bytes(b, rec_end, &p, klen, &key)) < 0) {
-        if (r == -2) {
-            goto fail;
-        }
-        goto bad;
+    if ((r = length_prefixed(b, rec_end, &p, out != NULL ? &key : NULL)) < 0) {
+        goto failed;
     }
     what = "truncated value";
-    if (strict_varint(b, rec_end, &p, &vlen) < 0) {
-        goto bad;
-    }
-    if (out == NULL) {
-        if (vlen > rec_end - p) {
-            goto bad;
-        }
-        p += vlen > 0 ? (Py_ssize_t)vlen : 0;
-    } else if ((r = take_bytes(b, rec_end, &p, vlen, &value)) < 0) {
-        if (r == -2) {
-            goto fail;
-        }
-        goto bad;
+    if ((r = length_prefixed(b, rec_end, &p, out != NULL ? &value : NULL)) < 0) {
+        goto failed;
     }
     what = "bad header count";
     if (strict_varint(b, rec_end, &p, &n) < 0 || n < 0 || n > rec_end - p) {
@@ -340,7 +340,7 @@ record_fields(const uint8_t *b, Py_ssize_t rec_end, Py_ssize_t p, Py_ssize_t ind
         goto fail;
     }
     for (int64_t h = 0; h < n; h++) {
-        int64_t nlen, hlen;
+        int64_t nlen;
         what = "truncated header name";
         if (strict_varint(b, rec_end, &p, &nlen) < 0 || nlen < 0 || nlen > rec_end - p) {
             goto bad;
@@ -354,24 +354,13 @@ record_fields(const uint8_t *b, Py_ssize_t rec_end, Py_ssize_t p, Py_ssize_t ind
         p += (Py_ssize_t)nlen;
         PyObject *hval = NULL;
         what = "truncated header value";
-        if (strict_varint(b, rec_end, &p, &hlen) < 0) {
+        r = length_prefixed(b, rec_end, &p, out != NULL ? &hval : NULL);
+        if (r < 0 || out == NULL) { /* skipped: the name only had to be UTF-8 */
             Py_DECREF(name);
-            goto bad;
-        }
-        if (out == NULL) {
-            Py_DECREF(name);
-            if (hlen > rec_end - p) {
-                goto bad;
+            if (r < 0) {
+                goto failed;
             }
-            p += hlen > 0 ? (Py_ssize_t)hlen : 0;
             continue;
-        }
-        if ((r = take_bytes(b, rec_end, &p, hlen, &hval)) < 0) {
-            Py_DECREF(name);
-            if (r == -2) {
-                goto fail;
-            }
-            goto bad;
         }
         PyObject *pair = PyTuple_New(2);
         if (pair == NULL) {
@@ -392,6 +381,10 @@ record_fields(const uint8_t *b, Py_ssize_t rec_end, Py_ssize_t p, Py_ssize_t ind
         return *out == NULL ? -1 : 0;
     }
     return 0;
+failed:
+    if (r == -2) {
+        goto fail;
+    }
 bad:
     bad_record(index, what);
 fail:
