@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -9,7 +12,7 @@ from tests.spark.helpers import BASE_TS, make_topic, record
 
 from logtrove.spark.options import OptionError, ReadOptions
 from logtrove.spark.ranges import DirectCatalog, OffsetRange, plan_batch, split_ranges
-from logtrove.spark.source import cap_offsets
+from logtrove.spark.source import cap_offsets, freeze_imported
 from logtrove.storage import Storage
 
 
@@ -80,3 +83,21 @@ def test_micro_batch_cap_is_shared_by_backlog_and_exact() -> None:
     assert capped["t"]["0"] - 0 + capped["t"]["1"] - 100 == 40
     assert capped["t"]["0"] - 0 > capped["t"]["1"] - 100
     assert cap_offsets(start, latest, 10_000) == latest
+
+
+def test_read_workers_freeze_what_each_batch_of_imports_brought_in() -> None:
+    probe = "_logtrove_test_freeze_probe"
+    try:
+        freeze_imported()  # whatever earlier tests imported
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        assert freeze_imported() is False  # nothing imported since: no collection, no freeze
+        assert gc.get_freeze_count() == frozen
+        long_lived = [[i] for i in range(1000)]  # objects alive when the next import lands
+        sys.modules[probe] = types.ModuleType(probe)
+        assert freeze_imported() is True
+        assert gc.get_freeze_count() >= frozen + len(long_lived)
+        assert freeze_imported() is False
+    finally:
+        sys.modules.pop(probe, None)
+        gc.unfreeze()

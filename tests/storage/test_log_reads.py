@@ -5,11 +5,12 @@ the sparse index layout."""
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from logtrove.records import Compression, NewRecord, build_batch, validate_batch
+from logtrove.records import BatchHeader, Compression, NewRecord, build_batch, validate_batch
 from logtrove.records.walk import MAX_KEYLESS_REPORTED
 from logtrove.storage import InvalidRecordError, OffsetOutOfRangeError, Storage
 from logtrove.storage.index import OffsetIndex, TimeIndex
@@ -271,3 +272,50 @@ def test_segment_max_timestamp_offset_is_where_it_is_first_reached_after_reopen(
     found = log.max_timestamp_offset()
     assert (found.offset, found.timestamp) == (0, 100)  # type: ignore[union-attr]
     storage.close()
+
+
+def _spans_as_batches(spans: Iterator[tuple[BatchHeader, bytes, int]]) -> list[tuple[BatchHeader, bytes]]:
+    return [(header, bytes(buf[pos : pos + header.size])) for header, buf, pos in spans]
+
+
+def test_batch_spans_give_the_batches_of_every_range_whatever_the_read_size(tmp_path: Path) -> None:
+    storage, log = open_topic(tmp_path, segment_bytes="4096")
+    for i in range(60):  # batches of 1-5 records, one of them larger than the reads below
+        log.append(stamped(*range(1 + i % 5), size=900 if i == 17 else 20 + i))
+    log.flush()
+    read_only = Storage.open(tmp_path, read_only=True)
+    try:
+        ro_log = read_only.log(TOPIC, 0)
+        assert len(ro_log.segments) > 3
+        end = ro_log.log_end_offset
+        ranges = ((0, None), (0, end), (7, 8), (11, 95), (40, end - 3), (end - 1, None), (end, None))
+        for start, stop in ranges:
+            expected = list(ro_log.batches(start, stop))
+            assert _spans_as_batches(ro_log.batch_spans(start, stop)) == expected
+        for seg in ro_log.segments:
+            whole = [(h, seg.read(pos, h.size)) for pos, h in seg.batches()]
+            for chunk in (61, 100, 1000, 1 << 20):
+                assert _spans_as_batches(seg.spans(0, chunk)) == whole
+    finally:
+        read_only.close()
+        storage.close()
+
+
+def test_batch_spans_stop_where_batches_stop_at_a_torn_tail(tmp_path: Path) -> None:
+    storage, log = open_topic(tmp_path, segment_bytes="1048576")
+    for i in range(20):
+        log.append(stamped(i, i + 1, size=50))
+    log.flush()
+    tail = stamped(99, size=50)
+    with log.segments[-1].log_path.open("ab") as f:  # a writer caught mid-append
+        f.write(tail[:-10])  # a whole header, a batch 10 bytes short
+    read_only = Storage.open(tmp_path, read_only=True)
+    try:
+        ro_log = read_only.log(TOPIC, 0)
+        expected = list(ro_log.batches(0, None))
+        assert len(expected) == 20
+        assert _spans_as_batches(ro_log.batch_spans(0, None)) == expected
+        assert _spans_as_batches(ro_log.segments[-1].spans(0, 100)) == expected
+    finally:
+        read_only.close()
+        storage.close()

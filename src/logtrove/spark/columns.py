@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from logtrove.records import BatchHeader, Record
-from logtrove.records.batch import ATTR_TIMESTAMP_TYPE
+from logtrove.records.batch import ATTR_TIMESTAMP_TYPE, Buffer
 from logtrove.records.columnar import Column, Decoder, Taken
 from logtrove.records.record import batch_payload
 
@@ -159,9 +159,10 @@ class ColumnBuffer:
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def add_batch(decoder: Decoder, data: bytes, header: BatchHeader, start: int, end: int) -> int:
-    """Decode the records of one batch with offsets in ``[start, end)`` into ``decoder``
-    (compiled when available, :mod:`logtrove.records.columnar`); returns the rows added.
+def add_batch(decoder: Decoder, data: Buffer, header: BatchHeader, start: int, end: int, pos: int = 0) -> int:
+    """Decode the records of one batch (at ``pos`` in ``data``) with offsets in ``[start,
+    end)`` into ``decoder`` (compiled when available, :mod:`logtrove.records.columnar`);
+    returns the rows added.
 
     The records are decompressed within the default bound
     (:data:`~logtrove.records.compression.DEFAULT_MAX_DECOMPRESSED_BYTES`); in a
@@ -170,7 +171,7 @@ def add_batch(decoder: Decoder, data: bytes, header: BatchHeader, start: int, en
     skip.
     """
     append_time = header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None
-    payload = batch_payload(data, header)
+    payload = batch_payload(data, header, pos)
     return decoder.add(payload, header.base_offset, header.base_timestamp, append_time, start, end)
 
 

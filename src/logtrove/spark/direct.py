@@ -93,9 +93,9 @@ def read_range(
             )
             log = storage.log(rng.topic, rng.partition)
             view = committed_view(log) if read_committed else None
-            for header, data in log.batches(rng.start, rng.end):
+            for header, chunk, pos in log.batch_spans(rng.start, rng.end):
                 if not header.is_control and (view is None or not view.hides_batch(header)):
-                    add_batch(decoder, data, header, rng.start, rng.end)
+                    add_batch(decoder, chunk, header, rng.start, rng.end, pos)
                 if decoder.rows >= BATCH_ROWS or decoder.nbytes >= BATCH_BYTES:
                     yield arrow_batch(decoder.take(), rng.topic, rng.partition)
             if decoder.rows:

@@ -71,6 +71,7 @@ from logtrove.storage.reads import (
     FileSlice,
     ReadResult,
     check_offset,
+    iter_batch_spans,
     iter_batches,
     iter_records_between,
     read_slice,
@@ -429,6 +430,14 @@ class PartitionLog:
         from the log start offset on. For readers off the hot path."""
         begin = max(start_offset, self.log_start_offset)
         yield from iter_batches(self.segments, begin, end_offset)
+
+    def batch_spans(
+        self, start_offset: int = 0, end_offset: int | None = None
+    ) -> Iterator[tuple[BatchHeader, bytes, int]]:
+        """The batches of :meth:`batches` as (header, buffer, position in the buffer),
+        each segment read once in large reads: for full scans (the Spark source)."""
+        begin = max(start_offset, self.log_start_offset)
+        yield from iter_batch_spans(self.segments, begin, end_offset)
 
     def records(self, start_offset: int = 0, end_offset: int | None = None) -> Iterator[Record]:
         """Decoded records with offsets in ``[max(start, log start), end_offset)``."""

@@ -113,6 +113,24 @@ def iter_batches(
             yield header, seg.read(pos, header.size)
 
 
+def iter_batch_spans(
+    segments: list[Segment], begin: int, end_offset: int | None
+) -> Iterator[tuple[BatchHeader, bytes, int]]:
+    """The batches of :func:`iter_batches` as (header, buffer, position in the buffer),
+    each segment read once in large reads (:meth:`Segment.spans`)."""
+    located = locate(segments, begin)
+    if located is None:
+        return
+    first_seg, position, _ = located
+    for seg in segments:
+        if seg.base_offset < first_seg.base_offset:
+            continue
+        for header, buf, pos in seg.spans(position if seg is first_seg else 0):
+            if end_offset is not None and header.base_offset >= end_offset:
+                return
+            yield header, buf, pos
+
+
 def iter_records_between(
     batches: Iterator[tuple[BatchHeader, bytes]], begin: int, end_offset: int | None
 ) -> Iterator[Record]:

@@ -53,6 +53,8 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 _SCAN_CHUNK = 1024 * 1024
 _FIRST_CHUNK = 4096
+_SPAN_CHUNK = 8 * 1024 * 1024
+_SPAN_FIRST_CHUNK = 64 * 1024
 _RELATIVE_OFFSET_LIMIT = 2**32 - 1
 _INDEX_PROBES = 8  # indexed batches checked when a segment is opened
 
@@ -400,6 +402,43 @@ class Segment:
             if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > end:
                 return
             yield pos, header
+            pos += header.size
+
+    def spans(self, start: int = 0, chunk: int = _SPAN_CHUNK) -> Iterator[tuple[BatchHeader, bytes, int]]:
+        """(header, buffer, position of the batch in the buffer) of each whole batch from
+        ``start`` on, the file read once, in reads growing from 64 KiB to about ``chunk``
+        bytes (more for a larger batch): a full scan's walk, where :meth:`batches` and
+        :meth:`read` would read every byte twice and make one ``bytes`` per batch; a short
+        range stops after a small read or two. The batches end where
+        :meth:`batches` ends them (the first incomplete batch or bad header). A buffer is
+        shared by the batches it holds.
+        """
+        end = self.size
+        pos = start
+        buf = b""
+        buf_start = pos
+        step = min(_SPAN_FIRST_CHUNK, chunk)
+        while pos + HEADER_SIZE <= end:
+            rel = pos - buf_start
+            if rel + HEADER_SIZE > len(buf):
+                buf = self._file.pread(min(step, end - pos), pos)
+                step = min(step * 4, chunk)
+                buf_start, rel = pos, 0
+                if len(buf) < HEADER_SIZE:
+                    return
+            try:
+                header = read_header(buf, rel)
+            except CorruptBatchError:
+                return
+            if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > end:
+                return
+            if rel + header.size > len(buf):  # the batch runs past this read: read from its start
+                buf = self._file.pread(min(max(step, header.size), end - pos), pos)
+                step = min(step * 4, chunk)
+                buf_start, rel = pos, 0
+                if len(buf) < header.size:  # the file shrank under us (a swap): its end
+                    return
+            yield header, buf, rel
             pos += header.size
 
     def find(self, offset: int, end: int | None = None) -> tuple[int, BatchHeader] | None:
