@@ -52,11 +52,11 @@ as the row-wise decoder did.
 
 from __future__ import annotations
 
-import os
 from array import array
 from collections.abc import Callable
 from typing import Protocol
 
+from logtrove.native import native
 from logtrove.records.batch import Buffer
 from logtrove.records.errors import CorruptRecordError
 from logtrove.records.varint import varint_below as _varint
@@ -320,17 +320,7 @@ class PyDecoder:
 DecoderFactory = Callable[..., Decoder]
 
 
-def _native() -> DecoderFactory | None:
-    if os.environ.get("LOGTROVE_PURE_PYTHON") == "1":
-        return None
-    try:
-        from logtrove.records._columnar import Decoder as Compiled
-    except ImportError:
-        return None
-    return Compiled
-
-
-NATIVE = _native()
+NATIVE: DecoderFactory | None = native("logtrove.records._columnar", "Decoder")
 IMPLEMENTATION = "compiled" if NATIVE is not None else "python"
 
 

@@ -48,10 +48,10 @@ raises ``ValueError``; so does an explicit partition outside ``[0, total)``
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any, Literal
 
+from logtrove.native import native
 from logtrove.records.partitioner import partition_for_key
 from logtrove.records.varint import encode_varint
 
@@ -236,17 +236,9 @@ PartitionOrder = Callable[[ColumnSpec | None, IntsSpec | None, int, int, int], t
 EncodeRecords = Callable[..., Encoded]
 
 
-def _native() -> tuple[PartitionOrder, EncodeRecords] | None:
-    if os.environ.get("LOGTROVE_PURE_PYTHON") == "1":
-        return None
-    try:
-        from logtrove.records import _encoder
-    except ImportError:
-        return None
-    return _encoder.partition_order, _encoder.encode_records
-
-
-_NATIVE = _native()
+_NATIVE: tuple[PartitionOrder, EncodeRecords] | None = native(
+    "logtrove.records._encoder", "partition_order", "encode_records"
+)
 IMPLEMENTATION = "compiled" if _NATIVE is not None else "python"
 partition_order: PartitionOrder = _NATIVE[0] if _NATIVE is not None else py_partition_order
 encode_records: EncodeRecords = _NATIVE[1] if _NATIVE is not None else py_encode_records

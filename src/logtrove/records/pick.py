@@ -28,9 +28,9 @@ run.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
+from logtrove.native import native
 from logtrove.records.batch import ATTR_TIMESTAMP_TYPE, BatchHeader, Buffer
 from logtrove.records.errors import RecordsError
 from logtrove.records.record import Record, batch_payload, iter_records
@@ -236,19 +236,9 @@ PickOffset = Callable[[Buffer, int, int, "int | None", int], "RecordTuple | None
 TimeBounds = Callable[[Buffer, int], tuple[int, int]]
 
 
-def _native() -> tuple[PickWindow, PickOffset, TimeBounds] | None:
-    if os.environ.get("LOGTROVE_PURE_PYTHON") == "1":
-        return None
-    try:
-        from logtrove.records._walk import pick_offset as compiled_offset
-        from logtrove.records._walk import pick_window as compiled_window
-        from logtrove.records._walk import time_bounds as compiled_bounds
-    except ImportError:  # no compiler at install time, or an older build of _walk
-        return None
-    return compiled_window, compiled_offset, compiled_bounds
-
-
-NATIVE = _native()
+NATIVE: tuple[PickWindow, PickOffset, TimeBounds] | None = native(
+    "logtrove.records._walk", "pick_window", "pick_offset", "time_bounds"
+)
 IMPLEMENTATION = "compiled" if NATIVE is not None else "python"
 pick_window: PickWindow = NATIVE[0] if NATIVE is not None else py_pick_window
 pick_offset: PickOffset = NATIVE[1] if NATIVE is not None else py_pick_offset

@@ -26,10 +26,10 @@ twin. :data:`IMPLEMENTATION` says which one runs.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import NamedTuple
 
+from logtrove.native import native
 from logtrove.records.batch import BatchHeader, Buffer, validate_produced_batch
 from logtrove.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
 from logtrove.records.errors import CorruptRecordError, InvalidRecordCountError
@@ -215,30 +215,12 @@ def _malformed(record: int, what: str) -> ValueError:
     return ValueError(f"record {record} of the batch is malformed: {what}")
 
 
-def _native() -> Callable[[Buffer], WalkResult] | None:
-    if os.environ.get("LOGTROVE_PURE_PYTHON") == "1":
-        return None
-    try:
-        from logtrove.records._walk import walk as compiled
-    except ImportError:
-        return None
-    return compiled
-
-
 FirstAtOrAfter = Callable[[Buffer, int, int, int, int], "int | None"]
 
 
-def _native_cut() -> FirstAtOrAfter | None:
-    if os.environ.get("LOGTROVE_PURE_PYTHON") == "1":
-        return None
-    try:
-        from logtrove.records._walk import first_at_or_after as compiled
-    except ImportError:  # an older build of _walk, or none
-        return None
-    return compiled
-
-
-NATIVE = _native()
+NATIVE: Callable[[Buffer], WalkResult] | None = native("logtrove.records._walk", "walk")
 IMPLEMENTATION = "compiled" if NATIVE is not None else "python"
 walk: Callable[[Buffer], WalkResult] = NATIVE if NATIVE is not None else py_walk
-first_at_or_after: FirstAtOrAfter = _native_cut() or py_first_at_or_after
+first_at_or_after: FirstAtOrAfter = (
+    native("logtrove.records._walk", "first_at_or_after") or py_first_at_or_after
+)

@@ -51,6 +51,7 @@ from typing import Protocol
 
 import xxhash
 
+from logtrove.native import native
 from logtrove.records.batch import Buffer
 from logtrove.storage.cleaner import passes
 
@@ -325,17 +326,8 @@ def py_map_entries(digests: Buffer, offsets: Buffer, rows: int) -> bytes:
     return bytes(out)
 
 
-def _native() -> tuple[DigestKeys, MapEntries] | None:
-    if os.environ.get("LOGTROVE_PURE_PYTHON") == "1":
-        return None
-    try:
-        from logtrove.storage.cleaner._passes import digest_keys as compiled_digests
-        from logtrove.storage.cleaner._passes import map_entries as compiled_entries
-    except ImportError:
-        return None
-    return compiled_digests, compiled_entries
-
-
-_NATIVE = _native()
+_NATIVE: tuple[DigestKeys, MapEntries] | None = native(
+    "logtrove.storage.cleaner._passes", "digest_keys", "map_entries"
+)
 digest_keys: DigestKeys = _NATIVE[0] if _NATIVE is not None else py_digest_keys
 map_entries: MapEntries = _NATIVE[1] if _NATIVE is not None else py_map_entries

@@ -35,12 +35,12 @@ Both read the two table layouts of :mod:`.offset_map` (digest = xxh3-128 of the 
 from __future__ import annotations
 
 import mmap
-import os
 from collections.abc import Callable
 from typing import NamedTuple
 
 import xxhash
 
+from logtrove.native import native
 from logtrove.records.batch import Buffer
 from logtrove.records.varint import varint_below as _read_varint
 
@@ -309,18 +309,9 @@ def _too_few(declared: int, held: int) -> ValueError:
 # -- choosing one ----------------------------------------------------------------------------
 
 
-def _native() -> tuple[MapRecords, FilterRecords] | None:
-    if os.environ.get("LOGTROVE_PURE_PYTHON") == "1":
-        return None
-    try:
-        from logtrove.storage.cleaner._passes import filter_records as compiled_filter
-        from logtrove.storage.cleaner._passes import map_records as compiled_map
-    except ImportError:
-        return None
-    return compiled_map, compiled_filter
-
-
-NATIVE = _native()
+NATIVE: tuple[MapRecords, FilterRecords] | None = native(
+    "logtrove.storage.cleaner._passes", "map_records", "filter_records"
+)
 IMPLEMENTATION = "compiled" if NATIVE is not None else "python"
 map_records: MapRecords = NATIVE[0] if NATIVE is not None else py_map_records
 _filter: FilterRecords = NATIVE[1] if NATIVE is not None else py_filter_records

@@ -27,13 +27,13 @@ may keep extra value tokens, which only make the filter say "maybe" more often).
 
 from __future__ import annotations
 
-import os
 from array import array
 from collections.abc import Callable
 from typing import Protocol
 
 import xxhash
 
+from logtrove.native import native
 from logtrove.records import RecordsError
 from logtrove.records.batch import Buffer
 from logtrove.records.varint import decode_varint
@@ -226,17 +226,9 @@ class PyPending:
         return dict(self._tags)
 
 
-def _native() -> Callable[[bytes, bytes, dict[bytes, bytes]], Pending] | None:
-    if os.environ.get("LOGTROVE_PURE_PYTHON") == "1":
-        return None
-    try:
-        from logtrove.storage.derived._indexcore import Pending as Compiled
-    except ImportError:
-        return None
-    return Compiled
-
-
-NATIVE = _native()
+NATIVE: Callable[[bytes, bytes, dict[bytes, bytes]], Pending] | None = native(
+    "logtrove.storage.derived._indexcore", "Pending"
+)
 IMPLEMENTATION = "compiled" if NATIVE is not None else "python"
 
 
