@@ -20,7 +20,11 @@ copy of the data set served by a broker (``logtrove serve``, indexer on): first 
 broker idle (``latency_us``), then while a producer process (confluent-kafka) writes
 ``BENCH_QUERY_LOAD_RATE`` messages/s (default 100 k) of ~110 bytes into the queried topic
 (``latency_us_loaded``, ``BENCH_QUERY_LOAD_SAMPLES`` per type, default as many as idle),
-the queries reading the directory read-only as the CLI does.
+the queries reading the directory read-only as the CLI does; then once more with the
+producer process at nice 19 (``latency_us_loaded_generator_niced``): on 2 cores the load
+generator itself takes most of a core, where a real producer runs on another machine.
+The broker and its indexer are never niced; the stored rate of each phase is reported, so
+a generator that fell behind shows.
 The producer's keys (``load-N``) and timestamps (now) differ from the data set's, so
 every question has the same answer with and without load. The copy is deleted after.
 
@@ -316,18 +320,24 @@ def measure_under_load(work: Path, ids: list[str]) -> dict[str, Any]:
         )
         try:
             time.sleep(LOAD_SETTLE_S)
-            end_before = sum(reader.log("q", p).log_end_offset for p in range(PARTITIONS))
-            t0 = time.monotonic()
-            out["loaded"] = measure(engine, ids, "loaded", LOAD_SAMPLES)
-            reader.refresh()
-            written = sum(reader.log("q", p).log_end_offset for p in range(PARTITIONS)) - end_before
-            out["stored_rate_during_samples"] = round(written / (time.monotonic() - t0))
+            for phase in ("loaded", "loaded_generator_niced"):
+                if phase == "loaded_generator_niced":  # as if the producer ran on another machine
+                    os.setpriority(os.PRIO_PROCESS, load.pid, 19)
+                    time.sleep(LOAD_SETTLE_S)
+                reader.refresh()
+                end_before = sum(reader.log("q", p).log_end_offset for p in range(PARTITIONS))
+                t0 = time.monotonic()
+                out[phase] = measure(engine, ids, phase.replace("_", " "), LOAD_SAMPLES)
+                reader.refresh()
+                written = sum(reader.log("q", p).log_end_offset for p in range(PARTITIONS)) - end_before
+                out[f"stored_rate_{phase}"] = round(written / (time.monotonic() - t0))
         finally:
             load.send_signal(signal.SIGTERM)
             report, _ = load.communicate(timeout=60)
         sent = json.loads(report.strip().splitlines()[-1])
         out["producer"] = {**sent, "rate": round(sent["acked"] / max(sent["seconds"], 1e-9))}
-        print("producer", out["producer"], "stored", out["stored_rate_during_samples"], flush=True)
+        stored = {k: v for k, v in out.items() if k.startswith("stored_rate")}
+        print("producer", out["producer"], "stored", stored, flush=True)
         reader.close()
     finally:
         broker.stop()
@@ -357,6 +367,7 @@ def main() -> None:
             loaded = measure_under_load(work, ids)
             results["latency_us"] = loaded.pop("idle")
             results["latency_us_loaded"] = loaded.pop("loaded")
+            results["latency_us_loaded_generator_niced"] = loaded.pop("loaded_generator_niced")
             results["load"] = loaded
         else:
             results["latency_us"] = measure(engine, ids)

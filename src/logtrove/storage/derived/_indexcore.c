@@ -5,6 +5,7 @@
  * batches: the hashes of keys, client message IDs and indexed headers with their
  * relative offsets (for `.keyidx`), tagged records (for `.tagidx`), the time bounds and
  * the set of value tokens (for `.skip`). It then encodes those parts of the blocks.
+ * `chain` walks one hash chain of a written `.keyidx` block for the query side.
  * It is the compiled twin of `logtrove.storage.derived.blockentries.PyPending`, which defines the
  * behaviour and the formats; tests/storage/test_pending.py checks that both produce
  * the same bytes for the same batches.
@@ -35,8 +36,10 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../records/varint.h" /* read_varint */
 
@@ -674,11 +677,111 @@ static PyTypeObject PendingType = {
     .tp_members = Pending_members,
 };
 
+/* ---- hash-chain lookups in a .keyidx block ------------------------------------------
+ * The compiled twin of logtrove.storage.derived.keyindex.py_chain: the same preads in
+ * the same order (a slot, then each entry of its chain, newest first), the same result
+ * and the same errors, without a Python object per step. A query probes every key block
+ * of every segment it reads, so these few small reads run hundreds of times a query. */
+
+
+static uint32_t
+be32(const unsigned char *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
+}
+
+/* 0 when all `len` bytes were read, -1 with a Python error set otherwise. */
+static int
+pread_all(int fd, unsigned char *buf, size_t len, long long pos)
+{
+    ssize_t got;
+    do {
+        got = pread(fd, buf, len, (off_t)pos);
+    } while (got < 0 && errno == EINTR);
+    if (got < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    if ((size_t)got != len) {
+        PyErr_Format(PyExc_ValueError, "the key index ends inside a hash chain, at byte %lld", pos);
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(chain_doc,
+"chain(fd, table_position, slots, entry_count, digest, base_offset) -> list[int]\n\n"
+"Absolute offsets of the entries whose stored hash equals digest's low 32 bits, newest\n"
+"first, walking the chain of the slot digest's high 32 bits choose.");
+
+static PyObject *
+chain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "chain() takes 6 arguments");
+        return NULL;
+    }
+    long fd = PyLong_AsLong(args[0]);
+    long long table_pos = PyLong_AsLongLong(args[1]);
+    unsigned long long slots = PyLong_AsUnsignedLongLong(args[2]);
+    unsigned long long n = PyLong_AsUnsignedLongLong(args[3]);
+    unsigned long long digest = PyLong_AsUnsignedLongLong(args[4]);
+    long long base = PyLong_AsLongLong(args[5]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (fd < 0 || fd > INT32_MAX || table_pos < 0 || slots == 0 || (slots & (slots - 1)) != 0 ||
+        slots > UINT32_MAX || n > UINT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "chain(): a bad descriptor, position or slot count");
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    if (out == NULL || n == 0) {
+        return out;
+    }
+    long long entries_pos = table_pos + 4 * (long long)slots;
+    uint32_t want = (uint32_t)digest;
+    unsigned char buf[12];
+    if (pread_all((int)fd, buf, 4, table_pos + 4 * (long long)((digest >> 32) & (slots - 1))) < 0) {
+        goto fail;
+    }
+    uint32_t link = be32(buf);
+    for (unsigned long long steps = 0; link != 0 && steps <= n; steps++) {
+        if (pread_all((int)fd, buf, 12, entries_pos + 12 * ((long long)link - 1)) < 0) {
+            goto fail;
+        }
+        uint32_t stored = be32(buf), rel = be32(buf + 4), prev = be32(buf + 8);
+        if (stored == want) {
+            PyObject *offset = PyLong_FromLongLong(base + (long long)rel);
+            if (offset == NULL || PyList_Append(out, offset) < 0) {
+                Py_XDECREF(offset);
+                goto fail;
+            }
+            Py_DECREF(offset);
+        }
+        if (prev >= link) { /* links only point backwards; anything else is corruption */
+            break;
+        }
+        link = prev;
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyMethodDef indexcore_functions[] = {
+    {"chain", (PyCFunction)(void (*)(void))chain, METH_FASTCALL, chain_doc},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef indexcore_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "logtrove.storage.derived._indexcore",
     .m_doc = "The indexer's per-record work, compiled (see logtrove.storage.derived.blockentries).",
     .m_size = -1,
+    .m_methods = indexcore_functions,
 };
 
 PyMODINIT_FUNC

@@ -1,8 +1,13 @@
-"""Type stub of the compiled twin of :class:`logtrove.storage.derived.blockentries.PyPending`."""
+"""Type stub of the compiled twins of :class:`logtrove.storage.derived.blockentries.PyPending`
+and :func:`logtrove.storage.derived.keyindex.py_chain`."""
 
 from logtrove.records.batch import Buffer
 
 XXHASH_VERSION: int
+
+def chain(
+    fd: int, table_position: int, slots: int, entry_count: int, digest: int, base_offset: int
+) -> list[int]: ...
 
 class Pending:
     def __init__(self, id_name: bytes, tag_name: bytes, indexed: dict[bytes, bytes]) -> None: ...

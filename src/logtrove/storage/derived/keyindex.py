@@ -32,10 +32,11 @@ from __future__ import annotations
 import os
 import struct
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import xxhash
 
+from logtrove.native import native
 from logtrove.storage.derived.blockfile import Block
 
 KIND = ord("K")
@@ -123,26 +124,58 @@ def _native_little_endian() -> bool:
 
 def candidates(
     fd: int, counts_position: int, base_offset: int, digest: int, counts: tuple[int, int] | None = None
-) -> Iterator[int]:
+) -> list[int]:
     """Absolute offsets whose entry hash equals ``digest``'s, newest first, in the block
     whose slot counts are at ``counts_position`` (from :func:`read_names`); ``counts``,
     when the caller read them already (:func:`read_counts`), saves reading them again."""
     slots, n = counts if counts is not None else read_counts(fd, counts_position)
+    return chain(fd, counts_position + _COUNTS.size, slots, n, digest, base_offset)
+
+
+def py_chain(fd: int, table_position: int, slots: int, n: int, digest: int, base_offset: int) -> list[int]:
+    """The offsets of one hash chain: the slot ``digest``'s high 32 bits choose in the
+    table at ``table_position`` (``slots`` of them, a power of two, then ``n`` entries),
+    walked newest first, keeping the entries whose stored hash is ``digest``'s low 32
+    bits. A link that does not point backwards ends the walk (corruption cannot loop);
+    a file that ends inside the chain raises ``ValueError``. Defines the behaviour of
+    the compiled ``_indexcore.chain`` (one call per key block a query probes)."""
+    if (
+        fd < 0
+        or table_position < 0
+        or slots <= 0
+        or slots & (slots - 1)
+        or slots > _U32
+        or not 0 <= n <= _U32
+    ):
+        raise ValueError("chain(): a bad descriptor, position or slot count")
+    out: list[int] = []
     if n == 0:
-        return
-    table_pos = counts_position + _COUNTS.size
-    entries_pos = table_pos + 4 * slots
+        return out
+    entries_pos = table_position + 4 * slots
     want = digest & _U32
-    (link,) = _SLOT.unpack(os.pread(fd, 4, table_pos + 4 * ((digest >> 32) & (slots - 1))))
+    (link,) = _SLOT.unpack(_pread_all(fd, 4, table_position + 4 * ((digest >> 32) & (slots - 1))))
     steps = 0
     while link and steps <= n:
-        stored, rel, prev = _ENTRY.unpack(os.pread(fd, 12, entries_pos + 12 * (link - 1)))
+        stored, rel, prev = _ENTRY.unpack(_pread_all(fd, 12, entries_pos + 12 * (link - 1)))
         if stored == want:
-            yield base_offset + rel
+            out.append(base_offset + rel)
         if prev >= link:  # links only point backwards; anything else is corruption
-            return
+            break
         link = prev
         steps += 1
+    return out
+
+
+def _pread_all(fd: int, length: int, position: int) -> bytes:
+    data = os.pread(fd, length, position)
+    if len(data) != length:
+        raise ValueError(f"the key index ends inside a hash chain, at byte {position}")
+    return data
+
+
+chain: Callable[[int, int, int, int, int, int], list[int]] = (
+    native("logtrove.storage.derived._indexcore", "chain") or py_chain
+)
 
 
 def read_counts(fd: int, counts_position: int) -> tuple[int, int]:

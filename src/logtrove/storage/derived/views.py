@@ -98,7 +98,7 @@ class KeyReader:
         self.base_offset = base_offset
         self._fd: int | None = None
 
-    def candidates(self, block: KeyBlock, digest: int) -> Iterator[int]:
+    def candidates(self, block: KeyBlock, digest: int) -> list[int]:
         """Offsets of entries whose hash matches ``digest`` in ``block``, newest first."""
         if self._fd is None:
             self._fd = os.open(self.path, os.O_RDONLY)
