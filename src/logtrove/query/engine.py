@@ -65,6 +65,11 @@ Generated = Generator[Message, None, Completion]
 _NEWEST = "newest"
 
 
+_Signature = tuple[tuple[int, ...], tuple[int, ...]]
+"""What :meth:`QueryEngine._signature` sees of a topic's files: (directories and file
+identities, active segment sizes)."""
+
+
 class QueryEngine:
     """Answers :data:`~logtrove.query.model.Query` values over one storage.
 
@@ -79,7 +84,7 @@ class QueryEngine:
         self.storage = storage
         self.workers = workers or max(2, min(8, os.cpu_count() or 2))
         self.content_time_limit_s = content_time_limit_s
-        self._seen: dict[str | None, tuple[int, ...] | None] = {}
+        self._seen: dict[str | None, _Signature | None] = {}
 
     # -- entry point -----------------------------------------------------------------------
     def run(self, query: Query, *, read_committed: bool = True) -> QueryResult:
@@ -119,30 +124,52 @@ class QueryEngine:
 
     # -- helpers ----------------------------------------------------------------------------
     def _refresh(self, topic: str | None) -> None:
-        """Pick up what the writer changed, if anything did: a refresh lists each
-        partition's directory and extends (or, when replaced, reopens) its active
-        segment, so it is skipped when the files look the same."""
+        """Pick up what the writer changed, if anything did. When only the topic's active
+        segments grew (the directories and the segment files' identities are as last
+        seen: the steady state under produce), those segments are extended in place;
+        anything else (a roll, a swap, a deletion, a new topic or checkpoint) takes a full
+        refresh, which lists each partition's directory and rereads the topics and log
+        start offsets."""
         signature = self._signature(topic)
-        if signature is None or signature != self._seen.get(topic):
-            self.storage.refresh()
-            self._seen[topic] = self._signature(topic)
+        seen = self._seen.get(topic)
+        if signature is not None and signature == seen:
+            return
+        if signature is not None and seen is not None and signature[0] == seen[0]:
+            assert topic is not None  # a signature is only taken of a known topic
+            partitions = self.storage.topic(topic).partitions
+            if all(self.storage.log(topic, p).extend_active() for p in range(partitions)):
+                self._seen[topic] = signature
+                return
+        self.storage.refresh()
+        self._seen[topic] = self._signature(topic)
 
-    def _signature(self, topic: str | None) -> tuple[int, ...] | None:
+    def _signature(self, topic: str | None) -> _Signature | None:
+        """What the files of ``topic`` look like: (the data, topics and partition
+        directories' mtimes, sizes and inodes with the active segment files' inodes;
+        the active segment files' sizes). A directory's mtime changes whenever a file in
+        it is created, renamed or deleted (a roll, a cleaner swap, a checkpoint)."""
         if topic is None or not self.storage.has_topic(topic):
             return None
         root = self.storage.path
-        paths = [root, root / "topics"]
+        dirs = [root, root / "topics"]
+        actives = []
         for p in range(self.storage.topic(topic).partitions):
             log = self.storage.log(topic, p)
-            paths.append(log.directory)
+            dirs.append(log.directory)
             if log.segments:
-                paths.append(log.segments[-1].log_path)
+                actives.append(log.segments[-1].log_path)
         try:
-            return tuple(
-                x for path in paths for st in [path.stat()] for x in (st.st_mtime_ns, st.st_size, st.st_ino)
-            )
+            fixed = [
+                x for path in dirs for st in [path.stat()] for x in (st.st_mtime_ns, st.st_size, st.st_ino)
+            ]
+            grown = []
+            for path in actives:
+                st = path.stat()
+                fixed.append(st.st_ino)
+                grown.append(st.st_size)
         except FileNotFoundError:
             return None
+        return tuple(fixed), tuple(grown)
 
     def _logs(self, topic: str, partitions: tuple[int, ...] | None) -> dict[int, PartitionLog]:
         info = self.storage.topic(topic)

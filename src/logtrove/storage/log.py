@@ -555,6 +555,16 @@ class PartitionLog:
             if self._segments:
                 self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
 
+    def extend_active(self) -> bool:
+        """For read-only openings whose directory listing is known not to have changed
+        (no segment rolled, replaced or deleted): follow the writer's appends to the
+        active segment in place, without listing the directory. False when the active
+        segment was not simply grown (shrunk, rewritten): a full :meth:`refresh` is due."""
+        if not self.read_only:
+            return True
+        with self._lock:
+            return not self._listed.segments or self._listed.active.extend_read_only()
+
     # -- lifecycle ----------------------------------------------------------------------
     def close(self) -> None:
         """Flush (writers, the active segment's indexes included) and close every file."""
