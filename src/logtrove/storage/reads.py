@@ -100,14 +100,8 @@ def iter_batches(
 ) -> Iterator[tuple[BatchHeader, bytes]]:
     """(header, bytes) of each batch of ``segments`` holding offsets in
     ``[begin, end_offset)``, in offset order."""
-    located = locate(segments, begin)
-    if located is None:
-        return
-    first_seg, position, _ = located
-    for seg in segments:
-        if seg.base_offset < first_seg.base_offset:
-            continue
-        for pos, header in seg.batches(position if seg is first_seg else 0):
+    for seg, start in _walk_from(segments, begin):
+        for pos, header in seg.batches(start):
             if end_offset is not None and header.base_offset >= end_offset:
                 return
             yield header, seg.read(pos, header.size)
@@ -118,17 +112,23 @@ def iter_batch_spans(
 ) -> Iterator[tuple[BatchHeader, bytes, int]]:
     """The batches of :func:`iter_batches` as (header, buffer, position in the buffer),
     each segment read once in large reads (:meth:`Segment.spans`)."""
+    for seg, start in _walk_from(segments, begin):
+        for header, buf, pos in seg.spans(start):
+            if end_offset is not None and header.base_offset >= end_offset:
+                return
+            yield header, buf, pos
+
+
+def _walk_from(segments: list[Segment], begin: int) -> Iterator[tuple[Segment, int]]:
+    """(segment, position to start at) of each segment a walk from offset ``begin``
+    reads: the one :func:`locate` finds, from its position, then every later one whole."""
     located = locate(segments, begin)
     if located is None:
         return
     first_seg, position, _ = located
     for seg in segments:
-        if seg.base_offset < first_seg.base_offset:
-            continue
-        for header, buf, pos in seg.spans(position if seg is first_seg else 0):
-            if end_offset is not None and header.base_offset >= end_offset:
-                return
-            yield header, buf, pos
+        if seg.base_offset >= first_seg.base_offset:
+            yield seg, position if seg is first_seg else 0
 
 
 def iter_records_between(
