@@ -122,3 +122,38 @@ def test_a_damaged_batch_gives_the_records_before_the_damage(
     assert 81 in offsets and 88 in offsets
     with pytest.raises(RecordsError):
         engine.run(KeyQuery(TOPIC, b"k%d" % (87 % 7))).all()
+
+
+@pytest.mark.parametrize("interval", ["1", "300", "100000"])  # every batch indexed, some, none
+def test_the_batch_holding_an_offset_is_the_one_the_segment_finds(tmp_path: Path, interval: str) -> None:
+    """The point read's first read ends at the next index entry when that is nearer: the
+    batch it answers must still be the one :meth:`Segment.find` walks to, also for
+    offsets that compaction removed (the next surviving batch, past that entry)."""
+    from logtrove.query.picking import batch_holding
+    from logtrove.storage.cleaner import Cleaner
+
+    storage = Storage.open(tmp_path)
+    storage.create_topic(TOPIC, 1, {"cleanup.policy": "compact", "index.interval.bytes": interval})
+    log = storage.log(TOPIC, 0)
+    for b in range(30):
+        log.append(
+            build_batch([NewRecord(b"v%d" % (b * 5 + i), b"k%d" % ((b * 5 + i) % 9)) for i in range(5)])
+        )
+    log.roll()
+    Cleaner(storage).clean(log)  # the older values of each key go: gaps between batches
+    try:
+        for seg in log.segments:
+            found = [seg.find(o) for o in range(seg.base_offset - 1, seg.next_offset + 2)]
+            held = [batch_holding(seg, o) for o in range(seg.base_offset - 1, seg.next_offset + 2)]
+            assert [None if h is None else (h[0], h[1]) for h in held] == found
+            for h in held:
+                if h is not None:  # the buffer holds the whole batch at its position
+                    position, header, buf, rel = h
+                    assert buf[rel : rel + header.size] == seg.read(position, header.size)
+        assert any(
+            seg.find(o) is not None and seg.find(o)[1].base_offset > o
+            for seg in log.segments
+            for o in range(150)
+        )
+    finally:
+        storage.close()

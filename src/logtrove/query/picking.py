@@ -40,12 +40,15 @@ _INT64_MAX = 2**63 - 1
 def batch_holding(seg: Segment, offset: int) -> tuple[int, BatchHeader, bytes, int] | None:
     """(position, header, buffer, position of the batch in the buffer) of the first batch
     whose last offset is ≥ ``offset`` (what :meth:`Segment.find` finds), read with one
-    ``pread`` when the batch is within :data:`_FIRST_READ` of the offset index's entry."""
-    _, start = seg.offset_index.lookup(offset)
+    ``pread`` when the batch is within :data:`_FIRST_READ` of the offset index's entry.
+    That first read ends at the next index entry when it is nearer: with batches larger
+    than the index interval (every batch indexed) it reads exactly the batch."""
+    start, following = seg.offset_index.positions_around(offset)
     end = seg.size
     pos = start
+    first = _FIRST_READ if following is None else min(following - start, _FIRST_READ)
     while pos + HEADER_SIZE <= end:
-        buf = seg.read(pos, min(max(_FIRST_READ, HEADER_SIZE), end - pos))
+        buf = seg.read(pos, min(max(first if pos == start else _FIRST_READ, HEADER_SIZE), end - pos))
         rel = 0
         while rel + HEADER_SIZE <= len(buf):
             try:

@@ -244,6 +244,14 @@ class OffsetIndex(IndexFile):
             return self.base_offset, 0
         return self._offsets[i - 1], self._positions[i - 1]
 
+    def positions_around(self, offset: int) -> tuple[int, int | None]:
+        """(position of :meth:`lookup`'s entry, position of the entry after it or ``None``):
+        the batches holding offsets up to the next entry's lie between the two, so a
+        point read can take exactly that span in one read."""
+        i = bisect.bisect_right(self._offsets, offset)
+        following = self._positions[i] if i < len(self._positions) else None
+        return (self._positions[i - 1] if i else 0), following
+
     def position_floor(self, position: int) -> int | None:
         """The largest indexed batch position ≤ ``position``: a batch boundary."""
         i = bisect.bisect_right(self._positions, position)
