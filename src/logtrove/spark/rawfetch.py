@@ -152,12 +152,14 @@ def read_range_raw(
     tag_header: str,
     *,
     read_committed: bool = True,
+    needles: tuple[bytes, ...] = (),
 ) -> Iterator[Any]:
     """Arrow record batches of every row of ``rng``, as :func:`logtrove.spark.direct.read_range`
-    makes them from the segment files."""
+    makes them from the segment files; with ``needles``, only of the batches whose
+    records hold every one (:func:`~logtrove.spark.columns.add_batch`)."""
     decoder = new_decoder(id_header.encode(), tag_header.encode(), include_headers)
     for header, batch in fetch_batches(bootstrap, rng, read_committed=read_committed):
-        add_batch(decoder, batch, header, rng.start, rng.end)
+        add_batch(decoder, batch, header, rng.start, rng.end, needles=needles)
         if decoder.rows >= BATCH_ROWS or decoder.nbytes >= BATCH_BYTES:
             yield arrow_batch(decoder.take(), rng.topic, rng.partition)
     if decoder.rows:
