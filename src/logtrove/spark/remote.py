@@ -21,9 +21,11 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from logtrove.client import ClientSecurity
 from logtrove.records import iter_records
 from logtrove.records.batch import ATTR_TIMESTAMP_TYPE
 from logtrove.spark.columns import BATCH_ROWS, ColumnBuffer
+from logtrove.spark.connect import librdkafka_config, open_client
 from logtrove.spark.filtering import columnar_exact, keep_rows, needles, record_matches
 from logtrove.spark.options import RecordFilter
 from logtrove.spark.ranges import OffsetRange
@@ -34,12 +36,12 @@ _DEFAULT_ID_HEADER = "id"
 _DEFAULT_TAG_HEADER = "tag"
 
 
-def _consumer(bootstrap: str, read_committed: bool = True) -> Any:
+def _consumer(bootstrap: str, read_committed: bool, security: ClientSecurity | None) -> Any:
     from confluent_kafka import Consumer
 
     return Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **librdkafka_config(bootstrap, security),
             "group.id": f"logtrove-spark-{uuid.uuid4().hex[:12]}",
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
@@ -52,12 +54,18 @@ def _consumer(bootstrap: str, read_committed: bool = True) -> Any:
 
 
 class RemoteCatalog:
-    """A :class:`~logtrove.spark.ranges.Catalog` backed by a broker's metadata."""
+    """A :class:`~logtrove.spark.ranges.Catalog` backed by a broker's metadata, reached
+    with ``security``; :class:`~logtrove.spark.connect.BrokerAccessError` at once when the
+    broker cannot be used with it."""
 
-    def __init__(self, bootstrap: str, *, read_committed: bool = True) -> None:
+    def __init__(
+        self, bootstrap: str, *, read_committed: bool = True, security: ClientSecurity | None = None
+    ) -> None:
         self.bootstrap = bootstrap
         self.read_committed = read_committed
-        self._consumer = _consumer(bootstrap, read_committed)
+        self.security = security
+        open_client(bootstrap, security, client_id="logtrove-spark", timeout_s=TIMEOUT_S).close()
+        self._consumer = _consumer(bootstrap, read_committed, security)
         self._metadata = self._consumer.list_topics(timeout=TIMEOUT_S)
 
     def topic_names(self) -> list[str]:
@@ -80,7 +88,7 @@ class RemoteCatalog:
         from confluent_kafka.admin import AdminClient
         from confluent_kafka.admin._listoffsets import OffsetSpec
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient(librdkafka_config(self.bootstrap, self.security))
         tp = TopicPartition(topic, partition)
         latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
         futures = admin.list_offsets({tp: latest}, isolation_level=IsolationLevel.READ_COMMITTED)
@@ -102,7 +110,7 @@ class RemoteCatalog:
         from confluent_kafka.admin import AdminClient
         from confluent_kafka.admin._config import ConfigResource
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient(librdkafka_config(self.bootstrap, self.security))
         resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
         try:
             entries = admin.describe_configs([resource])[resource].result(timeout=TIMEOUT_S)
@@ -127,15 +135,16 @@ def read_range(
     tag_header: str = _DEFAULT_TAG_HEADER,
     *,
     read_committed: bool = True,
+    security: ClientSecurity | None = None,
 ) -> Iterator[Any]:
     """Arrow record batches of the rows of ``rng`` that pass ``flt``, from raw batches
-    fetched from the broker (:mod:`logtrove.spark.rawfetch`) and decoded by the columnar
+    fetched from the broker (reached with ``security``) (:mod:`logtrove.spark.rawfetch`) and decoded by the columnar
     decoder; a filter is applied to the decoded columns
     (:func:`~logtrove.spark.filtering.keep_rows`), after skipping the batches that lack
     its bytes, unless the columns cannot answer it exactly (then record by record)."""
     if not columnar_exact(flt):
         yield from _read_by_record(
-            bootstrap, rng, flt, include_headers, id_header, tag_header, read_committed
+            bootstrap, rng, flt, include_headers, id_header, tag_header, read_committed, security
         )
         return
     batches = read_range_raw(
@@ -146,6 +155,7 @@ def read_range(
         tag_header,
         read_committed=read_committed,
         needles=needles(flt),
+        security=security,
     )
     if flt.empty:
         yield from batches
@@ -164,11 +174,12 @@ def _read_by_record(
     id_header: str,
     tag_header: str,
     read_committed: bool,
+    security: ClientSecurity | None,
 ) -> Iterator[Any]:
     """:func:`read_range` for a filter the columns cannot answer exactly: each record of
     the fetched batches decoded and tested on its bytes."""
     buf = ColumnBuffer(rng.topic, rng.partition, id_header, tag_header, include_headers)
-    for header, batch in fetch_batches(bootstrap, rng, read_committed=read_committed):
+    for header, batch in fetch_batches(bootstrap, rng, read_committed=read_committed, security=security):
         append_time = bool(header.attributes & ATTR_TIMESTAMP_TYPE)
         for record in iter_records(batch, 0, header):
             if rng.start <= record.offset < rng.end and record_matches(record, flt, id_header, tag_header):
