@@ -14,6 +14,8 @@ import pytest
 
 pytest.importorskip("pyspark")
 
+from tests.broker.secured import secured  # noqa: F401  (a broker with SASL and TLS listeners)
+
 LOG4J2 = """\
 rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = console

@@ -44,7 +44,31 @@ def test_remote_reads_equal_direct_reads(spark: Any, live: BrokerProcess) -> Non
         "endingOffsets": '{"orders": {"0": 90, "1": -1}}',
     }
     assert _rows(read(bootstrap=live.bootstrap, **ranged)) == _rows(read(path=str(live.data), **ranged))
-    assert _rows(read(bootstrap=live.bootstrap, key="k3")) == _rows(read(path=str(live.data), key="k3"))
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        {"key": "k3"},
+        {"id": "m-123"},
+        {"tag": "TagA"},
+        {"contains": "order 1"},
+        {"key": "k4", "tag": "TagB", "contains": "order 4"},
+        {"id": "m-8", "startingOffsets": '{"orders": {"0": 2, "1": 5}}'},
+        {"tag": "\ufffd"},
+    ],
+    ids=",".join,
+)
+def test_filtered_remote_reads_equal_direct_reads(
+    spark: Any, live: BrokerProcess, where: dict[str, str]
+) -> None:
+    def read(**mode: str) -> Any:
+        return spark.read.format("logtrove").options(subscribe="orders", **mode, **where).load()
+
+    remote = _rows(read(bootstrap=live.bootstrap))
+    assert remote == _rows(read(path=str(live.data)))
+    if "\ufffd" not in where.get("tag", ""):
+        assert remote
 
 
 def test_remote_writer_produces_through_the_broker(spark: Any, live: BrokerProcess) -> None:

@@ -74,6 +74,17 @@ class ClientSecurity:
                     f"line {number}: expected one of {', '.join(sorted(KNOWN))} as NAME=VALUE"
                 )
             props[name] = value.strip()
+        return cls.from_settings(props)
+
+    @classmethod
+    def from_settings(cls, props: Mapping[str, str]) -> ClientSecurity:
+        """The settings of ``props``, librdkafka's property names (those of :data:`KNOWN`;
+        others are refused); :class:`ClientConfigError` for a value that cannot be."""
+        unknown = sorted(set(props) - KNOWN)
+        if unknown:
+            raise ClientConfigError(
+                f"unknown setting(s) {', '.join(unknown)}: expected {', '.join(sorted(KNOWN))}"
+            )
         try:
             protocol = SecurityProtocol(props.get("security.protocol", "PLAINTEXT").upper())
         except ValueError:
@@ -95,6 +106,23 @@ class ClientSecurity:
         if protocol.sasl and (not security.username or security.password is None):
             raise ClientConfigError(f"{protocol.value} needs sasl.username and sasl.password")
         return security
+
+    def properties(self) -> dict[str, str]:
+        """These settings as librdkafka's properties (a confluent-kafka client's config)."""
+        out = {"security.protocol": self.protocol.value}
+        if self.protocol.sasl:
+            assert self.username is not None and self.password is not None
+            out |= {
+                "sasl.mechanism": self.mechanism,
+                "sasl.username": self.username,
+                "sasl.password": self.password,
+            }
+        named = {
+            "ssl.ca.location": self.cafile,
+            "ssl.certificate.location": self.certfile,
+            "ssl.key.location": self.keyfile,
+        }
+        return out | {name: value for name, value in named.items() if value}
 
     @classmethod
     def load(cls, path: Path) -> ClientSecurity:

@@ -2,9 +2,10 @@
 ``tag``, emitted as Arrow record batches.
 
 Full scans decode whole batches into Arrow buffers with the columnar decoder
-(:func:`add_batch`, :func:`arrow_batch`, :mod:`logtrove.records.columnar`); records found
-one by one (filter options, remote mode) go through :class:`ColumnBuffer`. Both give the
-same rows for the same records.
+(:func:`add_batch`, :func:`arrow_batch`, :mod:`logtrove.records.columnar`), and so do
+remote mode's filtered reads (:mod:`logtrove.spark.filtering`); records found one by one
+(direct mode's filter options, answered by the query engine) go through
+:class:`ColumnBuffer`. Both give the same rows for the same records.
 
 =================  ==========================  ======================================
 column             Spark type                  Arrow type (must match exactly)
@@ -159,10 +160,21 @@ class ColumnBuffer:
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def add_batch(decoder: Decoder, data: Buffer, header: BatchHeader, start: int, end: int, pos: int = 0) -> int:
+def add_batch(
+    decoder: Decoder,
+    data: Buffer,
+    header: BatchHeader,
+    start: int,
+    end: int,
+    pos: int = 0,
+    *,
+    needles: tuple[bytes, ...] = (),
+) -> int:
     """Decode the records of one batch (at ``pos`` in ``data``) with offsets in ``[start,
     end)`` into ``decoder`` (compiled when available, :mod:`logtrove.records.columnar`);
-    returns the rows added.
+    returns the rows added. A batch whose decompressed records lack one of ``needles``
+    is not decoded (0 rows): a filter's :func:`~logtrove.spark.filtering.needles` skip
+    the batches that cannot hold a match.
 
     The records are decompressed within the default bound
     (:data:`~logtrove.records.compression.DEFAULT_MAX_DECOMPRESSED_BYTES`); in a
@@ -172,6 +184,10 @@ def add_batch(decoder: Decoder, data: Buffer, header: BatchHeader, start: int, e
     """
     append_time = header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None
     payload = batch_payload(data, header, pos)
+    if needles:
+        haystack = payload if isinstance(payload, bytes) else bytes(payload)
+        if not all(needle in haystack for needle in needles):
+            return 0
     return decoder.add(payload, header.base_offset, header.base_timestamp, append_time, start, end)
 
 

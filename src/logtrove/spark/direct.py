@@ -26,6 +26,7 @@ from typing import Any
 from logtrove.query import Contains, ContentQuery, HeaderQuery, IdQuery, KeyQuery, Query, QueryEngine
 from logtrove.records import Record
 from logtrove.records.columnar import new_decoder
+from logtrove.spark import filtering
 from logtrove.spark.columns import BATCH_BYTES, BATCH_ROWS, ColumnBuffer, add_batch, arrow_batch
 from logtrove.spark.options import RecordFilter
 from logtrove.spark.ranges import OffsetRange
@@ -34,14 +35,9 @@ from logtrove.storage.txnview import committed_view
 
 
 def record_matches(record: Record, flt: RecordFilter, config: TopicConfig) -> bool:
-    """The exact test behind every filter option (no false hits)."""
-    if flt.key is not None and record.key != flt.key:
-        return False
-    if flt.id is not None and record.header(config.message_id_header) != flt.id.encode():
-        return False
-    if flt.tag is not None and record.header(config.message_tag_header) != flt.tag.encode():
-        return False
-    return flt.contains is None or (record.value is not None and flt.contains in record.value)
+    """The exact test behind every filter option (no false hits), with the topic's
+    header names (:func:`logtrove.spark.filtering.record_matches`)."""
+    return filtering.record_matches(record, flt, config.message_id_header, config.message_tag_header)
 
 
 def _engine_query(rng: OffsetRange, flt: RecordFilter, config: TopicConfig) -> Query:

@@ -85,7 +85,9 @@ def _sample_endings(spec: ExportSpec) -> str:
     else:
         from logtrove.spark.remote import RemoteCatalog
 
-        catalog = RemoteCatalog(str(options.bootstrap), read_committed=options.read_committed)
+        catalog = RemoteCatalog(
+            str(options.bootstrap), read_committed=options.read_committed, security=options.security
+        )
         try:
             ranges = plan_batch(options, catalog)
         finally:

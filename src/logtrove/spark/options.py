@@ -28,6 +28,27 @@ against logtrove by changing the format and ``kafka.bootstrap.servers`` into ``p
 =============================  ==============================================================
 
 In offset JSON, ``-2`` means earliest and ``-1`` latest, as in Kafka.
+
+Remote mode reaches a secured broker (the source's planning and tasks, and the writer)
+with the settings ``logtrove mirror --source-config`` takes: librdkafka's property names,
+each an option (also with Spark's Kafka source prefix ``kafka.``), or all of them in a
+properties file named by ``clientConfig`` (read where the query is planned, so the
+password is in no job's code):
+
+=============================  ==============================================================
+``security.protocol``          ``PLAINTEXT`` (default), ``SSL``, ``SASL_PLAINTEXT``, ``SASL_SSL``
+``sasl.mechanism``             ``PLAIN`` (default), ``SCRAM-SHA-256``, ``SCRAM-SHA-512``
+``sasl.username``              with ``sasl.password``: needed by the ``SASL_*`` protocols
+``sasl.password``
+``ssl.ca.location``            PEM file of the CA that signed the broker's certificate
+                               (the system's CAs without it); the host name is checked
+``ssl.certificate.location``   PEM client certificate (a broker requiring one: mTLS), with
+``ssl.key.location``           its key
+``clientConfig``               a file of ``name=value`` lines of the settings above
+=============================  ==============================================================
+
+The files must be readable at the same path on the executors. They are for remote mode:
+with ``path`` they are refused (:func:`parse_security`).
 """
 
 from __future__ import annotations
@@ -36,7 +57,11 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from logtrove.client.security import ClientSecurity
 
 EARLIEST = -2
 LATEST = -1
@@ -84,6 +109,7 @@ class ReadOptions:
     include_headers: bool = False
     filter: RecordFilter = field(default_factory=RecordFilter)
     read_committed: bool = True
+    security: ClientSecurity | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
@@ -136,6 +162,7 @@ class ReadOptions:
                 contains=opts["contains"].encode() if opts.get("contains") else None,
             ),
             read_committed=_parse_isolation(opts.get("isolation") or opts.get("kafka.isolation.level")),
+            security=parse_security(opts),
         )
 
     def select_topics(self, available: list[str]) -> list[str]:
@@ -148,6 +175,46 @@ class ReadOptions:
         if missing:
             raise OptionError(f"unknown topic(s): {', '.join(missing)}")
         return wanted
+
+
+SECURITY_SETTINGS = (
+    "security.protocol",
+    "sasl.mechanism",
+    "sasl.mechanisms",
+    "sasl.username",
+    "sasl.password",
+    "ssl.ca.location",
+    "ssl.certificate.location",
+    "ssl.key.location",
+)
+
+
+def parse_security(options: Mapping[str, str]) -> ClientSecurity | None:
+    """The TLS / SASL settings of the options (see the module doc); ``None`` when none is
+    given (PLAINTEXT). :class:`OptionError` for settings that cannot be, for settings
+    with ``path``, and for ``clientConfig`` together with the settings.
+
+    ``logtrove.client`` is imported only when settings are given: a direct-mode read
+    never loads the Kafka client (see :func:`logtrove.spark.source.freeze_imported`)."""
+    opts = {k.lower(): v for k, v in options.items()}
+    settings = {}
+    for name in SECURITY_SETTINGS:
+        value = opts.get(name) or opts.get(f"kafka.{name}")
+        if value:
+            settings[name] = value
+    config = opts.get("clientconfig")
+    if not settings and not config:
+        return None
+    if opts.get("path"):
+        raise OptionError("the security options are for remote mode (bootstrap), not with path")
+    if settings and config:
+        raise OptionError(f"give clientConfig or the settings ({', '.join(settings)}), not both")
+    from logtrove.client.security import ClientConfigError, ClientSecurity
+
+    try:
+        return ClientSecurity.load(Path(config)) if config else ClientSecurity.from_settings(settings)
+    except ClientConfigError as exc:
+        raise OptionError(f"{'clientConfig ' + config if config else 'security options'}: {exc}") from None
 
 
 def _parse_isolation(raw: str | None) -> bool:

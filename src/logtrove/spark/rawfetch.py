@@ -2,7 +2,8 @@
 columnar decoder as in direct mode (no Python object per record, no client library).
 
 An executor task opens one connection to the broker (the project's own client,
-:class:`~logtrove.client.KafkaClient`) and sends consumer Fetches (v12, replica id
+:class:`~logtrove.client.KafkaClient`, under TLS / SASL as the options say:
+:mod:`logtrove.spark.connect`) and sends consumer Fetches (v12, replica id
 -1, no fetch session) from its range's start until the range's end::
 
     Fetch(offset = position) ─► records: batch │ batch │ … │ part of a batch (cut by the
@@ -29,11 +30,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from logtrove.client import KafkaClient, KafkaProtocolError, check
+from logtrove.client import ClientSecurity, KafkaProtocolError, check
 from logtrove.records import HEADER_SIZE, BatchHeader, CorruptBatchError, read_header
 from logtrove.records.batch import MIN_BATCH_LENGTH
 from logtrove.records.columnar import new_decoder
 from logtrove.spark.columns import BATCH_BYTES, BATCH_ROWS, add_batch, arrow_batch
+from logtrove.spark.connect import open_client
 from logtrove.spark.ranges import OffsetRange
 from logtrove.storage.txnview import marker_kind
 from logtrove.wire import ApiKey, fetch_body
@@ -98,13 +100,18 @@ def _partition(resp: Any, rng: OffsetRange) -> Any:
 
 
 def fetch_batches(
-    bootstrap: str, rng: OffsetRange, *, read_committed: bool = True, partition_bytes: int = PARTITION_BYTES
+    bootstrap: str,
+    rng: OffsetRange,
+    *,
+    read_committed: bool = True,
+    partition_bytes: int = PARTITION_BYTES,
+    security: ClientSecurity | None = None,
 ) -> Iterator[tuple[BatchHeader, bytes]]:
     """The batches holding rows of ``rng`` (with ``read_committed``, committed ones), in
     offset order; the first and last may hold offsets outside it. ``partition_bytes`` is
-    the size each Fetch asks for first."""
+    the size each Fetch asks for first; ``security`` how to reach the broker."""
     position, want = rng.start, partition_bytes
-    with KafkaClient(bootstrap, timeout_s=TIMEOUT_S, client_id="logtrove-spark") as client:
+    with open_client(bootstrap, security, client_id="logtrove-spark", timeout_s=TIMEOUT_S) as client:
         idle_since = time.monotonic()
         while position < rng.end:
             body = fetch_body(
@@ -152,12 +159,15 @@ def read_range_raw(
     tag_header: str,
     *,
     read_committed: bool = True,
+    needles: tuple[bytes, ...] = (),
+    security: ClientSecurity | None = None,
 ) -> Iterator[Any]:
     """Arrow record batches of every row of ``rng``, as :func:`logtrove.spark.direct.read_range`
-    makes them from the segment files."""
+    makes them from the segment files; with ``needles``, only of the batches whose
+    records hold every one (:func:`~logtrove.spark.columns.add_batch`)."""
     decoder = new_decoder(id_header.encode(), tag_header.encode(), include_headers)
-    for header, batch in fetch_batches(bootstrap, rng, read_committed=read_committed):
-        add_batch(decoder, batch, header, rng.start, rng.end)
+    for header, batch in fetch_batches(bootstrap, rng, read_committed=read_committed, security=security):
+        add_batch(decoder, batch, header, rng.start, rng.end, needles=needles)
         if decoder.rows >= BATCH_ROWS or decoder.nbytes >= BATCH_BYTES:
             yield arrow_batch(decoder.take(), rng.topic, rng.partition)
     if decoder.rows:

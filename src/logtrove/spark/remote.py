@@ -1,44 +1,47 @@
 """Remote mode: plan and read over the Kafka protocol from a running broker.
 
 For clusters whose executors do not share the broker's disk. Planning asks the broker
-for topics, watermarks and offsets by time (:class:`RemoteCatalog`). A full scan's task
-fetches raw batches of its offset range and decodes them into Arrow as direct mode does
-(:mod:`logtrove.spark.rawfetch`); with a filter option a task reads its range with a
-plain Kafka consumer (confluent-kafka, no group, no commits) and applies the same
-filters as direct mode to the records. Both stop at the range end.
+for topics, watermarks and offsets by time (:class:`RemoteCatalog`). A task fetches raw
+batches of its offset range and decodes them into Arrow as direct mode does
+(:mod:`logtrove.spark.rawfetch`), stopping at the range end. With a filter option the
+batches that lack the filter's bytes are not decoded and the decoded rows are tested on
+their columns (:mod:`logtrove.spark.filtering`, the meaning direct mode gives the
+options); the rare filter the columns cannot answer exactly (a U+FFFD in ``id`` /
+``tag``) is tested record by record.
 
 Read committed (the default): the fetches are read_committed (the broker stops them at
-the last stable offset; aborted transactions are dropped by librdkafka or, for raw
-batches, as Kafka's consumer drops them), and the
-planner's ``latest`` is the last stable offset (ListOffsets READ_COMMITTED), so a task
-never waits for offsets an open transaction holds back.
+the last stable offset; batches of aborted transactions are dropped as Kafka's consumer
+drops them), and the planner's ``latest`` is the last stable offset (ListOffsets
+READ_COMMITTED), so a task never waits for offsets an open transaction holds back.
 """
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from logtrove.records import Record
+from logtrove.client import ClientSecurity
+from logtrove.records import iter_records
+from logtrove.records.batch import ATTR_TIMESTAMP_TYPE
 from logtrove.spark.columns import BATCH_ROWS, ColumnBuffer
+from logtrove.spark.connect import librdkafka_config, open_client
+from logtrove.spark.filtering import columnar_exact, keep_rows, needles, record_matches
 from logtrove.spark.options import RecordFilter
 from logtrove.spark.ranges import OffsetRange
-from logtrove.spark.rawfetch import read_range_raw
+from logtrove.spark.rawfetch import fetch_batches, read_range_raw
 
 TIMEOUT_S = 30.0
-POLL_S = 0.1
 _DEFAULT_ID_HEADER = "id"
 _DEFAULT_TAG_HEADER = "tag"
 
 
-def _consumer(bootstrap: str, read_committed: bool = True) -> Any:
+def _consumer(bootstrap: str, read_committed: bool, security: ClientSecurity | None) -> Any:
     from confluent_kafka import Consumer
 
     return Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **librdkafka_config(bootstrap, security),
             "group.id": f"logtrove-spark-{uuid.uuid4().hex[:12]}",
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
@@ -51,12 +54,18 @@ def _consumer(bootstrap: str, read_committed: bool = True) -> Any:
 
 
 class RemoteCatalog:
-    """A :class:`~logtrove.spark.ranges.Catalog` backed by a broker's metadata."""
+    """A :class:`~logtrove.spark.ranges.Catalog` backed by a broker's metadata, reached
+    with ``security``; :class:`~logtrove.spark.connect.BrokerAccessError` at once when the
+    broker cannot be used with it."""
 
-    def __init__(self, bootstrap: str, *, read_committed: bool = True) -> None:
+    def __init__(
+        self, bootstrap: str, *, read_committed: bool = True, security: ClientSecurity | None = None
+    ) -> None:
         self.bootstrap = bootstrap
         self.read_committed = read_committed
-        self._consumer = _consumer(bootstrap, read_committed)
+        self.security = security
+        open_client(bootstrap, security, client_id="logtrove-spark", timeout_s=TIMEOUT_S).close()
+        self._consumer = _consumer(bootstrap, read_committed, security)
         self._metadata = self._consumer.list_topics(timeout=TIMEOUT_S)
 
     def topic_names(self) -> list[str]:
@@ -79,7 +88,7 @@ class RemoteCatalog:
         from confluent_kafka.admin import AdminClient
         from confluent_kafka.admin._listoffsets import OffsetSpec
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient(librdkafka_config(self.bootstrap, self.security))
         tp = TopicPartition(topic, partition)
         latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
         futures = admin.list_offsets({tp: latest}, isolation_level=IsolationLevel.READ_COMMITTED)
@@ -101,7 +110,7 @@ class RemoteCatalog:
         from confluent_kafka.admin import AdminClient
         from confluent_kafka.admin._config import ConfigResource
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient(librdkafka_config(self.bootstrap, self.security))
         resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
         try:
             entries = admin.describe_configs([resource])[resource].result(timeout=TIMEOUT_S)
@@ -117,61 +126,6 @@ class RemoteCatalog:
         self._consumer.close()
 
 
-def _as_record(msg: Any) -> Record:
-    _, ts = msg.timestamp()
-    headers = tuple((str(k), v) for k, v in (msg.headers() or ()))
-    return Record(int(msg.offset()), int(ts), msg.key(), msg.value(), headers)
-
-
-def _matches(record: Record, flt: RecordFilter, id_header: str, tag_header: str) -> bool:
-    if flt.key is not None and record.key != flt.key:
-        return False
-    if flt.id is not None and record.header(id_header) != flt.id.encode():
-        return False
-    if flt.tag is not None and record.header(tag_header) != flt.tag.encode():
-        return False
-    return flt.contains is None or (record.value is not None and flt.contains in record.value)
-
-
-def fetch_range(
-    bootstrap: str, rng: OffsetRange, *, read_committed: bool = True
-) -> Iterator[tuple[Record, bool]]:
-    """(record, is LogAppendTime) for each record of ``rng`` (with ``read_committed``,
-    each committed one), in offset order."""
-    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, KafkaError, KafkaException, TopicPartition
-
-    consumer = _consumer(bootstrap, read_committed)
-    try:
-        consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
-        position = rng.start
-        idle_since = time.monotonic()
-        while position < rng.end:
-            # consume() waits for its whole timeout unless num_messages arrive: poll in short steps
-            messages = consumer.consume(num_messages=5000, timeout=POLL_S)
-            if not messages:
-                if time.monotonic() - idle_since > TIMEOUT_S:
-                    raise TimeoutError(
-                        f"no data from {bootstrap} for {rng} after {TIMEOUT_S:.0f} s at offset {position}"
-                    )
-                continue
-            idle_since = time.monotonic()
-            for msg in messages:
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        if int(msg.offset()) >= rng.end:
-                            return
-                        continue
-                    raise KafkaException(err)
-                offset = int(msg.offset())
-                if offset >= rng.end:
-                    return
-                position = offset + 1
-                yield _as_record(msg), msg.timestamp()[0] == TIMESTAMP_LOG_APPEND_TIME
-    finally:
-        consumer.close()
-
-
 def read_range(
     bootstrap: str,
     rng: OffsetRange,
@@ -181,20 +135,56 @@ def read_range(
     tag_header: str = _DEFAULT_TAG_HEADER,
     *,
     read_committed: bool = True,
+    security: ClientSecurity | None = None,
 ) -> Iterator[Any]:
-    """Arrow record batches of the rows of ``rng`` fetched from the broker: raw batches
-    decoded by the columnar decoder for a full scan (:mod:`logtrove.spark.rawfetch`),
-    a consumer's records tested one by one with a filter option."""
-    if flt.empty:
-        yield from read_range_raw(
-            bootstrap, rng, include_headers, id_header, tag_header, read_committed=read_committed
+    """Arrow record batches of the rows of ``rng`` that pass ``flt``, from raw batches
+    fetched from the broker (reached with ``security``) (:mod:`logtrove.spark.rawfetch`) and decoded by the columnar
+    decoder; a filter is applied to the decoded columns
+    (:func:`~logtrove.spark.filtering.keep_rows`), after skipping the batches that lack
+    its bytes, unless the columns cannot answer it exactly (then record by record)."""
+    if not columnar_exact(flt):
+        yield from _read_by_record(
+            bootstrap, rng, flt, include_headers, id_header, tag_header, read_committed, security
         )
         return
+    batches = read_range_raw(
+        bootstrap,
+        rng,
+        include_headers,
+        id_header,
+        tag_header,
+        read_committed=read_committed,
+        needles=needles(flt),
+        security=security,
+    )
+    if flt.empty:
+        yield from batches
+        return
+    for batch in batches:
+        kept = keep_rows(batch, flt)
+        if kept.num_rows:
+            yield kept
+
+
+def _read_by_record(
+    bootstrap: str,
+    rng: OffsetRange,
+    flt: RecordFilter,
+    include_headers: bool,
+    id_header: str,
+    tag_header: str,
+    read_committed: bool,
+    security: ClientSecurity | None,
+) -> Iterator[Any]:
+    """:func:`read_range` for a filter the columns cannot answer exactly: each record of
+    the fetched batches decoded and tested on its bytes."""
     buf = ColumnBuffer(rng.topic, rng.partition, id_header, tag_header, include_headers)
-    for record, append_time in fetch_range(bootstrap, rng, read_committed=read_committed):
-        if flt.empty or _matches(record, flt, id_header, tag_header):
-            buf.add(record, append_time)
-            if len(buf) >= BATCH_ROWS:
-                yield buf.take_batch()
+    for header, batch in fetch_batches(bootstrap, rng, read_committed=read_committed, security=security):
+        append_time = bool(header.attributes & ATTR_TIMESTAMP_TYPE)
+        for record in iter_records(batch, 0, header):
+            if rng.start <= record.offset < rng.end and record_matches(record, flt, id_header, tag_header):
+                buf.add(record, append_time)
+                if len(buf) >= BATCH_ROWS:
+                    yield buf.take_batch()
     if len(buf):
         yield buf.take_batch()

@@ -83,7 +83,9 @@ def _open_catalog(options: ReadOptions) -> tuple[Catalog, Any]:
     from logtrove.spark import remote  # remote mode only: see _read
 
     assert options.bootstrap is not None
-    catalog = remote.RemoteCatalog(options.bootstrap, read_committed=options.read_committed)
+    catalog = remote.RemoteCatalog(
+        options.bootstrap, read_committed=options.read_committed, security=options.security
+    )
     return catalog, catalog
 
 
@@ -148,6 +150,7 @@ def _read(options: ReadOptions, part: RangePartition) -> Iterator[Any]:
         part.id_header,
         part.tag_header,
         read_committed=options.read_committed,
+        security=options.security,
     )
 
 

@@ -10,7 +10,9 @@ Both modes encode the Arrow columns straight into record batches
 row), up to ``FLUSH_BYTES`` of Arrow data at a time, each partition's rows in batches of
 about ``BATCH_BYTES``; the log compresses them as its topic's ``compression.type`` says.
 Remote mode (``bootstrap``) produces those batches through the broker (Produce v9,
-acks=all, one connection per task). Direct mode (``path``) appends them to the segment
+acks=all, one connection per task), under TLS / SASL with the source's options
+(``security.protocol``, ``sasl.*``, ``ssl.*``, ``clientConfig``:
+:mod:`logtrove.spark.options`, :mod:`logtrove.spark.connect`). Direct mode (``path``) appends them to the segment
 files itself and therefore needs the data directory's writer lock: it refuses when a
 broker holds it (produce through the broker instead), and tasks of the same job take
 turns on the lock. :func:`write_direct` is the row-wise writer of
@@ -28,14 +30,15 @@ from itertools import count
 from pathlib import Path
 from typing import Any
 
-from logtrove.client import KafkaClient, check
+from logtrove.client import ClientSecurity, KafkaClient, check
 from logtrove.clock import SYSTEM_CLOCK, Clock
 from logtrove.records import NewRecord, build_batch
 from logtrove.records.builder import frame_records
 from logtrove.records.encoder import encode_records, partition_order
 from logtrove.records.partitioner import partition_for_key
+from logtrove.spark.connect import open_client
 from logtrove.spark.encoding import ColumnTypeError, TopicRows, topic_rows
-from logtrove.spark.options import OptionError
+from logtrove.spark.options import OptionError, parse_security
 from logtrove.storage import DataDirLockedError, Storage
 from logtrove.storage.datadir import read_holder
 from logtrove.wire import ApiKey, produce_body
@@ -54,6 +57,7 @@ class WriteOptions:
     path: str | None
     bootstrap: str | None
     topic: str | None
+    security: ClientSecurity | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -63,7 +67,7 @@ class WriteOptions:
             raise OptionError(
                 "give exactly one of path (a data directory) or bootstrap (host:port of a broker)"
             )
-        return cls(path, bootstrap, opts.get("topic"))
+        return cls(path, bootstrap, opts.get("topic"), parse_security(opts))
 
 
 def _as_bytes(value: Any) -> bytes | None:
@@ -205,14 +209,15 @@ class _RemoteSink:
     order per partition) over one connection. A topic the broker does not know is
     created if the broker allows it, as a Kafka producer's Metadata request does."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, security: ClientSecurity | None = None) -> None:
         self.bootstrap = bootstrap
+        self.security = security
         self.client: KafkaClient | None = None
 
     def _open(self) -> KafkaClient:
         if self.client is None:
-            self.client = KafkaClient(
-                self.bootstrap, timeout_s=REMOTE_TIMEOUT_S, client_id="logtrove-spark-writer"
+            self.client = open_client(
+                self.bootstrap, self.security, client_id="logtrove-spark-writer", timeout_s=REMOTE_TIMEOUT_S
             )
         return self.client
 
@@ -329,9 +334,12 @@ def write_arrow_direct(path: str, batches: Iterable[Any], default_topic: str | N
     return write_arrow(_DirectSink(path), batches, default_topic)
 
 
-def write_arrow_remote(bootstrap: str, batches: Iterable[Any], default_topic: str | None) -> int:
-    """Produce every row of the Arrow ``batches`` through the broker (remote mode)."""
-    return write_arrow(_RemoteSink(bootstrap), batches, default_topic)
+def write_arrow_remote(
+    bootstrap: str, batches: Iterable[Any], default_topic: str | None, security: ClientSecurity | None = None
+) -> int:
+    """Produce every row of the Arrow ``batches`` through the broker (remote mode),
+    reached with ``security``."""
+    return write_arrow(_RemoteSink(bootstrap, security), batches, default_topic)
 
 
 def write_rows(options: WriteOptions, batches: Iterable[Any]) -> int:
@@ -339,4 +347,4 @@ def write_rows(options: WriteOptions, batches: Iterable[Any]) -> int:
     if options.path is not None:
         return write_arrow_direct(options.path, batches, options.topic)
     assert options.bootstrap is not None
-    return write_arrow_remote(options.bootstrap, batches, options.topic)
+    return write_arrow_remote(options.bootstrap, batches, options.topic, options.security)

@@ -22,7 +22,8 @@ from logtrove.http.security import require
 from logtrove.query import Message as QueryMessage
 from logtrove.query import OffsetQuery, PositionQuery, QueryEngine
 from logtrove.query.ids import decode_position_id
-from logtrove.records import Record, iter_records
+from logtrove.records import Record
+from logtrove.records.bulk import batch_records
 from logtrove.storage import PartitionLog, Storage
 from logtrove.storage.txnview import CommittedView, committed_view
 
@@ -66,14 +67,15 @@ def _records(
 
 def _shown(log: PartitionLog, start: int, end: int | None, view: CommittedView | None) -> Iterator[Record]:
     """The data records in ``[start, end)`` that ``view`` shows (all with ``None``):
-    control batches (transaction markers) are never shown."""
+    control batches (transaction markers) are never shown. Each batch is decoded whole by
+    the columnar decoder (:func:`~logtrove.records.bulk.batch_records`)."""
     begin = max(start, log.log_start_offset)
     if view is not None:
         end = view.last_stable_offset if end is None else min(end, view.last_stable_offset)
     for header, data in log.batches(begin, end):
         if header.is_control or (view is not None and view.hides_batch(header)):
             continue
-        for record in iter_records(data, 0, header):
+        for record in batch_records(data, header):
             if begin <= record.offset and (end is None or record.offset < end):
                 yield record
 
