@@ -319,3 +319,53 @@ def test_batch_spans_stop_where_batches_stop_at_a_torn_tail(tmp_path: Path) -> N
     finally:
         read_only.close()
         storage.close()
+
+
+@pytest.mark.parametrize("damage", ["header name", "record count"])
+def test_a_damaged_batch_gives_its_records_before_the_damage_then_the_row_readers_error(
+    tmp_path: Path, damage: str
+) -> None:
+    """``records()`` decodes each batch whole (the columnar decoder); a batch stored
+    damaged (CRC valid) must still give what the row-by-row reader gives: the records
+    before the damage, then its error, and nothing of the batches after."""
+    import crc32c
+
+    from logtrove.records import RecordsError, iter_records
+    from logtrove.records.batch import CRC_START
+    from logtrove.records.varint import encode_varint
+
+    storage, log = open_topic(tmp_path)
+    for b in range(3):
+        log.append(
+            build_batch(
+                [NewRecord(b"v%d" % (10 * b + i), None, (("hdr", b"x%d" % (10 * b + i)),)) for i in range(10)]
+            )
+        )
+    log.flush()
+    path, (position, header) = log.segments[0].log_path, list(log.segments[0].batches())[1]
+    data = bytearray(path.read_bytes())
+    batch = data[position : position + header.size]
+    if damage == "header name":  # the 8th record's header name is no longer UTF-8
+        i = bytes(batch).index(b"hdr" + encode_varint(3) + b"x17")
+        batch[i : i + 3] = b"\xff\xfe\xfd"
+    else:  # the batch declares one record more than it holds
+        batch[57:61] = (header.record_count + 1).to_bytes(4, "big")
+    batch[17:CRC_START] = crc32c.crc32c(bytes(batch[CRC_START:])).to_bytes(4, "big")
+    data[position : position + header.size] = batch
+    path.write_bytes(bytes(data))
+    storage.close()
+
+    reader = Storage.open(tmp_path, read_only=True)
+    try:
+        rowwise: list[object] = []
+        with pytest.raises(RecordsError) as expected:
+            for seg in reader.log(TOPIC, 0).segments:
+                for pos, h in seg.batches():
+                    rowwise.extend((r.offset, r.value) for r in iter_records(seg.read(pos, h.size), 0, h))
+        got: list[object] = []
+        with pytest.raises(RecordsError) as raised:
+            got.extend((r.offset, r.value) for r in reader.log(TOPIC, 0).records())
+        assert got == rowwise and len(got) >= 10
+        assert type(raised.value) is type(expected.value) and str(raised.value) == str(expected.value)
+    finally:
+        reader.close()

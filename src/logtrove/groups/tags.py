@@ -33,7 +33,8 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from logtrove.records import Record, RecordsError, iter_records
+from logtrove.records import Record, RecordsError
+from logtrove.records.bulk import batch_records
 from logtrove.storage import PartitionLog, Segment
 from logtrove.storage.derived import tagindex as tagidx
 from logtrove.storage.derived.tagblocks import TagBlock, tag_blocks
@@ -119,7 +120,7 @@ def scan_records(segment: Segment, start: int, end: int) -> Iterator[Record]:
         if header.is_control or header.record_count == 0:
             continue
         try:
-            records = list(iter_records(segment.read(pos, header.size), 0, header))
+            records = batch_records(segment.read(pos, header.size), header)
         except RecordsError as exc:
             log.warning("%s: batch at offset %d skipped: %s", segment.log_path.name, header.base_offset, exc)
             continue
@@ -314,7 +315,7 @@ def _read_offsets(
             wanted.add(offsets[n])
             n += 1
         try:
-            records = list(iter_records(seg.read(pos, header.size), 0, header))
+            records = batch_records(seg.read(pos, header.size), header)
         except RecordsError:
             continue
         for record in records:

@@ -20,10 +20,11 @@ first) and the log's bounds; they never change the log.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from logtrove.records import BatchHeader, Record, iter_records
+from logtrove.records import BatchHeader, Record, RecordsError, iter_records
+from logtrove.records.bulk import batch_records
 from logtrove.storage.errors import OffsetOutOfRangeError
 from logtrove.storage.names import TopicPartition
 from logtrove.storage.segment import Segment
@@ -134,9 +135,17 @@ def _walk_from(segments: list[Segment], begin: int) -> Iterator[tuple[Segment, i
 def iter_records_between(
     batches: Iterator[tuple[BatchHeader, bytes]], begin: int, end_offset: int | None
 ) -> Iterator[Record]:
-    """The decoded records of ``batches`` with offsets in ``[begin, end_offset)``."""
+    """The decoded records of ``batches`` with offsets in ``[begin, end_offset)``, each
+    batch decoded whole (:func:`~logtrove.records.bulk.batch_records`); a batch that
+    fails to decode is walked row by row, so the records before the damage come first
+    and then its error, as before."""
     for header, data in batches:
-        for record in iter_records(data, 0, header):
+        records: Iterable[Record]
+        try:
+            records = batch_records(data, header)
+        except RecordsError:
+            records = iter_records(data, 0, header)
+        for record in records:
             if record.offset < begin:
                 continue
             if end_offset is not None and record.offset >= end_offset:
