@@ -19,6 +19,8 @@ file, then renames the partition directories to Kafka's marked form before remov
 them, so that a crash at any point leaves either the whole topic or directories marked
 for deletion. The parts live in modules of their own:
 
+* :mod:`logtrove.storage.catalogue`: the topics by name, the topic files set aside and
+  the broker configs their effective configs derive from;
 * :mod:`logtrove.storage.topicfiles`: the topic files (:class:`TopicInfo`), and the
   files that are not loaded (:class:`InvalidTopicFile`);
 * :mod:`logtrove.storage.creation`: partitions created outside ``Storage._lock`` under
@@ -35,14 +37,15 @@ point the rest of logtrove uses.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import threading
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from logtrove.clock import SYSTEM_CLOCK, Clock
-from logtrove.storage.broker_configs import BrokerConfigs, load_broker_configs, save_broker_configs
+from logtrove.storage.broker_configs import BrokerConfigs
+from logtrove.storage.catalogue import TopicCatalogue
 from logtrove.storage.checkpoint import (
     CLEANER_OFFSET,
     INDEX_OFFSET,
@@ -65,7 +68,6 @@ from logtrove.storage.errors import (
     FollowedTopicError,
     InvalidTopicError,
     ReadOnlyError,
-    TopicExistsError,
     UnknownPartitionError,
     UnknownTopicError,
 )
@@ -78,12 +80,6 @@ from logtrove.storage.topicfiles import (
     TOPICS_DIR,
     InvalidTopicFile,
     TopicInfo,
-    altered_overrides,
-    find_invalid,
-    read_topic_files,
-    report_invalid,
-    topic_file,
-    write_topic_file,
 )
 
 DEFAULT_MAX_TOTAL_PARTITIONS = 20_000  # over all topics; see README "Limits and safety"
@@ -125,10 +121,7 @@ class Storage:
         self.max_partitions = max_partitions  # total over all topics, checked at creation
         self._lock = threading.RLock()
         self._creations = Reservations(threading.Condition(self._lock))
-        self._broker_configs = BrokerConfigs()
-        self._topics: dict[str, TopicInfo] = {}
-        self._invalid: dict[str, InvalidTopicFile] = {}
-        self._deleting: list[TopicInfo] = []
+        self._topics = TopicCatalogue(self.path)
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._checkpoints = LogCheckpoints(self.path)
         self._closed = False
@@ -149,7 +142,7 @@ class Storage:
         try:
             clean = data_dir.take_clean_shutdown_marker() if not read_only else True
             storage = cls(data_dir, clock=clock, clean_shutdown=clean, max_partitions=max_partitions)
-            storage._load_topics()
+            storage._topics.load()
             if not read_only:
                 (storage.path / TOPICS_DIR).mkdir(exist_ok=True)
                 storage._clean_leftovers()
@@ -161,9 +154,9 @@ class Storage:
         return storage
 
     def _open_all_logs(self) -> None:
-        count = sum(info.partitions for info in self._topics.values())
+        count = self._topics.total_partitions()
         try:
-            for info in list(self._topics.values()):
+            for info in self._topics.topics():
                 for p in range(info.partitions):
                     self.log(info.name, p)
         except OSError as exc:
@@ -171,45 +164,29 @@ class Storage:
                 raise out_of_fds_error(exc, f"opening the {count} partitions of {self.path}") from exc
             raise
 
-    # -- topics -----------------------------------------------------------------------
-    def _load_topics(self) -> None:
-        """Read ``topics/*.json``: valid topics are loaded, topics being deleted set
-        aside, anything else reported once and set aside. A file that vanishes meanwhile
-        (a writer deleting the topic) is simply gone."""
-        self._broker_configs = load_broker_configs(self.path)
-        found = read_topic_files(self.path, self._broker_configs.topic_defaults())
-        report_invalid(found.invalid[key] for key in found.invalid.keys() - self._invalid.keys())
-        self._topics, self._invalid, self._deleting = found.topics, found.invalid, found.deleting
-
+    # -- topics (storage.catalogue) ------------------------------------------------------
     def invalid_topics(self) -> list[InvalidTopicFile]:
         """Topic files that were not loaded (see :class:`InvalidTopicFile`)."""
         with self._lock:
-            return sorted(self._invalid.values(), key=lambda t: t.file.name)
+            return self._topics.invalid_topics()
 
     def _clean_leftovers(self) -> None:
         """At a writer opening: finish interrupted topic deletions, remove every marked
         partition directory, and the temporary files of interrupted atomic writes."""
-        for info in self._deleting:
-            unlink_topic(
-                mark_partition_dirs(self.path, info.name, info.partitions), self._topic_file(info.name)
-            )
-        self._deleting = []
+        self._topics.finish_deletions()
         remove_marked(marked_dirs(self.path))
         remove_temp_files(self.path / TOPICS_DIR)
         remove_temp_files(self.path, _CHECKPOINTS)
 
     def topics(self) -> list[TopicInfo]:
         with self._lock:
-            return sorted(self._topics.values(), key=lambda t: t.name)
+            return self._topics.topics()
 
     def has_topic(self, name: str) -> bool:
         return name in self._topics
 
     def topic(self, name: str) -> TopicInfo:
-        try:
-            return self._topics[name]
-        except KeyError:
-            raise UnknownTopicError(f"unknown topic {name!r}") from None
+        return self._topics.topic(name)
 
     def create_topic(
         self,
@@ -229,34 +206,17 @@ class Storage:
         overrides = validate_overrides(dict(configs or {}))
         with self._lock:
             self._creations.wait_idle(name)
-            if name in self._topics:
-                raise TopicExistsError(f"topic {name!r} already exists")
-            clash = {t for t in self._topics if t.replace(".", "_") == name.replace(".", "_")}
-            if clash:
-                raise InvalidTopicError(
-                    f"topic {name!r} collides with {clash.pop()!r} ('.' and '_' are confused by metrics)"
-                )
+            self._topics.check_new_name(name)
             self._reserve(name, partitions)
         try:
-            info = TopicInfo(
-                name=name,
-                topic_id=uuid.uuid4(),
-                partitions=partitions,
-                overrides=overrides,
-                created_ms=self.clock.now_ms(),
-                config=self._effective_config(overrides),
-                followed_from=followed_from,
+            info = self._topics.new_topic(
+                name, partitions, overrides, followed_from=followed_from, now_ms=self.clock.now_ms()
             )
-            if f"{name}.json" in self._invalid:
-                raise TopicExistsError(
-                    f"topic file of {name!r} exists but cannot be loaded; remove it first with "
-                    f"`logtrove topics delete {name}`"
-                )
+            self._topics.check_no_invalid_file(name)
             with self._new_logs(name, range(partitions), info.config) as logs, self._lock:
                 for plog in logs.values():
-                    plog.follower = followed_from is not None
-                self._write_topic_file(info)
-                self._topics[name] = info
+                    _configure(plog, info)
+                self._topics.put(info)
                 self._logs.update(logs)
             return info
         finally:
@@ -266,8 +226,7 @@ class Storage:
         """Claim ``name`` and ``count`` more partitions (under ``_lock``), or raise
         :class:`~logtrove.storage.errors.PartitionLimitError` if the total would pass
         ``max_partitions``."""
-        existing = sum(t.partitions for t in self._topics.values())
-        self._creations.reserve(name, count, existing, self.max_partitions)
+        self._creations.reserve(name, count, self._topics.total_partitions(), self.max_partitions)
 
     def _new_logs(
         self, name: str, partitions: range, config: TopicConfig
@@ -286,33 +245,19 @@ class Storage:
         self._check_writable()
         with self._lock:
             self._creations.wait_idle(name)
-            info = self._topics.get(name)
+            info = self._topics.find(name)
             if info is None:
-                return self._delete_invalid(name)
-            self._write_topic_file(info, deleting=True)
-            del self._topics[name]
+                return self._topics.delete_invalid(name)
+            self._topics.mark_deleting(info)
             logs = [self._logs.pop(TopicPartition(name, p), None) for p in range(info.partitions)]
             for plog in logs:
                 if plog is not None:
                     plog.delete_files()
             marked = mark_partition_dirs(self.path, name, info.partitions)
-            unlink_topic([], self._topic_file(name))
+            unlink_topic([], self._topics.file(name))
         remove_marked(marked)
         self.write_checkpoints()
         return info.topic_id
-
-    def _delete_invalid(self, ident: str) -> uuid.UUID | None:
-        bad = find_invalid(self._invalid.values(), ident)
-        owner = bad.name if bad.name is not None else bad.stem
-        # a file holding another name's topic owns no directories: those are that name's
-        owns_dirs = owner == bad.stem and owner not in self._topics
-        marked = mark_partition_dirs(self.path, owner, bad.partitions) if owns_dirs else []
-        unlink_topic(marked, bad.file)
-        del self._invalid[bad.file.name]
-        return bad.topic_id
-
-    def _topic_file(self, name: str) -> Path:
-        return topic_file(self.path, name)
 
     def alter_topic_configs(
         self,
@@ -323,29 +268,22 @@ class Storage:
         """Set and/or remove config overrides of a topic; returns the new info."""
         self._check_writable()
         with self._lock:
-            info = self.topic(name)
-            overrides = altered_overrides(info.overrides, set_configs or {}, delete_configs)
-            new = dataclasses.replace(info, overrides=overrides, config=self._effective_config(overrides))
-            self._write_topic_file(new)
-            self._set_info(new)
+            new = self._topics.alter_configs(name, set_configs or {}, delete_configs)
+            self._configure_logs(new)
             return new
 
-    def _effective_config(self, overrides: Mapping[str, str]) -> TopicConfig:
-        """A topic's config: its overrides over the broker-level defaults over the built-in ones."""
-        return TopicConfig.from_overrides({**self._broker_configs.topic_defaults(), **overrides})
-
-    def _set_info(self, info: TopicInfo) -> None:
-        self._topics[info.name] = info
+    def _configure_logs(self, info: TopicInfo) -> None:
+        """Hand ``info`` (its config, whether it is followed, its leader epoch) to the
+        topic's open logs."""
         for p in range(info.partitions):
             log = self._logs.get(TopicPartition(info.name, p))
             if log is not None:
-                log.config = info.config
+                _configure(log, info)
 
     def broker_configs(self) -> BrokerConfigs:
         """The dynamic broker configs (a copy)."""
         with self._lock:
-            current = self._broker_configs
-            return BrokerConfigs(dict(current.cluster), dict(current.broker), current.unreadable)
+            return self._topics.broker_configs()
 
     def alter_broker_configs(
         self,
@@ -361,42 +299,32 @@ class Storage:
         Raises :class:`~logtrove.storage.errors.InvalidConfigError`."""
         self._check_writable()
         with self._lock:
-            new = self._broker_configs.altered(level, set_configs, list(delete_configs), replace=replace)
-            if validate_only:
-                return new
-            save_broker_configs(self.path, new)
-            self._broker_configs = new
-            for info in list(self._topics.values()):
-                self._set_info(dataclasses.replace(info, config=self._effective_config(info.overrides)))
+            new = self._topics.alter_broker_configs(
+                level, set_configs, list(delete_configs), replace=replace, validate_only=validate_only
+            )
+            if not validate_only:
+                for info in self._topics.topics():
+                    self._configure_logs(self._topics.rederive(info))
             return new
 
     def follow_topic(self, name: str, source: str | None) -> TopicInfo:
         """Mark a topic as followed from ``source`` (a mirror copies it; clients may only
         read it: :class:`~logtrove.storage.errors.FollowedTopicError`), or with ``None``
         unmark it (promotion: it takes client writes again). Persisted in its topic file."""
-        self._check_writable()
-        with self._lock:
-            new = dataclasses.replace(self.topic(name), followed_from=source)
-            self._write_topic_file(new)
-            self._topics[name] = new
-            for p in range(new.partitions):
-                plog = self._logs.get(TopicPartition(name, p))
-                if plog is not None:
-                    plog.follower = source is not None
-            return new
+        return self._change_topic(name, followed_from=source)
 
     def set_leader_epoch(self, name: str, epoch: int) -> TopicInfo:
         """Make ``epoch`` the topic's leader epoch (promotion raises it past every epoch
         its logs hold: :mod:`logtrove.storage.epochs`). Persisted in its topic file."""
+        return self._change_topic(name, leader_epoch=epoch)
+
+    def _change_topic(self, name: str, **changes: Any) -> TopicInfo:
+        """Replace fields of a topic's info (:meth:`TopicCatalogue.change`) and hand it
+        to its open logs."""
         self._check_writable()
         with self._lock:
-            new = dataclasses.replace(self.topic(name), leader_epoch=epoch)
-            self._write_topic_file(new)
-            self._topics[name] = new
-            for p in range(new.partitions):
-                plog = self._logs.get(TopicPartition(name, p))
-                if plog is not None:
-                    plog.leader_epoch = epoch
+            new = self._topics.change(name, **changes)
+            self._configure_logs(new)
             return new
 
     def create_partitions(self, name: str, total: int) -> TopicInfo:
@@ -413,20 +341,13 @@ class Storage:
             self._reserve(name, total - info.partitions)
         try:
             with self._new_logs(name, range(info.partitions, total), info.config) as logs, self._lock:
-                new = dataclasses.replace(self._topics[name], partitions=total)  # configs may have changed
-                self._write_topic_file(new)
+                new = self._topics.change(name, partitions=total)  # configs may have changed
                 for log in logs.values():
-                    log.config = new.config
-                    log.follower = new.followed_from is not None
-                    log.leader_epoch = new.leader_epoch
-                self._topics[name] = new
+                    _configure(log, new)
                 self._logs.update(logs)
             return new
         finally:
             self._creations.release(name, total - info.partitions)
-
-    def _write_topic_file(self, info: TopicInfo, *, deleting: bool = False) -> None:
-        write_topic_file(self.path, info, deleting=deleting)
 
     def _check_writable(self) -> None:
         if self.read_only:
@@ -455,8 +376,7 @@ class Storage:
                     recovery_point=recovery_points.get(key, 0),
                     log_start_offset=log_starts.get(key, 0),
                 )
-                log.follower = info.followed_from is not None
-                log.leader_epoch = info.leader_epoch
+                _configure(log, info)
                 self._logs[tp] = log
             return log
 
@@ -544,7 +464,7 @@ class Storage:
         if not self.read_only:
             return
         with self._lock:
-            self._load_topics()
+            self._topics.load()
             starts = self._checkpoints.reread_log_starts()
             for tp in list(self._logs):
                 if tp.topic not in self._topics:
@@ -586,3 +506,11 @@ class Storage:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _configure(log: PartitionLog, info: TopicInfo) -> None:
+    """Give ``log`` what its topic's info says: the config, whether a mirror follows it
+    (only follower appends write then), the leader epoch stamped into produced batches."""
+    log.config = info.config
+    log.follower = info.followed_from is not None
+    log.leader_epoch = info.leader_epoch
