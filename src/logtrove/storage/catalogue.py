@@ -59,7 +59,7 @@ class TopicCatalogue:
         self._topics, self._invalid, self._deleting = found.topics, found.invalid, found.deleting
 
     # -- lookups ------------------------------------------------------------------------
-    def __contains__(self, name: str) -> bool:
+    def __contains__(self, name: object) -> bool:
         return name in self._topics
 
     def topic(self, name: str) -> TopicInfo:

@@ -21,6 +21,8 @@ for deletion. The parts live in modules of their own:
 
 * :mod:`logtrove.storage.catalogue`: the topics by name, the topic files set aside and
   the broker configs their effective configs derive from;
+* :mod:`logtrove.storage.openlogs`: the open partition logs, how one is opened, and
+  the maintenance round over all of them;
 * :mod:`logtrove.storage.topicfiles`: the topic files (:class:`TopicInfo`), and the
   files that are not loaded (:class:`InvalidTopicFile`);
 * :mod:`logtrove.storage.creation`: partitions created outside ``Storage._lock`` under
@@ -28,7 +30,7 @@ for deletion. The parts live in modules of their own:
 * :mod:`logtrove.storage.deletion`: the deletion steps and the marked directories, the
   only ones ever removed;
 * :mod:`logtrove.storage.logcheckpoints`: the recovery points and log start offsets,
-  read once at opening, written when they changed.
+  read once at opening, written when they changed (by the open logs).
 
 :class:`Storage` holds the lock, the topics and the open logs, and is the one entry
 point the rest of logtrove uses.
@@ -73,8 +75,8 @@ from logtrove.storage.errors import (
 )
 from logtrove.storage.files import is_out_of_fds, out_of_fds_error
 from logtrove.storage.log import PartitionLog, TopicPartition
-from logtrove.storage.logcheckpoints import LogCheckpoints
 from logtrove.storage.names import MAX_TOPIC_NAME, check_topic_name
+from logtrove.storage.openlogs import OpenLogs, configure
 from logtrove.storage.topicfiles import (
     MAX_PARTITIONS,
     TOPICS_DIR,
@@ -122,8 +124,9 @@ class Storage:
         self._lock = threading.RLock()
         self._creations = Reservations(threading.Condition(self._lock))
         self._topics = TopicCatalogue(self.path)
-        self._logs: dict[TopicPartition, PartitionLog] = {}
-        self._checkpoints = LogCheckpoints(self.path)
+        self._logs = OpenLogs(
+            self.path, self._lock, clock=clock, read_only=self.read_only, clean_shutdown=clean_shutdown
+        )
         self._closed = False
 
     @classmethod
@@ -215,9 +218,9 @@ class Storage:
             self._topics.check_no_invalid_file(name)
             with self._new_logs(name, range(partitions), info.config) as logs, self._lock:
                 for plog in logs.values():
-                    _configure(plog, info)
+                    configure(plog, info)
                 self._topics.put(info)
-                self._logs.update(logs)
+                self._logs.add(logs)
             return info
         finally:
             self._creations.release(name, partitions)
@@ -233,10 +236,7 @@ class Storage:
     ) -> contextlib.AbstractContextManager[dict[TopicPartition, PartitionLog]]:
         """Directories and open logs for new partitions (:func:`.creation.new_partition_logs`)."""
 
-        def open_new(tp: TopicPartition) -> PartitionLog:
-            return self._open_log(tp, config, recovery_point=0, log_start_offset=0)
-
-        return new_partition_logs(self.path, name, partitions, open_new)
+        return new_partition_logs(self.path, name, partitions, lambda tp: self._logs.open(tp, config))
 
     def delete_topic(self, name: str) -> uuid.UUID | None:
         """Delete a topic and all its data (in the steps of the module docstring); returns
@@ -249,7 +249,7 @@ class Storage:
             if info is None:
                 return self._topics.delete_invalid(name)
             self._topics.mark_deleting(info)
-            logs = [self._logs.pop(TopicPartition(name, p), None) for p in range(info.partitions)]
+            logs = [self._logs.pop(TopicPartition(name, p)) for p in range(info.partitions)]
             for plog in logs:
                 if plog is not None:
                     plog.delete_files()
@@ -278,7 +278,7 @@ class Storage:
         for p in range(info.partitions):
             log = self._logs.get(TopicPartition(info.name, p))
             if log is not None:
-                _configure(log, info)
+                configure(log, info)
 
     def broker_configs(self) -> BrokerConfigs:
         """The dynamic broker configs (a copy)."""
@@ -343,8 +343,8 @@ class Storage:
             with self._new_logs(name, range(info.partitions, total), info.config) as logs, self._lock:
                 new = self._topics.change(name, partitions=total)  # configs may have changed
                 for log in logs.values():
-                    _configure(log, new)
-                self._logs.update(logs)
+                    configure(log, new)
+                self._logs.add(logs)
             return new
         finally:
             self._creations.release(name, total - info.partitions)
@@ -367,32 +367,7 @@ class Storage:
                     f"topic {topic!r} has partitions 0-{info.partitions - 1}; there is no partition {partition}"
                 )
             log = self._logs.get(tp)
-            if log is None:
-                recovery_points, log_starts = self._checkpoints.initial()
-                key = (topic, partition)
-                log = self._open_log(
-                    tp,
-                    info.config,
-                    recovery_point=recovery_points.get(key, 0),
-                    log_start_offset=log_starts.get(key, 0),
-                )
-                _configure(log, info)
-                self._logs[tp] = log
-            return log
-
-    def _open_log(
-        self, tp: TopicPartition, config: TopicConfig, *, recovery_point: int, log_start_offset: int
-    ) -> PartitionLog:
-        return PartitionLog(
-            self.path / str(tp),
-            tp,
-            config,
-            clock=self.clock,
-            read_only=self.read_only,
-            recovery_point=recovery_point,
-            log_start_offset=log_start_offset,
-            clean_shutdown=self.clean_shutdown,
-        )
+            return log if log is not None else self._logs.open_listed(tp, info)
 
     def logs(self) -> Iterator[PartitionLog]:
         """Every partition log of every topic, opening them as needed (a topic deleted
@@ -412,30 +387,20 @@ class Storage:
     # -- maintenance ----------------------------------------------------------------------
     def write_checkpoints(self) -> None:
         """Write the recovery-point and log-start checkpoints if they changed."""
-        if self.read_only:
-            return
-
-        def snapshot() -> list[tuple[TopicPartition, PartitionLog]]:
-            with self._lock:
-                return list(self._logs.items())
-
-        self._checkpoints.write(snapshot)
+        if not self.read_only:
+            self._logs.write_checkpoints()
 
     def flush_all(self) -> None:
-        for log in list(self._logs.values()):
+        for log in self._logs.all():
             log.flush()
         self.write_checkpoints()
 
     def run_maintenance(self) -> dict[str, int]:
         """One round of housekeeping: ``flush.ms`` flushes, retention, purging deleted
         segments, checkpoints. The broker calls it periodically (off the event loop)."""
-        stats = {"flushed": 0, "segments_deleted": 0, "files_purged": 0}
         if self.read_only:
-            return stats
-        for log in list(self._logs.values()):
-            stats["flushed"] += int(log.flush_if_due())
-            stats["segments_deleted"] += len(log.apply_retention())
-            stats["files_purged"] += log.purge_deleted()
+            return {"flushed": 0, "segments_deleted": 0, "files_purged": 0}
+        stats = self._logs.maintain()
         self.write_checkpoints()
         return stats
 
@@ -465,17 +430,7 @@ class Storage:
             return
         with self._lock:
             self._topics.load()
-            starts = self._checkpoints.reread_log_starts()
-            for tp in list(self._logs):
-                if tp.topic not in self._topics:
-                    self._logs.pop(tp).close()
-                    continue
-                try:
-                    self._logs[tp].refresh(starts.get((tp.topic, tp.partition)))
-                except FileNotFoundError:
-                    if self._logs[tp].directory.is_dir():
-                        raise
-                    self._logs.pop(tp).close()
+            self._logs.refresh(self._topics)
 
     def close(self) -> None:
         """Flush everything, write checkpoints and the clean-shutdown marker, unlock."""
@@ -483,7 +438,7 @@ class Storage:
             return
         self._closed = True
         try:
-            for log in list(self._logs.values()):
+            for log in self._logs.all():
                 log.close()
             if not self.read_only:
                 self.write_checkpoints()
@@ -497,7 +452,7 @@ class Storage:
         if self._closed:
             return
         self._closed = True
-        for log in list(self._logs.values()):
+        for log in self._logs.all():
             log.abandon()
         self.data_dir.close()
 
@@ -506,11 +461,3 @@ class Storage:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _configure(log: PartitionLog, info: TopicInfo) -> None:
-    """Give ``log`` what its topic's info says: the config, whether a mirror follows it
-    (only follower appends write then), the leader epoch stamped into produced batches."""
-    log.config = info.config
-    log.follower = info.followed_from is not None
-    log.leader_epoch = info.leader_epoch
