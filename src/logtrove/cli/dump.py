@@ -22,7 +22,7 @@ from logtrove.records import (
     validate_batch,
 )
 from logtrove.storage.index import OffsetIndex, TimeIndex
-from logtrove.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
+from logtrove.storage.segmentnames import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
 
 _CHUNK = 4 * 1024 * 1024
 

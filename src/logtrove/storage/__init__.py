@@ -35,7 +35,8 @@ from logtrove.storage.log import (
     TimestampOffset,
     TopicPartition,
 )
-from logtrove.storage.segment import Segment, segment_file_name
+from logtrove.storage.segment import Segment
+from logtrove.storage.segmentnames import segment_file_name
 from logtrove.storage.store import DEFAULT_MAX_TOTAL_PARTITIONS, Storage, TopicInfo, check_topic_name
 
 __all__ = [

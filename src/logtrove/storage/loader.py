@@ -37,7 +37,8 @@ from pathlib import Path
 
 from logtrove.clock import Clock
 from logtrove.storage.config import TopicConfig
-from logtrove.storage.segment import LOG_SUFFIX, Segment
+from logtrove.storage.segment import Segment
+from logtrove.storage.segmentnames import LOG_SUFFIX
 from logtrove.storage.segments import LogSegments
 from logtrove.storage.swap import DELETED_SUFFIX, recover_swaps
 

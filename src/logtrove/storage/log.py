@@ -24,21 +24,20 @@ Offsets never change once assigned. Offsets below the log start offset are invis
 although the batch that holds the log start offset may still hold earlier records (as in
 Kafka, consumers skip them).
 
-Durability: an append is written to the OS at once; :meth:`PartitionLog.flush` fsyncs
-what was written since the **recovery point** and then advances it, so every offset below
-the recovery point is on disk. An append fsyncs when ``flush.messages`` is reached, unless
-it runs inside :func:`defer_flushes`: then it only reports that a flush is due, and the
-caller (the broker's group commit) fsyncs off its event loop before acknowledging.
+Durability: an append is written to the OS at once and flushed as
+:mod:`logtrove.storage.locallog` describes. An append fsyncs when ``flush.messages`` is
+reached, unless it runs inside :func:`defer_flushes`: then it only reports that a flush
+is due, and the caller (the broker's group commit) fsyncs off its event loop before
+acknowledging.
 
-Thread-safety: one writer thread appends; other threads may read, flush and apply
-retention. Structural changes (roll, delete, truncate) hold ``self._lock``; readers take
-it only to snapshot the segment list, and deleted segments stay open for
-``file.delete.delay.ms`` so a reader holding one can finish. Flushes of one log are
-serialised by ``self._flush_lock`` and never hold ``self._lock`` while they fsync.
+Thread-safety: one writer thread appends, holding ``lock`` (see
+:mod:`logtrove.storage.locallog`); other threads may read, flush and apply retention.
 
-:class:`PartitionLog` owns the lock, the offsets and the segment list, appends, rolls
-and flushes; each other job is a module of its own (as Kafka splits its ``UnifiedLog``):
+:class:`PartitionLog` (Kafka's ``UnifiedLog``) owns the offsets clients see, appends and
+retention; each other job is a module of its own:
 
+* :mod:`logtrove.storage.locallog`: the segment files of the directory, their rolls,
+  deletion, swaps and flushes, and the lock (Kafka's ``LocalLog``; the base class);
 * :mod:`logtrove.storage.segments`: the ordered segment list, lookups by offset and time;
 * :mod:`logtrove.storage.loader`: opening the directory, recovery after a crash;
 * :mod:`logtrove.storage.validator`: the checks (and recompression) before an append;
@@ -53,7 +52,6 @@ from __future__ import annotations
 
 import contextlib
 import struct
-import threading
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -61,12 +59,11 @@ from pathlib import Path
 
 from logtrove.clock import SYSTEM_CLOCK, Clock
 from logtrove.records import BatchHeader, Record, set_log_append_time
-from logtrove.storage.checkpoint import fsync_dir
 from logtrove.storage.config import TopicConfig
-from logtrove.storage.errors import FollowedTopicError, ReadOnlyError, SegmentsChangedError
+from logtrove.storage.errors import FollowedTopicError, ReadOnlyError
 from logtrove.storage.loader import load_segments
+from logtrove.storage.locallog import LocalLog
 from logtrove.storage.names import TopicPartition
-from logtrove.storage.readonly import refresh_listing
 from logtrove.storage.reads import (
     FileSlice,
     ReadResult,
@@ -79,7 +76,6 @@ from logtrove.storage.reads import (
 from logtrove.storage.retention import below_log_start, check_delete_before, retention_victims
 from logtrove.storage.segment import Segment
 from logtrove.storage.segments import TimestampOffset, max_timestamp_offset, offset_for_timestamp
-from logtrove.storage.swap import CLEANED_SUFFIX, DELETED_SUFFIX, Fault, swap_in
 from logtrove.storage.validator import (
     check_produced_records,
     place_batches,
@@ -144,8 +140,9 @@ def defer_flushes() -> Iterator[DeferredFlushes]:
         _DEFERRED.reset(token)
 
 
-class PartitionLog:
-    """The log of one partition: segments, offsets, retention, flushing."""
+class PartitionLog(LocalLog):
+    """The log of one partition: offsets, appends, reads and retention, over the segment
+    files of :class:`~logtrove.storage.locallog.LocalLog`."""
 
     def __init__(
         self,
@@ -159,16 +156,9 @@ class PartitionLog:
         log_start_offset: int = 0,
         clean_shutdown: bool = True,
     ) -> None:
-        self.directory = directory
-        self.tp = tp
-        self.config = config
-        self.clock = clock
-        self.read_only = read_only
-        self._lock = threading.RLock()
-        self._graveyard: list[tuple[int, Segment]] = []  # (close/unlink after ms, segment)
         if not read_only:
             directory.mkdir(parents=True, exist_ok=True)
-        self._listed, self.recovered_bytes_truncated = load_segments(
+        listed, self.recovered_bytes_truncated = load_segments(
             directory,
             config,
             clock,
@@ -176,57 +166,28 @@ class PartitionLog:
             recovery_point=recovery_point,
             clean_shutdown=clean_shutdown,
         )
+        super().__init__(
+            directory,
+            tp,
+            config,
+            listed,
+            clock=clock,
+            read_only=read_only,
+            recovery_point=recovery_point,
+            clean_shutdown=clean_shutdown,
+        )
         self.log_start_offset = max(log_start_offset, self._segments[0].base_offset if self._segments else 0)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
-        self.recovery_point = (
-            min(max(recovery_point, 0), self.log_end_offset) if clean_shutdown else self.log_end_offset
-        )
-        self._messages_since_flush = 0
-        self._last_flush_ms = clock.now_ms()
-        self._flush_lock = threading.Lock()
-        self._indexes_unsynced: Segment | None = None  # the active segment at the last flush
-        self.flushes = 0  # flushes that fsynced something (a metric: fsync rounds, not files)
         self.follower = False  # a mirror follows this partition: only append_replicated writes
         # segments reaching past this offset were re-validated by recovery at load: files
         # derived from them that recovery does not rebuild (.txnindex, .snapshot) are not trusted
         self.trusted_to = self.log_end_offset if clean_shutdown else max(recovery_point, 0)
-        self.rewrites = 0  # segment replacements by the cleaner (readers of derived state re-check)
         # called with (sealed, new) after a roll, under the log's lock, on the writer's thread
         self.roll_listener: Callable[[Segment, Segment], None] | None = None
         self.leader_epoch = 0  # stamped into produced batches (the topic's, storage.epochs)
         self.truncations = 0  # follower truncations (storage.truncate): caches walk afresh
 
-    # -- the segment list (storage.segments; storage.truncate edits it under the lock) --
-    @property
-    def _segments(self) -> list[Segment]:
-        return self._listed.segments
-
-    @property
-    def _bases(self) -> list[int]:
-        return self._listed.bases
-
-    def _add_segment(self, seg: Segment) -> None:
-        self._listed.add(seg)
-
     # -- state ----------------------------------------------------------------------
-    @property
-    def active(self) -> Segment:
-        return self._listed.active
-
-    @property
-    def segments(self) -> list[Segment]:
-        """A snapshot of the segments, oldest first."""
-        with self._lock:
-            return list(self._segments)
-
-    @property
-    def log_end_offset(self) -> int:
-        return self._segments[-1].next_offset if self._segments else 0
-
-    @property
-    def size_bytes(self) -> int:
-        return sum(seg.size for seg in self.segments)
-
     @property
     def max_timestamp(self) -> int:
         """Largest record timestamp in the log, -1 when empty."""
@@ -307,7 +268,7 @@ class PartitionLog:
     ) -> AppendResult:
         """Place and write validated batches, then apply (or defer) the flush policy."""
         view = memoryview(data)
-        with self._lock:
+        with self.lock:
             placements = place_batches(batches, self.log_end_offset, assign_offsets=assign_offsets)
             for (pos, header), placed in zip(batches, placements, strict=True):
                 self._maybe_roll(placed)
@@ -342,72 +303,15 @@ class PartitionLog:
 
     def roll(self, base_offset: int | None = None) -> Segment:
         """Seal the active segment and start a new one at the log end offset."""
-        with self._lock:
-            base = self.log_end_offset if base_offset is None else base_offset
+        with self.lock:
             old = self.active
-            if old.size == 0 and old.base_offset == base:
+            seg = self.roll_segment(self.log_end_offset if base_offset is None else base_offset)
+            if seg is old:
                 return old
-            if old.size == 0:  # an empty segment left in the middle would be dropped on reopen
-                self._listed.remove(old)
-                old.delete_files()
-            else:
-                old.seal()
-            seg = Segment.create(self.directory, base, index_interval_bytes=self.config.index_interval_bytes)
-            seg.created_ms = self.clock.now_ms()
-            self._add_segment(seg)
             if self.roll_listener is not None and old.size:
                 self.roll_listener(old, seg)
             self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
             return seg
-
-    # -- durability -----------------------------------------------------------------
-    def flush(self) -> None:
-        """fsync every segment written since the recovery point and advance it to the log
-        end offset seen at the start; appends may go on meanwhile (they wait for the next
-        flush). Nothing is fsynced when the recovery point is already at the log end.
-
-        The indexes of the active segment are written but not fsynced: the last segment
-        is always recovered (re-validated, re-indexed) after an unclean shutdown, so only
-        its ``.log`` matters; its indexes are fsynced by the first flush after it is
-        sealed (even when its data was flushed before), and by :meth:`close`. A flush is
-        then one fsync instead of three, about half the time on this project's disks.
-
-        When a flushed segment starts at or after the recovery point, its files were
-        created since the last flush (a roll, or the first segment of a new partition):
-        the partition directory is fsynced too, before the recovery point passes them,
-        as Kafka's ``LocalLog.flush`` does; without it a power cut can lose the new
-        files' directory entries, and with them fsynced data. A directory removed
-        meanwhile (topic deletion) is skipped.
-        """
-        if self.read_only:
-            return
-        with self._flush_lock:
-            with self._lock:
-                start, target = self.recovery_point, self.log_end_offset
-                self._messages_since_flush = 0
-                if target <= start:
-                    return
-                active, sealed = self.active, self._indexes_unsynced
-                dirty = [s for s in self._segments if s.next_offset > start or s in (active, sealed)]
-            for seg in dirty:
-                seg.flush(fsync_indexes=seg is not active)
-            self._indexes_unsynced = active
-            if any(seg.base_offset >= start for seg in dirty):
-                with contextlib.suppress(FileNotFoundError):
-                    fsync_dir(self.directory)
-            with self._lock:
-                self.recovery_point = max(self.recovery_point, target)
-                self.flushes += 1
-            self._last_flush_ms = self.clock.now_ms()
-
-    def flush_if_due(self) -> bool:
-        """Apply ``flush.ms``: fsync if unflushed data is older than it. True if flushed."""
-        if self.read_only or self.recovery_point >= self.log_end_offset:
-            return False
-        if self.clock.now_ms() - self._last_flush_ms < self.config.flush_ms:
-            return False
-        self.flush()
-        return True
 
     # -- reading --------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> ReadResult:
@@ -460,11 +364,11 @@ class PartitionLog:
         the segments wholly below it. Returns the new log start offset."""
         if self.read_only:
             raise ReadOnlyError(f"{self.tp} is open read-only")
-        with self._lock:
+        with self.lock:
             check_delete_before(offset, self.log_start_offset, self.log_end_offset, str(self.tp))
             self.log_start_offset = max(self.log_start_offset, offset)
             for seg in below_log_start(self._segments, self.log_start_offset):
-                self._delete_segment(seg)
+                self.delete_segment(seg)
             return self.log_start_offset
 
     def follow_log_start(self, offset: int) -> int:
@@ -473,7 +377,7 @@ class PartitionLog:
         log end empties the log, which then restarts there (Kafka's
         ``truncateFullyAndStartAt``), since the records below it are gone at the leader.
         Returns the new log start offset."""
-        with self._lock:
+        with self.lock:
             if offset > self.log_end_offset:
                 self.roll(offset)
             return self.truncate_before(offset)
@@ -484,62 +388,13 @@ class PartitionLog:
         if self.read_only or not self.config.delete:
             return []
         now = self.clock.now_ms()
-        with self._lock:
+        with self.lock:
             victims = retention_victims(self._segments, self.config, now)
             for seg in victims:
-                self._delete_segment(seg)
+                self.delete_segment(seg)
             if victims:
                 self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
         return [seg.base_offset for seg in victims]
-
-    def _delete_segment(self, seg: Segment) -> None:
-        """Unlist a segment and rename its files to ``.deleted``; it stays open for
-        ``file.delete.delay.ms`` so in-flight readers can finish."""
-        self._listed.remove(seg)
-        seg.rename_suffix(DELETED_SUFFIX)
-        self._graveyard.append((self.clock.now_ms() + self.config.file_delete_delay_ms, seg))
-
-    def purge_deleted(self, *, force: bool = False) -> int:
-        """Close and unlink deleted segments whose delay has passed. Returns how many.
-        A read-only opening only closes them: the files are the writer's (its graveyard
-        also holds segments it merely reopened, whose files are live)."""
-        now = self.clock.now_ms()
-        with self._lock:
-            due = [(t, s) for t, s in self._graveyard if force or t <= now]
-            self._graveyard = [(t, s) for t, s in self._graveyard if not (force or t <= now)]
-        for _, seg in due:
-            if self.read_only:
-                seg.close()
-            else:
-                seg.delete_files()
-        return len(due)
-
-    # -- compaction support -----------------------------------------------------------
-    def new_cleaned_segment(self, base_offset: int) -> Segment:
-        """An empty segment named ``.cleaned`` for the cleaner to fill."""
-        return Segment.create(
-            self.directory,
-            base_offset,
-            index_interval_bytes=self.config.index_interval_bytes,
-            file_suffix=CLEANED_SUFFIX,
-        )
-
-    def replace_segments(self, old: list[Segment], new: Segment, fault: Fault | None = None) -> None:
-        """Swap ``new`` (complete, named ``.cleaned``) in for ``old`` (consecutive, not the
-        active segment), following the protocol of :mod:`logtrove.storage.swap`."""
-        if self.read_only:
-            raise ReadOnlyError(f"{self.tp} is open read-only")
-        new.seal()
-        new.flush()
-        with self._lock:
-            first = self._listed.sealed_run(old)
-            if first is None:
-                raise SegmentsChangedError(f"{self.tp}: segments changed while they were being cleaned")
-            swap_in(self.directory, new, old, fault or (lambda step: None))
-            self._listed.replace_run(first, len(old), new)
-            self.rewrites += 1
-            due = self.clock.now_ms() + self.config.file_delete_delay_ms
-            self._graveyard.extend((due, seg) for seg in old)
 
     # -- read-only refresh ------------------------------------------------------------
     def refresh(self, log_start_offset: int | None = None) -> None:
@@ -547,55 +402,12 @@ class PartitionLog:
         and drop segments it deleted."""
         if not self.read_only:
             return
-        with self._lock:
-            refresh_listing(self._listed, self.directory, self.config, self._graveyard, self.clock)
-            self.purge_deleted()
+        with self.lock:
+            self.refresh_segments()
             if log_start_offset is not None:
                 self.log_start_offset = max(self.log_start_offset, log_start_offset)
             if self._segments:
                 self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
-
-    def extend_active(self) -> bool:
-        """For read-only openings whose directory listing is known not to have changed
-        (no segment rolled, replaced or deleted): follow the writer's appends to the
-        active segment in place, without listing the directory. False when the active
-        segment was not simply grown (shrunk, rewritten): a full :meth:`refresh` is due."""
-        if not self.read_only:
-            return True
-        with self._lock:
-            return not self._listed.segments or self._listed.active.extend_read_only()
-
-    # -- lifecycle ----------------------------------------------------------------------
-    def close(self) -> None:
-        """Flush (writers, the active segment's indexes included) and close every file."""
-        if not self.read_only:
-            self.flush()
-            with self._lock:
-                unsynced = dict.fromkeys(
-                    s for s in [*self._segments[-1:], self._indexes_unsynced] if s is not None
-                )
-            for seg in unsynced:
-                seg.flush()
-        with self._lock:
-            for seg in self._segments:
-                seg.close()
-        self.purge_deleted(force=not self.read_only)
-        for _, seg in self._graveyard:
-            seg.close()
-
-    def abandon(self) -> None:
-        """Close every file without flushing, as a crash would (tests)."""
-        with self._lock:
-            for seg in [*self._segments, *(s for _, s in self._graveyard)]:
-                seg.abandon()
-
-    def delete_files(self) -> None:
-        """Close and remove the partition's files (topic deletion)."""
-        with self._lock:
-            for seg in self._segments:
-                seg.delete_files()
-            self._listed.clear()
-        self.purge_deleted(force=True)
 
     def __repr__(self) -> str:
         return f"PartitionLog({self.tp}, start={self.log_start_offset}, end={self.log_end_offset})"

@@ -19,8 +19,9 @@
 
 Segments go oldest first and never past the first one kept, so the log stays one run of
 offsets. The log start offset moves only forward. These functions only choose: the
-:class:`~logtrove.storage.log.PartitionLog` removes the segments under its lock, renames
-their files ``.deleted`` and unlinks them after ``file.delete.delay.ms``.
+:class:`~logtrove.storage.log.PartitionLog` removes the segments under its lock
+(:meth:`~logtrove.storage.locallog.LocalLog.delete_segment`: their files are renamed
+``.deleted`` and unlinked after ``file.delete.delay.ms``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """One segment of a partition log: a ``.log`` file of batches and its two sparse indexes.
 
-Files, named by the segment's base offset zero-padded to 20 digits::
+Files, named by the segment's base offset zero-padded to 20 digits
+(:mod:`logtrove.storage.segmentnames`)::
 
     00000000000000001234.log        RecordBatch v2 batches back to back, offsets ≥ 1234
     00000000000000001234.index      sparse offset index (see storage.index)
@@ -17,7 +18,8 @@ Invariants:
   compaction), and all offsets are within ``[base_offset, base_offset + 2**32)``.
 * ``next_offset`` is the next offset after the last batch (``base_offset`` when empty).
 * Index entries are written every ``index.interval.bytes`` of appended log. Indexes are
-  derived: when they fail their check they are rebuilt from the log.
+  derived: when they fail their check (:mod:`logtrove.storage.segmentcheck`) they are
+  rebuilt from the log.
 
 The ``.log`` file is opened lazily through the process's file pool
 (:mod:`logtrove.storage.files`): a segment being written keeps its descriptor until it is
@@ -26,57 +28,37 @@ sealed, the others hold one only while they are read or in the pool's LRU.
 A writer opens a segment read-write; recovery (:meth:`Segment.recover`) re-validates
 every batch, truncates a torn tail and rebuilds both indexes. Readers open read-only and
 treat the first incomplete or invalid batch as the end: the writer may be mid-append.
+The walks over the ``.log`` file (by headers, in large reads, fully validated) are
+:mod:`logtrove.storage.segmentscan`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from logtrove.records import (
-    HEADER_SIZE,
-    BatchHeader,
-    CorruptBatchError,
-    RecordsError,
-    read_header,
-    validate_batch,
-)
-from logtrove.records.batch import MIN_BATCH_LENGTH, peek_batch_size
+from logtrove.records import BatchHeader, CorruptBatchError, RecordsError
+from logtrove.storage.checkpoint import fsync_if_exists
 from logtrove.storage.errors import CorruptIndexError
 from logtrove.storage.files import FILE_POOL, SegmentFile
 from logtrove.storage.index import OffsetIndex, TimeIndex
-
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-TIME_INDEX_SUFFIX = ".timeindex"
-_SCAN_CHUNK = 1024 * 1024
-_FIRST_CHUNK = 4096
-_SPAN_CHUNK = 8 * 1024 * 1024
-_SPAN_FIRST_CHUNK = 64 * 1024
-_RELATIVE_OFFSET_LIMIT = 2**32 - 1
-_INDEX_PROBES = 8  # indexed batches checked when a segment is opened
-
-
-def _swap_suffix(name: str, old: str, new: str) -> str:
-    return (name[: -len(old)] if old and name.endswith(old) else name) + new
-
-
-def _fsync_if_exists(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def segment_file_name(base_offset: int, suffix: str) -> str:
-    """``00000000000000001234.log`` for base offset 1234."""
-    return f"{base_offset:020d}{suffix}"
+from logtrove.storage.segmentcheck import check_indexes
+from logtrove.storage.segmentnames import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    derived_files,
+    segment_file_name,
+    swap_suffix,
+)
+from logtrove.storage.segmentscan import (
+    RELATIVE_OFFSET_LIMIT,
+    SPAN_CHUNK,
+    walk_headers,
+    walk_spans,
+    walk_valid,
+)
 
 
 class Segment:
@@ -169,47 +151,10 @@ class Segment:
         self._scan_tail()
         self.time_index.load(self.next_offset, strict=strict)
         if strict:
-            self._check_indexes()
+            check_indexes(self)
         last = self.time_index.last_entry
         if last is not None and last[0] >= self.max_timestamp:  # on a tie the entry is first
             self.max_timestamp, self.max_timestamp_offset = last
-
-    def _check_indexes(self) -> None:
-        """Checks beyond the per-file ones of :meth:`IndexFile.load`, at the cost of a few
-        header reads: the last few offset-index entries point at batches with their offsets,
-        the last few time-index entries name batches with their timestamps, and the time
-        index covers the probed batches and the first one. Every offset-index entry
-        was written together with a time-index entry at least as large as its batch's
-        timestamps, so a time index cut short at an entry boundary (which would make the
-        segment's max timestamp too small, and time lookups and retention skip the
-        segment) fails this unless the cut kept what those batches need. Entries further
-        back are not probed: checking them all would read the whole segment."""
-        entries = self.time_index.entries(last=_INDEX_PROBES)
-        newest = entries[-1][0] if entries else None
-        first = self.time_index.first_entry
-        if (
-            self.first_batch_timestamp is not None
-            and first is not None
-            and first[0] < self.first_batch_timestamp
-        ):
-            raise CorruptIndexError(f"{self.time_index.path.name}: first entry is below the first batch")
-        for offset, position in self.offset_index.entries(last=_INDEX_PROBES):
-            indexed = next(self.batches(position), None)
-            if indexed is None or indexed[1].base_offset != offset:
-                raise CorruptIndexError(
-                    f"{self.offset_index.path.name}: entry ({offset}, {position}) is not a batch of the log"
-                )
-            if newest is None or newest < indexed[1].max_timestamp:
-                raise CorruptIndexError(
-                    f"{self.time_index.path.name} ends before batch at {position} of {self.log_path.name}"
-                )
-        for timestamp, offset in entries:
-            found = self.find(offset)
-            if found is None or (found[1].base_offset, found[1].max_timestamp) != (offset, timestamp):
-                raise CorruptIndexError(
-                    f"{self.time_index.path.name}: entry ({timestamp}, {offset}) is not where the log "
-                    "first reaches that timestamp"
-                )
 
     def _scan_tail(self) -> None:
         """Set next offset, max timestamp and first batch timestamp from the time index
@@ -279,7 +224,7 @@ class Segment:
         for position, header in self.batches(self.size, stat.st_size):
             if (
                 header.base_offset < next_offset
-                or header.last_offset - self.base_offset > _RELATIVE_OFFSET_LIMIT
+                or header.last_offset - self.base_offset > RELATIVE_OFFSET_LIMIT
             ):
                 break
             walked[position] = header.base_offset
@@ -342,7 +287,7 @@ class Segment:
         """Whether a batch of this size, starting at ``next_base_offset``, may go here."""
         if self.size > 0 and self.size + header.size > segment_bytes:
             return False
-        return next_base_offset + header.last_offset_delta - self.base_offset <= _RELATIVE_OFFSET_LIMIT
+        return next_base_offset + header.last_offset_delta - self.base_offset <= RELATIVE_OFFSET_LIMIT
 
     def seal(self) -> None:
         """The segment stops being active: write the final time-index entry."""
@@ -367,7 +312,7 @@ class Segment:
                 index.flush()
         if fsync_indexes:  # the transaction files (storage.txnindex), when there are some
             for suffix in (".txnindex", ".snapshot"):
-                _fsync_if_exists(
+                fsync_if_exists(
                     self.directory / (segment_file_name(self.base_offset, suffix) + self.file_suffix)
                 )
 
@@ -382,29 +327,9 @@ class Segment:
         Stops at the first batch that is incomplete or has a bad header: for a writer that
         is the end of the data (recovery has run); for a reader the writer may be mid-append.
         """
-        end = self.size if end is None else end
-        pos = start
-        buf = b""
-        buf_start = pos
-        chunk = _FIRST_CHUNK  # lookups stop after a batch or two; long walks grow the reads
-        while pos + HEADER_SIZE <= end:
-            rel = pos - buf_start
-            if rel + HEADER_SIZE > len(buf):
-                buf = self._file.pread(min(chunk, end - pos), pos)
-                chunk = min(chunk * 4, _SCAN_CHUNK)
-                buf_start, rel = pos, 0
-                if len(buf) < HEADER_SIZE:
-                    return
-            try:
-                header = read_header(buf, rel)
-            except CorruptBatchError:
-                return
-            if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > end:
-                return
-            yield pos, header
-            pos += header.size
+        yield from walk_headers(self._file, start, self.size if end is None else end)
 
-    def spans(self, start: int = 0, chunk: int = _SPAN_CHUNK) -> Iterator[tuple[BatchHeader, bytes, int]]:
+    def spans(self, start: int = 0, chunk: int = SPAN_CHUNK) -> Iterator[tuple[BatchHeader, bytes, int]]:
         """(header, buffer, position of the batch in the buffer) of each whole batch from
         ``start`` on, the file read once, in reads growing from 64 KiB to about ``chunk``
         bytes (more for a larger batch): a full scan's walk, where :meth:`batches` and
@@ -413,33 +338,7 @@ class Segment:
         :meth:`batches` ends them (the first incomplete batch or bad header). A buffer is
         shared by the batches it holds.
         """
-        end = self.size
-        pos = start
-        buf = b""
-        buf_start = pos
-        step = min(_SPAN_FIRST_CHUNK, chunk)
-        while pos + HEADER_SIZE <= end:
-            rel = pos - buf_start
-            if rel + HEADER_SIZE > len(buf):
-                buf = self._file.pread(min(step, end - pos), pos)
-                step = min(step * 4, chunk)
-                buf_start, rel = pos, 0
-                if len(buf) < HEADER_SIZE:
-                    return
-            try:
-                header = read_header(buf, rel)
-            except CorruptBatchError:
-                return
-            if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > end:
-                return
-            if rel + header.size > len(buf):  # the batch runs past this read: read from its start
-                buf = self._file.pread(min(max(step, header.size), end - pos), pos)
-                step = min(step * 4, chunk)
-                buf_start, rel = pos, 0
-                if len(buf) < header.size:  # the file shrank under us (a swap): its end
-                    return
-            yield header, buf, rel
-            pos += header.size
+        yield from walk_spans(self._file, start, self.size, chunk)
 
     def find(self, offset: int, end: int | None = None) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is ≥ ``offset``: the batch holding it, or the
@@ -490,7 +389,7 @@ class Segment:
         self._bytes_since_index = 0
         file_size = self._file.fstat().st_size
         self.size = 0
-        for position, header in self._valid_batches(file_size):
+        for position, header in walk_valid(self._file, file_size, self.base_offset):
             self.size = position
             self._account(header, position)
         truncated = file_size - self.size
@@ -514,35 +413,6 @@ class Segment:
             self._bytes_since_index = 0
         self._bytes_since_index += header.size
         self.size = position + header.size
-
-    def _valid_batches(self, file_size: int) -> Iterator[tuple[int, BatchHeader]]:
-        """Batches that pass full validation (CRC) with increasing offsets."""
-        pos = 0
-        next_offset = self.base_offset
-        buf = b""
-        buf_start = 0
-        while pos < file_size:
-            rel = pos - buf_start
-            size = peek_batch_size(buf, rel) if rel + 12 <= len(buf) else None
-            if size is None or rel + size > len(buf):
-                want = max(_SCAN_CHUNK, size or 0)
-                buf = self._file.pread(min(want, file_size - pos), pos)
-                buf_start, rel = pos, 0
-                size = peek_batch_size(buf, 0)
-                if size is None or size > len(buf) or size < HEADER_SIZE:
-                    return
-            try:
-                header = validate_batch(memoryview(buf)[rel : rel + size])
-            except RecordsError:
-                return
-            if (
-                header.base_offset < next_offset
-                or header.last_offset - self.base_offset > _RELATIVE_OFFSET_LIMIT
-            ):
-                return
-            yield pos, header
-            next_offset = header.next_offset
-            pos += size
 
     def truncate_to_offset(self, offset: int) -> None:
         """Drop every batch whose base offset is ≥ ``offset`` (whole batches only)."""
@@ -574,16 +444,7 @@ class Segment:
         the indexer: they share the base-offset prefix and the segment's current file
         suffix, and follow the segment's renames."""
         own = {self.log_path, self.offset_index.path, self.time_index.path}
-        prefix = segment_file_name(self.base_offset, ".")
-        out = []
-        for path in self.directory.glob(prefix + "*"):
-            rest = path.name[len(prefix) :]
-            kind = rest[: -len(self.file_suffix)] if self.file_suffix else rest
-            if path in own or path.name.endswith(".tmp") or not rest.endswith(self.file_suffix):
-                continue
-            if "." not in kind:
-                out.append(path)
-        return out
+        return derived_files(self.directory, self.base_offset, self.file_suffix, own)
 
     def abandon(self) -> None:
         """Close the files as a crash would: queued index entries are lost (tests)."""
@@ -602,10 +463,10 @@ class Segment:
         old = self.file_suffix
         for derived in self.derived_files():
             with contextlib.suppress(FileNotFoundError):
-                derived.rename(derived.with_name(_swap_suffix(derived.name, old, suffix)))
+                derived.rename(derived.with_name(swap_suffix(derived.name, old, suffix)))
         for path_owner in (self.offset_index, self.time_index):
-            path_owner.rename(path_owner.path.with_name(_swap_suffix(path_owner.path.name, old, suffix)))
-        new_log = self.log_path.with_name(_swap_suffix(self.log_path.name, old, suffix))
+            path_owner.rename(path_owner.path.with_name(swap_suffix(path_owner.path.name, old, suffix)))
+        new_log = self.log_path.with_name(swap_suffix(self.log_path.name, old, suffix))
         with contextlib.suppress(FileNotFoundError):
             self.log_path.rename(new_log)
         self.log_path = self._file.path = new_log

@@ -11,7 +11,7 @@ over it (Kafka's ``LogSegments``).
 Invariants: ``bases[i] == segments[i].base_offset`` for every ``i``, the bases strictly
 increase, and the last segment is the active one (the only one written to). A
 :class:`LogSegments` is changed only under the lock of the
-:class:`~logtrove.storage.log.PartitionLog` that owns it; readers take a snapshot (a
+:class:`~logtrove.storage.locallog.LocalLog` that owns it; readers take a snapshot (a
 copy of ``segments``) under that lock and look up in the copy without it.
 
 The lookups (:func:`locate`, :func:`offset_for_timestamp`, :func:`max_timestamp_offset`)

@@ -19,6 +19,10 @@ file, then renames the partition directories to Kafka's marked form before remov
 them, so that a crash at any point leaves either the whole topic or directories marked
 for deletion. The parts live in modules of their own:
 
+* :mod:`logtrove.storage.catalogue`: the topics by name, the topic files set aside and
+  the broker configs their effective configs derive from;
+* :mod:`logtrove.storage.openlogs`: the open partition logs, how one is opened, and
+  the maintenance round over all of them;
 * :mod:`logtrove.storage.topicfiles`: the topic files (:class:`TopicInfo`), and the
   files that are not loaded (:class:`InvalidTopicFile`);
 * :mod:`logtrove.storage.creation`: partitions created outside ``Storage._lock`` under
@@ -26,7 +30,7 @@ for deletion. The parts live in modules of their own:
 * :mod:`logtrove.storage.deletion`: the deletion steps and the marked directories, the
   only ones ever removed;
 * :mod:`logtrove.storage.logcheckpoints`: the recovery points and log start offsets,
-  read once at opening, written when they changed.
+  read once at opening, written when they changed (by the open logs).
 
 :class:`Storage` holds the lock, the topics and the open logs, and is the one entry
 point the rest of logtrove uses.
@@ -35,14 +39,15 @@ point the rest of logtrove uses.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import threading
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from logtrove.clock import SYSTEM_CLOCK, Clock
-from logtrove.storage.broker_configs import BrokerConfigs, load_broker_configs, save_broker_configs
+from logtrove.storage.broker_configs import BrokerConfigs
+from logtrove.storage.catalogue import TopicCatalogue
 from logtrove.storage.checkpoint import (
     CLEANER_OFFSET,
     INDEX_OFFSET,
@@ -65,25 +70,18 @@ from logtrove.storage.errors import (
     FollowedTopicError,
     InvalidTopicError,
     ReadOnlyError,
-    TopicExistsError,
     UnknownPartitionError,
     UnknownTopicError,
 )
 from logtrove.storage.files import is_out_of_fds, out_of_fds_error
 from logtrove.storage.log import PartitionLog, TopicPartition
-from logtrove.storage.logcheckpoints import LogCheckpoints
 from logtrove.storage.names import MAX_TOPIC_NAME, check_topic_name
+from logtrove.storage.openlogs import OpenLogs, configure
 from logtrove.storage.topicfiles import (
     MAX_PARTITIONS,
     TOPICS_DIR,
     InvalidTopicFile,
     TopicInfo,
-    altered_overrides,
-    find_invalid,
-    read_topic_files,
-    report_invalid,
-    topic_file,
-    write_topic_file,
 )
 
 DEFAULT_MAX_TOTAL_PARTITIONS = 20_000  # over all topics; see README "Limits and safety"
@@ -125,12 +123,10 @@ class Storage:
         self.max_partitions = max_partitions  # total over all topics, checked at creation
         self._lock = threading.RLock()
         self._creations = Reservations(threading.Condition(self._lock))
-        self._broker_configs = BrokerConfigs()
-        self._topics: dict[str, TopicInfo] = {}
-        self._invalid: dict[str, InvalidTopicFile] = {}
-        self._deleting: list[TopicInfo] = []
-        self._logs: dict[TopicPartition, PartitionLog] = {}
-        self._checkpoints = LogCheckpoints(self.path)
+        self._topics = TopicCatalogue(self.path)
+        self._logs = OpenLogs(
+            self.path, self._lock, clock=clock, read_only=self.read_only, clean_shutdown=clean_shutdown
+        )
         self._closed = False
 
     @classmethod
@@ -149,7 +145,7 @@ class Storage:
         try:
             clean = data_dir.take_clean_shutdown_marker() if not read_only else True
             storage = cls(data_dir, clock=clock, clean_shutdown=clean, max_partitions=max_partitions)
-            storage._load_topics()
+            storage._topics.load()
             if not read_only:
                 (storage.path / TOPICS_DIR).mkdir(exist_ok=True)
                 storage._clean_leftovers()
@@ -161,9 +157,9 @@ class Storage:
         return storage
 
     def _open_all_logs(self) -> None:
-        count = sum(info.partitions for info in self._topics.values())
+        count = self._topics.total_partitions()
         try:
-            for info in list(self._topics.values()):
+            for info in self._topics.topics():
                 for p in range(info.partitions):
                     self.log(info.name, p)
         except OSError as exc:
@@ -171,45 +167,29 @@ class Storage:
                 raise out_of_fds_error(exc, f"opening the {count} partitions of {self.path}") from exc
             raise
 
-    # -- topics -----------------------------------------------------------------------
-    def _load_topics(self) -> None:
-        """Read ``topics/*.json``: valid topics are loaded, topics being deleted set
-        aside, anything else reported once and set aside. A file that vanishes meanwhile
-        (a writer deleting the topic) is simply gone."""
-        self._broker_configs = load_broker_configs(self.path)
-        found = read_topic_files(self.path, self._broker_configs.topic_defaults())
-        report_invalid(found.invalid[key] for key in found.invalid.keys() - self._invalid.keys())
-        self._topics, self._invalid, self._deleting = found.topics, found.invalid, found.deleting
-
+    # -- topics (storage.catalogue) ------------------------------------------------------
     def invalid_topics(self) -> list[InvalidTopicFile]:
         """Topic files that were not loaded (see :class:`InvalidTopicFile`)."""
         with self._lock:
-            return sorted(self._invalid.values(), key=lambda t: t.file.name)
+            return self._topics.invalid_topics()
 
     def _clean_leftovers(self) -> None:
         """At a writer opening: finish interrupted topic deletions, remove every marked
         partition directory, and the temporary files of interrupted atomic writes."""
-        for info in self._deleting:
-            unlink_topic(
-                mark_partition_dirs(self.path, info.name, info.partitions), self._topic_file(info.name)
-            )
-        self._deleting = []
+        self._topics.finish_deletions()
         remove_marked(marked_dirs(self.path))
         remove_temp_files(self.path / TOPICS_DIR)
         remove_temp_files(self.path, _CHECKPOINTS)
 
     def topics(self) -> list[TopicInfo]:
         with self._lock:
-            return sorted(self._topics.values(), key=lambda t: t.name)
+            return self._topics.topics()
 
     def has_topic(self, name: str) -> bool:
         return name in self._topics
 
     def topic(self, name: str) -> TopicInfo:
-        try:
-            return self._topics[name]
-        except KeyError:
-            raise UnknownTopicError(f"unknown topic {name!r}") from None
+        return self._topics.topic(name)
 
     def create_topic(
         self,
@@ -229,35 +209,18 @@ class Storage:
         overrides = validate_overrides(dict(configs or {}))
         with self._lock:
             self._creations.wait_idle(name)
-            if name in self._topics:
-                raise TopicExistsError(f"topic {name!r} already exists")
-            clash = {t for t in self._topics if t.replace(".", "_") == name.replace(".", "_")}
-            if clash:
-                raise InvalidTopicError(
-                    f"topic {name!r} collides with {clash.pop()!r} ('.' and '_' are confused by metrics)"
-                )
+            self._topics.check_new_name(name)
             self._reserve(name, partitions)
         try:
-            info = TopicInfo(
-                name=name,
-                topic_id=uuid.uuid4(),
-                partitions=partitions,
-                overrides=overrides,
-                created_ms=self.clock.now_ms(),
-                config=self._effective_config(overrides),
-                followed_from=followed_from,
+            info = self._topics.new_topic(
+                name, partitions, overrides, followed_from=followed_from, now_ms=self.clock.now_ms()
             )
-            if f"{name}.json" in self._invalid:
-                raise TopicExistsError(
-                    f"topic file of {name!r} exists but cannot be loaded; remove it first with "
-                    f"`logtrove topics delete {name}`"
-                )
+            self._topics.check_no_invalid_file(name)
             with self._new_logs(name, range(partitions), info.config) as logs, self._lock:
                 for plog in logs.values():
-                    plog.follower = followed_from is not None
-                self._write_topic_file(info)
-                self._topics[name] = info
-                self._logs.update(logs)
+                    configure(plog, info)
+                self._topics.put(info)
+                self._logs.add(logs)
             return info
         finally:
             self._creations.release(name, partitions)
@@ -266,18 +229,14 @@ class Storage:
         """Claim ``name`` and ``count`` more partitions (under ``_lock``), or raise
         :class:`~logtrove.storage.errors.PartitionLimitError` if the total would pass
         ``max_partitions``."""
-        existing = sum(t.partitions for t in self._topics.values())
-        self._creations.reserve(name, count, existing, self.max_partitions)
+        self._creations.reserve(name, count, self._topics.total_partitions(), self.max_partitions)
 
     def _new_logs(
         self, name: str, partitions: range, config: TopicConfig
     ) -> contextlib.AbstractContextManager[dict[TopicPartition, PartitionLog]]:
         """Directories and open logs for new partitions (:func:`.creation.new_partition_logs`)."""
 
-        def open_new(tp: TopicPartition) -> PartitionLog:
-            return self._open_log(tp, config, recovery_point=0, log_start_offset=0)
-
-        return new_partition_logs(self.path, name, partitions, open_new)
+        return new_partition_logs(self.path, name, partitions, lambda tp: self._logs.open(tp, config))
 
     def delete_topic(self, name: str) -> uuid.UUID | None:
         """Delete a topic and all its data (in the steps of the module docstring); returns
@@ -286,33 +245,19 @@ class Storage:
         self._check_writable()
         with self._lock:
             self._creations.wait_idle(name)
-            info = self._topics.get(name)
+            info = self._topics.find(name)
             if info is None:
-                return self._delete_invalid(name)
-            self._write_topic_file(info, deleting=True)
-            del self._topics[name]
-            logs = [self._logs.pop(TopicPartition(name, p), None) for p in range(info.partitions)]
+                return self._topics.delete_invalid(name)
+            self._topics.mark_deleting(info)
+            logs = [self._logs.pop(TopicPartition(name, p)) for p in range(info.partitions)]
             for plog in logs:
                 if plog is not None:
                     plog.delete_files()
             marked = mark_partition_dirs(self.path, name, info.partitions)
-            unlink_topic([], self._topic_file(name))
+            unlink_topic([], self._topics.file(name))
         remove_marked(marked)
         self.write_checkpoints()
         return info.topic_id
-
-    def _delete_invalid(self, ident: str) -> uuid.UUID | None:
-        bad = find_invalid(self._invalid.values(), ident)
-        owner = bad.name if bad.name is not None else bad.stem
-        # a file holding another name's topic owns no directories: those are that name's
-        owns_dirs = owner == bad.stem and owner not in self._topics
-        marked = mark_partition_dirs(self.path, owner, bad.partitions) if owns_dirs else []
-        unlink_topic(marked, bad.file)
-        del self._invalid[bad.file.name]
-        return bad.topic_id
-
-    def _topic_file(self, name: str) -> Path:
-        return topic_file(self.path, name)
 
     def alter_topic_configs(
         self,
@@ -323,29 +268,22 @@ class Storage:
         """Set and/or remove config overrides of a topic; returns the new info."""
         self._check_writable()
         with self._lock:
-            info = self.topic(name)
-            overrides = altered_overrides(info.overrides, set_configs or {}, delete_configs)
-            new = dataclasses.replace(info, overrides=overrides, config=self._effective_config(overrides))
-            self._write_topic_file(new)
-            self._set_info(new)
+            new = self._topics.alter_configs(name, set_configs or {}, delete_configs)
+            self._configure_logs(new)
             return new
 
-    def _effective_config(self, overrides: Mapping[str, str]) -> TopicConfig:
-        """A topic's config: its overrides over the broker-level defaults over the built-in ones."""
-        return TopicConfig.from_overrides({**self._broker_configs.topic_defaults(), **overrides})
-
-    def _set_info(self, info: TopicInfo) -> None:
-        self._topics[info.name] = info
+    def _configure_logs(self, info: TopicInfo) -> None:
+        """Hand ``info`` (its config, whether it is followed, its leader epoch) to the
+        topic's open logs."""
         for p in range(info.partitions):
             log = self._logs.get(TopicPartition(info.name, p))
             if log is not None:
-                log.config = info.config
+                configure(log, info)
 
     def broker_configs(self) -> BrokerConfigs:
         """The dynamic broker configs (a copy)."""
         with self._lock:
-            current = self._broker_configs
-            return BrokerConfigs(dict(current.cluster), dict(current.broker), current.unreadable)
+            return self._topics.broker_configs()
 
     def alter_broker_configs(
         self,
@@ -361,42 +299,32 @@ class Storage:
         Raises :class:`~logtrove.storage.errors.InvalidConfigError`."""
         self._check_writable()
         with self._lock:
-            new = self._broker_configs.altered(level, set_configs, list(delete_configs), replace=replace)
-            if validate_only:
-                return new
-            save_broker_configs(self.path, new)
-            self._broker_configs = new
-            for info in list(self._topics.values()):
-                self._set_info(dataclasses.replace(info, config=self._effective_config(info.overrides)))
+            new = self._topics.alter_broker_configs(
+                level, set_configs, list(delete_configs), replace=replace, validate_only=validate_only
+            )
+            if not validate_only:
+                for info in self._topics.topics():
+                    self._configure_logs(self._topics.rederive(info))
             return new
 
     def follow_topic(self, name: str, source: str | None) -> TopicInfo:
         """Mark a topic as followed from ``source`` (a mirror copies it; clients may only
         read it: :class:`~logtrove.storage.errors.FollowedTopicError`), or with ``None``
         unmark it (promotion: it takes client writes again). Persisted in its topic file."""
-        self._check_writable()
-        with self._lock:
-            new = dataclasses.replace(self.topic(name), followed_from=source)
-            self._write_topic_file(new)
-            self._topics[name] = new
-            for p in range(new.partitions):
-                plog = self._logs.get(TopicPartition(name, p))
-                if plog is not None:
-                    plog.follower = source is not None
-            return new
+        return self._change_topic(name, followed_from=source)
 
     def set_leader_epoch(self, name: str, epoch: int) -> TopicInfo:
         """Make ``epoch`` the topic's leader epoch (promotion raises it past every epoch
         its logs hold: :mod:`logtrove.storage.epochs`). Persisted in its topic file."""
+        return self._change_topic(name, leader_epoch=epoch)
+
+    def _change_topic(self, name: str, **changes: Any) -> TopicInfo:
+        """Replace fields of a topic's info (:meth:`TopicCatalogue.change`) and hand it
+        to its open logs."""
         self._check_writable()
         with self._lock:
-            new = dataclasses.replace(self.topic(name), leader_epoch=epoch)
-            self._write_topic_file(new)
-            self._topics[name] = new
-            for p in range(new.partitions):
-                plog = self._logs.get(TopicPartition(name, p))
-                if plog is not None:
-                    plog.leader_epoch = epoch
+            new = self._topics.change(name, **changes)
+            self._configure_logs(new)
             return new
 
     def create_partitions(self, name: str, total: int) -> TopicInfo:
@@ -413,20 +341,13 @@ class Storage:
             self._reserve(name, total - info.partitions)
         try:
             with self._new_logs(name, range(info.partitions, total), info.config) as logs, self._lock:
-                new = dataclasses.replace(self._topics[name], partitions=total)  # configs may have changed
-                self._write_topic_file(new)
+                new = self._topics.change(name, partitions=total)  # configs may have changed
                 for log in logs.values():
-                    log.config = new.config
-                    log.follower = new.followed_from is not None
-                    log.leader_epoch = new.leader_epoch
-                self._topics[name] = new
-                self._logs.update(logs)
+                    configure(log, new)
+                self._logs.add(logs)
             return new
         finally:
             self._creations.release(name, total - info.partitions)
-
-    def _write_topic_file(self, info: TopicInfo, *, deleting: bool = False) -> None:
-        write_topic_file(self.path, info, deleting=deleting)
 
     def _check_writable(self) -> None:
         if self.read_only:
@@ -446,33 +367,7 @@ class Storage:
                     f"topic {topic!r} has partitions 0-{info.partitions - 1}; there is no partition {partition}"
                 )
             log = self._logs.get(tp)
-            if log is None:
-                recovery_points, log_starts = self._checkpoints.initial()
-                key = (topic, partition)
-                log = self._open_log(
-                    tp,
-                    info.config,
-                    recovery_point=recovery_points.get(key, 0),
-                    log_start_offset=log_starts.get(key, 0),
-                )
-                log.follower = info.followed_from is not None
-                log.leader_epoch = info.leader_epoch
-                self._logs[tp] = log
-            return log
-
-    def _open_log(
-        self, tp: TopicPartition, config: TopicConfig, *, recovery_point: int, log_start_offset: int
-    ) -> PartitionLog:
-        return PartitionLog(
-            self.path / str(tp),
-            tp,
-            config,
-            clock=self.clock,
-            read_only=self.read_only,
-            recovery_point=recovery_point,
-            log_start_offset=log_start_offset,
-            clean_shutdown=self.clean_shutdown,
-        )
+            return log if log is not None else self._logs.open_listed(tp, info)
 
     def logs(self) -> Iterator[PartitionLog]:
         """Every partition log of every topic, opening them as needed (a topic deleted
@@ -492,30 +387,20 @@ class Storage:
     # -- maintenance ----------------------------------------------------------------------
     def write_checkpoints(self) -> None:
         """Write the recovery-point and log-start checkpoints if they changed."""
-        if self.read_only:
-            return
-
-        def snapshot() -> list[tuple[TopicPartition, PartitionLog]]:
-            with self._lock:
-                return list(self._logs.items())
-
-        self._checkpoints.write(snapshot)
+        if not self.read_only:
+            self._logs.write_checkpoints()
 
     def flush_all(self) -> None:
-        for log in list(self._logs.values()):
+        for log in self._logs.all():
             log.flush()
         self.write_checkpoints()
 
     def run_maintenance(self) -> dict[str, int]:
         """One round of housekeeping: ``flush.ms`` flushes, retention, purging deleted
         segments, checkpoints. The broker calls it periodically (off the event loop)."""
-        stats = {"flushed": 0, "segments_deleted": 0, "files_purged": 0}
         if self.read_only:
-            return stats
-        for log in list(self._logs.values()):
-            stats["flushed"] += int(log.flush_if_due())
-            stats["segments_deleted"] += len(log.apply_retention())
-            stats["files_purged"] += log.purge_deleted()
+            return {"flushed": 0, "segments_deleted": 0, "files_purged": 0}
+        stats = self._logs.maintain()
         self.write_checkpoints()
         return stats
 
@@ -544,18 +429,8 @@ class Storage:
         if not self.read_only:
             return
         with self._lock:
-            self._load_topics()
-            starts = self._checkpoints.reread_log_starts()
-            for tp in list(self._logs):
-                if tp.topic not in self._topics:
-                    self._logs.pop(tp).close()
-                    continue
-                try:
-                    self._logs[tp].refresh(starts.get((tp.topic, tp.partition)))
-                except FileNotFoundError:
-                    if self._logs[tp].directory.is_dir():
-                        raise
-                    self._logs.pop(tp).close()
+            self._topics.load()
+            self._logs.refresh(self._topics)
 
     def close(self) -> None:
         """Flush everything, write checkpoints and the clean-shutdown marker, unlock."""
@@ -563,7 +438,7 @@ class Storage:
             return
         self._closed = True
         try:
-            for log in list(self._logs.values()):
+            for log in self._logs.all():
                 log.close()
             if not self.read_only:
                 self.write_checkpoints()
@@ -577,7 +452,7 @@ class Storage:
         if self._closed:
             return
         self._closed = True
-        for log in list(self._logs.values()):
+        for log in self._logs.all():
             log.abandon()
         self.data_dir.close()
 

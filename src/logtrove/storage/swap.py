@@ -33,7 +33,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from logtrove.storage.checkpoint import fsync_dir
-from logtrove.storage.segment import LOG_SUFFIX, Segment, segment_file_name
+from logtrove.storage.segment import Segment
+from logtrove.storage.segmentnames import LOG_SUFFIX, segment_file_name
 
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"

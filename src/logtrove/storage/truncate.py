@@ -9,7 +9,8 @@ is the base offset of that batch (≤ ``offset``)::
     after    [ S0 ............ ][ S1' ..... ]  [ new active, empty, at the cut ]
 
 Offsets and files stay what every reader already handles, because a truncation is made
-of the two moves retention and the cleaner make:
+of the two moves retention and the cleaner make, each a structural method of the log's
+:class:`~logtrove.storage.locallog.LocalLog` run under its lock:
 
 1. every segment wholly at or past the cut is unlisted and renamed ``.deleted`` (its
    derived files with it), newest first, and the directory fsynced;
@@ -35,7 +36,6 @@ from logtrove.storage.errors import ReadOnlyError
 from logtrove.storage.log import PartitionLog
 from logtrove.storage.segment import Segment
 from logtrove.storage.store import Storage
-from logtrove.storage.swap import swap_in
 
 
 def truncate_log(plog: PartitionLog, offset: int) -> int:
@@ -43,10 +43,10 @@ def truncate_log(plog: PartitionLog, offset: int) -> int:
     end offset. Nothing happens when ``offset`` is at or past the log end."""
     if plog.read_only:
         raise ReadOnlyError(f"{plog.tp} is open read-only")
-    with plog._lock:
+    with plog.lock:
         if offset >= plog.log_end_offset:
             return plog.log_end_offset
-        segments = plog._segments
+        segments = plog.segments
         start = plog.log_start_offset
         cut_seg: Segment | None = None
         cut_pos = 0
@@ -60,17 +60,16 @@ def truncate_log(plog: PartitionLog, offset: int) -> int:
             break
         doomed = [s for s in segments if s.base_offset >= offset or (s is cut_seg and cut_pos == 0)]
         for seg in reversed(doomed):
-            plog._delete_segment(seg)
+            plog.delete_segment(seg)
         fsync_dir(plog.directory)
         if cut_seg is not None and cut_pos > 0:
             _replace_with_prefix(plog, cut_seg, cut_pos)
-        if plog._segments:
-            end = plog._segments[-1].next_offset
+        remaining = plog.segments
+        if remaining:
+            end = remaining[-1].next_offset
         elif offset < start:  # below the log start: restart there (Kafka's truncateFullyAndStartAt)
             end = offset
-        active = Segment.create(plog.directory, end, index_interval_bytes=plog.config.index_interval_bytes)
-        active.created_ms = plog.clock.now_ms()
-        plog._add_segment(active)
+        plog.start_segment(end)
         plog.log_start_offset = min(start, end)
         plog.recovery_point = min(plog.recovery_point, end)
         plog.truncations += 1
@@ -84,11 +83,7 @@ def _replace_with_prefix(plog: PartitionLog, seg: Segment, cut_pos: int) -> None
         copy.append(header, seg.read(pos, header.size))
     copy.seal()
     copy.flush()
-    swap_in(plog.directory, copy, [seg])
-    index = plog._segments.index(seg)
-    plog._segments[index] = copy
-    plog._bases[index] = copy.base_offset
-    plog._graveyard.append((plog.clock.now_ms() + plog.config.file_delete_delay_ms, seg))
+    plog.replace_segment(seg, copy)
 
 
 def truncate_partition(storage: Storage, topic: str, partition: int, offset: int) -> int:

@@ -50,7 +50,8 @@ from pathlib import Path
 
 from logtrove.records.batch import MIN_BATCH_LENGTH
 from logtrove.storage.checkpoint import atomic_write
-from logtrove.storage.segment import Segment, segment_file_name
+from logtrove.storage.segment import Segment
+from logtrove.storage.segmentnames import segment_file_name
 
 TXN_INDEX_SUFFIX = ".txnindex"
 SNAPSHOT_SUFFIX = ".snapshot"
