@@ -101,3 +101,10 @@ def test_read_workers_freeze_what_each_batch_of_imports_brought_in() -> None:
     finally:
         sys.modules.pop(probe, None)
         gc.unfreeze()
+
+
+def test_the_spark_security_options_are_the_clients_settings() -> None:
+    from logtrove.client.security import KNOWN
+    from logtrove.spark.options import SECURITY_SETTINGS
+
+    assert set(SECURITY_SETTINGS) == KNOWN

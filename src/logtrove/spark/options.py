@@ -177,6 +177,9 @@ class ReadOptions:
         return wanted
 
 
+# The client's settings (logtrove.client.security.KNOWN), spelled out here so that a
+# direct-mode read never imports the Kafka client; tests/spark/test_options_and_planning.py
+# checks the two agree.
 SECURITY_SETTINGS = (
     "security.protocol",
     "sasl.mechanism",

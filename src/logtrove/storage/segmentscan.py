@@ -43,27 +43,10 @@ _SPAN_FIRST_CHUNK = 64 * 1024
 
 def walk_headers(file: SegmentFile, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
     """(position, header) of each whole batch in ``[start, end)`` of ``file``, by headers
-    only; stops at the first batch that is incomplete or has a bad header."""
-    pos = start
-    buf = b""
-    buf_start = pos
-    chunk = _FIRST_CHUNK  # lookups stop after a batch or two; long walks grow the reads
-    while pos + HEADER_SIZE <= end:
-        rel = pos - buf_start
-        if rel + HEADER_SIZE > len(buf):
-            buf = file.pread(min(chunk, end - pos), pos)
-            chunk = min(chunk * 4, _SCAN_CHUNK)
-            buf_start, rel = pos, 0
-            if len(buf) < HEADER_SIZE:
-                return
-        try:
-            header = read_header(buf, rel)
-        except CorruptBatchError:
-            return
-        if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > end:
-            return
+    only; stops at the first batch that is incomplete or has a bad header. Reads start at
+    4 KiB (lookups stop after a batch or two) and grow to 1 MiB for long walks."""
+    for pos, header, _, _ in _walk(file, start, end, _FIRST_CHUNK, _SCAN_CHUNK, whole=False):
         yield pos, header
-        pos += header.size
 
 
 def walk_spans(
@@ -73,15 +56,26 @@ def walk_spans(
     ``[start, end)`` of ``file``, in reads growing from 64 KiB to about ``chunk`` bytes
     (more for a larger batch); the batches end where :func:`walk_headers` ends them. A
     buffer is shared by the batches it holds."""
+    for _, header, buf, rel in _walk(file, start, end, min(_SPAN_FIRST_CHUNK, chunk), chunk, whole=True):
+        yield header, buf, rel
+
+
+def _walk(
+    file: SegmentFile, start: int, end: int, first: int, limit: int, *, whole: bool
+) -> Iterator[tuple[int, BatchHeader, bytes, int]]:
+    """(position, header, buffer, position in the buffer) of each whole batch in
+    ``[start, end)``, in reads growing 4× from ``first`` to ``limit`` bytes. With
+    ``whole`` the buffer holds the batch entire (a batch running past a read is read
+    again from its start); without, only its header."""
     pos = start
     buf = b""
     buf_start = pos
-    step = min(_SPAN_FIRST_CHUNK, chunk)
+    step = first
     while pos + HEADER_SIZE <= end:
         rel = pos - buf_start
         if rel + HEADER_SIZE > len(buf):
             buf = file.pread(min(step, end - pos), pos)
-            step = min(step * 4, chunk)
+            step = min(step * 4, limit)
             buf_start, rel = pos, 0
             if len(buf) < HEADER_SIZE:
                 return
@@ -91,13 +85,13 @@ def walk_spans(
             return
         if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > end:
             return
-        if rel + header.size > len(buf):  # the batch runs past this read: read from its start
+        if whole and rel + header.size > len(buf):  # the batch runs past this read
             buf = file.pread(min(max(step, header.size), end - pos), pos)
-            step = min(step * 4, chunk)
+            step = min(step * 4, limit)
             buf_start, rel = pos, 0
             if len(buf) < header.size:  # the file shrank under us (a swap): its end
                 return
-        yield header, buf, rel
+        yield pos, header, buf, rel
         pos += header.size
 
 
