@@ -159,3 +159,29 @@ def test_security_options_that_cannot_be_are_refused_when_parsed(tmp_path: Path)
         "ssl.ca.location": "/ca.pem",
     }
     assert ReadOptions.parse(base).security is None
+
+
+def test_sql_and_export_reach_a_secured_broker_with_the_clis_client_config(
+    spark: Any, secured: Secured, topic: str, tmp_path: Path
+) -> None:
+    """``logtrove sql`` / ``export --bootstrap`` pass LOGTROVE_CLIENT_CONFIG's file on as
+    the source's ``clientConfig``: the views list the topics and read them over SASL_SSL."""
+    from logtrove.spark.connect import BrokerAccessError
+    from logtrove.spark.export import ExportSpec
+    from logtrove.spark.sql import register_topics, run_sql
+
+    settings = _scram(secured)
+    bootstrap = settings.pop("bootstrap")
+    config = tmp_path / "client.properties"
+    config.write_text("".join(f"{name}={value}\n" for name, value in settings.items()))
+    views = register_topics(spark, bootstrap=bootstrap, client_config=str(config))
+    assert views["spark_secured"] == TOPIC
+    _, rows = run_sql(spark, "SELECT count(*), count(DISTINCT key) FROM spark_secured", 10)
+    assert [tuple(r) for r in rows] == [(300, 7)]
+    spec = ExportSpec(TOPIC, tmp_path / "t", bootstrap=bootstrap, client_config=str(config))
+    exported = spark.read.format("logtrove").options(**spec.source_options()).load()
+    assert _rows(exported) == _rows(_read(spark, {"path": str(secured.data)}))
+    with pytest.raises(BrokerAccessError, match="alice"):
+        wrong = tmp_path / "wrong.properties"
+        wrong.write_text(config.read_text().replace(PASSWORD, WRONG))
+        register_topics(spark, bootstrap=bootstrap, client_config=str(wrong))

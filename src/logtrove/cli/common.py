@@ -21,6 +21,8 @@ from logtrove.records import RecordsError
 from logtrove.storage import Storage, StorageError
 from logtrove.storage.errors import DataDirLockedError
 
+CLIENT_CONFIG_ENV = "LOGTROVE_CLIENT_CONFIG"  # names the TLS / SASL settings file of --bootstrap
+
 console = Console()
 err_console = Console(stderr=True)
 

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from logtrove.cli.common import console, err_console, fail
+from logtrove.cli.common import CLIENT_CONFIG_ENV, console, err_console, fail
 from logtrove.client import (
     ClientSecurity,
     HttpApiError,
@@ -80,7 +80,7 @@ def http_errors() -> Iterator[None]:
 def connect(bootstrap: str) -> Iterator[KafkaClient]:
     """A client, with broker and connection errors turned into CLI errors."""
     try:
-        config = os.environ.get("LOGTROVE_CLIENT_CONFIG")
+        config = os.environ.get(CLIENT_CONFIG_ENV)
         security = ClientSecurity.load(Path(config)) if config else None
         client = KafkaClient(bootstrap, security=security)
     except (OSError, ValueError, KafkaProtocolError) as exc:

@@ -7,6 +7,7 @@ imported only inside the commands, so the rest of the CLI starts fast without it
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +19,7 @@ from rich.table import Table
 
 from logtrove.cli.app import app
 from logtrove.cli.common import (
+    CLIENT_CONFIG_ENV,
     DEFAULT_DATA,
     DataOption,
     Isolation,
@@ -32,7 +34,10 @@ from logtrove.cli.common import (
 BootstrapOption = Annotated[
     str | None,
     typer.Option(
-        "--bootstrap", "-b", help="Read through a running broker (host:port) instead of the data dir."
+        "--bootstrap",
+        "-b",
+        help="Read through a running broker (host:port) instead of the data dir "
+        f"(TLS / SASL: a librdkafka-style properties file named by {CLIENT_CONFIG_ENV}).",
     ),
 ]
 
@@ -136,6 +141,7 @@ def export(
             stream=stream,
             trigger_seconds=trigger_seconds,
             read_committed=isolation is Isolation.READ_COMMITTED,
+            client_config=os.environ.get(CLIENT_CONFIG_ENV),
         )
         result = export_topic(spark, spec)
         total = spark.read.parquet(str(to)).count()
@@ -198,7 +204,12 @@ def sql(
     with _spark_session("logtrove-sql") as spark, cli_errors(), _spark_errors():
         from logtrove.spark.sql import register_tables, register_topics, run_sql
 
-        register_topics(spark, path=None if bootstrap else str(data), bootstrap=bootstrap)
+        register_topics(
+            spark,
+            path=None if bootstrap else str(data),
+            bootstrap=bootstrap,
+            client_config=os.environ.get(CLIENT_CONFIG_ENV),
+        )
         register_tables(spark, tables)
         columns, rows = run_sql(spark, query, limit)
     if as_json:

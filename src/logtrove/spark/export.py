@@ -49,6 +49,7 @@ class ExportSpec:
     stream: bool = False
     trigger_seconds: float = 10.0
     read_committed: bool = True  # else every record, those of aborted transactions too
+    client_config: str | None = None  # with bootstrap: TLS / SASL settings file (clientConfig)
 
     def source_options(self) -> dict[str, str]:
         opts = {
@@ -60,6 +61,8 @@ class ExportSpec:
             opts["path"] = self.path
         if self.bootstrap:
             opts["bootstrap"] = self.bootstrap
+            if self.client_config:
+                opts["clientConfig"] = self.client_config
         if self.since is not None:
             opts["startingTimestamp"] = str(self.since)
         return opts

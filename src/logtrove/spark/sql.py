@@ -20,21 +20,27 @@ def view_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", name)
 
 
-def register_topics(spark: Any, *, path: str | None = None, bootstrap: str | None = None) -> dict[str, str]:
-    """A view per topic; returns view name → topic."""
+def register_topics(
+    spark: Any, *, path: str | None = None, bootstrap: str | None = None, client_config: str | None = None
+) -> dict[str, str]:
+    """A view per topic; returns view name → topic. With ``bootstrap``, ``client_config``
+    names a TLS / SASL settings file (the source's ``clientConfig`` option)."""
     if path is not None:
         with Storage.open(path, read_only=True) as storage:
             topics = [t.name for t in storage.topics() if not t.internal]
         location = {"path": path}
     else:
+        from logtrove.spark.options import parse_security
         from logtrove.spark.remote import RemoteCatalog
 
-        catalog = RemoteCatalog(str(bootstrap))
+        location = {"bootstrap": str(bootstrap)}
+        if client_config:
+            location["clientConfig"] = client_config
+        catalog = RemoteCatalog(str(bootstrap), security=parse_security(location))
         try:
             topics = [t for t in catalog.topic_names() if not t.startswith("__")]
         finally:
             catalog.close()
-        location = {"bootstrap": str(bootstrap)}
     views = {}
     for topic in topics:
         reader = spark.read.format("logtrove").options(**location, subscribe=topic)
