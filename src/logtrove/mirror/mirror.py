@@ -48,8 +48,6 @@ from logtrove.mirror import problems
 from logtrove.mirror.follower import DivergedError, append_fetched, last_batch, tail_matches
 from logtrove.mirror.groups import CommitSink, GroupOffsetMirror
 from logtrove.mirror.source import (
-    EARLIEST,
-    LATEST,
     MIRRORED_CONFIGS,
     Fetched,
     FetchWant,
@@ -72,6 +70,7 @@ from logtrove.storage.follow import (
     remove_status_leftovers,
     write_follow_status,
 )
+from logtrove.wire import EARLIEST, LATEST
 
 log = logging.getLogger("logtrove.mirror")
 
