@@ -14,9 +14,15 @@ from typing import Any
 
 from logtrove.client.errors import KafkaProtocolError, check
 from logtrove.client.kafka import KafkaClient
-from logtrove.wire import ApiKey, create_topics_body, list_offsets_body, metadata_body
+from logtrove.wire import (
+    TOPIC_RESOURCE,
+    ApiKey,
+    create_topics_body,
+    describe_configs_body,
+    list_offsets_body,
+    metadata_body,
+)
 
-TOPIC_RESOURCE = 2  # DescribeConfigs / IncrementalAlterConfigs resource type
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 TOPIC_CONFIG_SOURCE = 1  # DescribeConfigs: a value set on the topic (DYNAMIC_TOPIC_CONFIG)
 ADMIN_TIMEOUT_MS = 30_000
@@ -98,10 +104,7 @@ def grow_partitions(client: KafkaClient, name: str, count: int) -> None:
 
 def topic_configs(client: KafkaClient, name: str) -> list[TopicConfig]:
     """Every config of ``name`` (DescribeConfigs v4)."""
-    body = {
-        "resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": name, "configuration_keys": None}]
-    }
-    result = client.request(ApiKey.DESCRIBE_CONFIGS, 4, body).results[0]
+    result = client.request(ApiKey.DESCRIBE_CONFIGS, 4, describe_configs_body([name])).results[0]
     check(result.error_code, result.error_message, f"describe {name}")
     return [TopicConfig(c.name, c.value, c.config_source == TOPIC_CONFIG_SOURCE) for c in result.configs]
 

@@ -13,7 +13,7 @@ from logtrove.client.records import fetch, produce
 from logtrove.clock import SYSTEM_CLOCK, Clock
 from logtrove.groups import OFFSETS_TOPIC
 from logtrove.groups import subscriptions as subs
-from logtrove.wire import EARLIEST, LATEST, ApiKey
+from logtrove.wire import EARLIEST, LATEST, ApiKey, offset_fetch_body
 
 
 def list_groups(client: KafkaClient) -> list[dict[str, str]]:
@@ -32,10 +32,7 @@ def committed(
 ) -> dict[tuple[str, int], int]:
     """Committed offsets of ``group`` (all of them, or of ``topics``); uncommitted
     partitions are left out."""
-    wanted = None if topics is None else [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]
-    resp = client.request(
-        ApiKey.OFFSET_FETCH, 8, {"groups": [{"group_id": group, "topics": wanted}], "require_stable": False}
-    )
+    resp = client.request(ApiKey.OFFSET_FETCH, 8, offset_fetch_body(group, topics))
     found = resp.groups[0]
     check(found.error_code, None, f"fetch offsets of {group}")
     out = {}

@@ -38,19 +38,14 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from logtrove.client import ClientSecurity
 from logtrove.clock import SYSTEM_CLOCK, Clock
 from logtrove.mirror import problems
 from logtrove.mirror.follower import DivergedError, append_fetched, last_batch, tail_matches
 from logtrove.mirror.groups import CommitSink, GroupOffsetMirror
 from logtrove.mirror.source import (
-    EARLIEST,
-    LATEST,
-    MIRRORED_CONFIGS,
     Fetched,
     FetchWant,
     Source,
@@ -58,10 +53,11 @@ from logtrove.mirror.source import (
     SourceRefusedError,
     SourceTopic,
 )
+from logtrove.mirror.state import MirrorConfig, MirrorError, MirrorStats, PartitionState
+from logtrove.mirror.topics import LocalTopics
 from logtrove.mirror.truncation import check_epochs
 from logtrove.records import RecordsError
 from logtrove.storage import PartitionLog, Storage, StorageError, TopicError
-from logtrove.storage.config import validate_overrides
 from logtrove.storage.follow import (
     RETRYING,
     RUNNING,
@@ -72,6 +68,7 @@ from logtrove.storage.follow import (
     remove_status_leftovers,
     write_follow_status,
 )
+from logtrove.wire import EARLIEST, LATEST
 
 log = logging.getLogger("logtrove.mirror")
 
@@ -84,62 +81,6 @@ _LEADER_MOVED = {
     ErrorCode.fenced_leader_epoch,
     ErrorCode.unknown_leader_epoch,
 }
-
-
-class MirrorError(Exception):
-    """The mirror cannot go on (the pattern is not a regex, the source refused the
-    mirror's credentials or TLS, the source is unreachable for too long in ``once`` mode)."""
-
-
-@dataclass(frozen=True)
-class MirrorConfig:
-    """Settings of one mirror."""
-
-    source: str  # HOST:PORT of any broker of the source cluster
-    security: ClientSecurity | None = None  # TLS / SASL towards the source (None: PLAINTEXT)
-    topics: str = ".*"  # a regular expression the whole topic name must match
-    max_bytes_per_s: int | None = None
-    groups: bool = True  # copy the source's group commits on the followed topics
-    metadata_interval_ms: int = 5000
-    groups_interval_ms: int = 5000
-    status_interval_ms: int = 1000
-    max_wait_ms: int = 500  # the fetch long poll when there is nothing new
-    fetch_max_bytes: int = 16 << 20
-    partition_max_bytes: int = 4 << 20
-    retry_backoff_ms: int = 1000
-    once_max_failures: int = 30  # consecutive failed rounds before ``once`` gives up
-    maintenance: bool = False  # run storage maintenance itself (no broker beside it to do so)
-    maintenance_interval_ms: int = 1000
-
-
-@dataclass
-class PartitionState:
-    """What the mirror knows of one followed partition."""
-
-    topic: str
-    partition: int
-    source_start: int = -1
-    source_end: int = -1
-    caught_up_ms: int = 0  # the last time the local end reached the source's high watermark
-    max_bytes: int = 0
-    failed: str | None = None  # why it is no longer followed (divergence, a refused batch)
-    problem: FollowProblem | None = None  # the same with its reason and what to do
-    verified: bool = False  # checked against the leader (epochs, or the last batch compared)
-    source_epoch: int = -1  # the partition's leader epoch in the source's metadata
-    diverged: str | None = None  # an answer overlapped the local end: the epochs must resolve it
-    past_end: str | None = None  # the source's end is below ours (lost records, or a lagging HW)
-
-
-@dataclass
-class MirrorStats:
-    """Totals since the mirror started, for progress lines and the benchmark."""
-
-    records: int = 0
-    batches: int = 0
-    bytes: int = 0
-    rounds: int = 0
-    commits: int = 0
-    started: float = field(default_factory=time.monotonic)
 
 
 class Mirror:
@@ -169,8 +110,7 @@ class Mirror:
         self.state = RUNNING  # RETRYING while the source is unreachable, STOPPED for good
         self.problem: FollowProblem | None = None  # why retrying or stopped
         self._topics: dict[str, SourceTopic] = {}
-        self._skipped: set[str] = set()
-        self._refused: set[tuple[str, str, str]] = set()
+        self.local_topics = LocalTopics(storage, config.source)
         self._metadata_due = 0.0
         self._groups_due = 0.0
         self._status_due = 0.0
@@ -280,7 +220,7 @@ class Mirror:
         self.partitions = {k: v for k, v in self.partitions.items() if self.storage.has_topic(k[0])}
         configs = self.source.configs(found)
         for name, topic in found.items():
-            if not self._ensure_local(name, topic, configs.get(name)):
+            if not self.local_topics.ensure(name, topic, configs.get(name)):
                 continue
             for p, epoch in topic.epochs.items():
                 state = self.partitions.get((name, p))
@@ -289,52 +229,8 @@ class Mirror:
             new = [p for p in range(topic.partitions) if (name, p) not in self.partitions]
             if new:
                 self._start_partitions(topic, new)
-        self._topics = {n: t for n, t in found.items() if n not in self._skipped}
+        self._topics = {n: t for n, t in found.items() if n not in self.local_topics.skipped}
         self._metadata_due = time.monotonic() + self.config.metadata_interval_ms / 1000
-
-    def _ensure_local(self, name: str, topic: SourceTopic, configs: dict[str, str] | None) -> bool:
-        """The local topic exists with at least the source's partitions and its mirrored
-        configs (``None``: unknown this time, left as they are); False when a local topic
-        of that name is not a mirror's (it is never taken over)."""
-        if name in self._skipped:
-            return False
-        if not self.storage.has_topic(name):
-            usable = self._usable(name, configs or {})
-            self.storage.create_topic(name, topic.partitions, usable, followed_from=self.config.source)
-            log.info("following %s (%d partitions) from %s", name, topic.partitions, self.config.source)
-            return True
-        info = self.storage.topic(name)
-        if info.followed_from is None:
-            log.warning(
-                "%s exists locally and is not a mirror's topic: it is not followed "
-                "(delete it, or leave it out of --topics)",
-                name,
-            )
-            self._skipped.add(name)
-            return False
-        if info.partitions < topic.partitions:
-            self.storage.create_partitions(name, topic.partitions)
-            log.info("%s grew to %d partitions at the source", name, topic.partitions)
-        if configs is not None:
-            wanted = self._usable(name, configs)
-            have = {k: v for k, v in info.overrides.items() if k in MIRRORED_CONFIGS}
-            if have != wanted:
-                gone = [k for k in have if k not in wanted]
-                self.storage.alter_topic_configs(name, wanted, gone)
-                log.info("%s: configs changed at the source: %s (removed: %s)", name, wanted, gone or "none")
-        return True
-
-    def _usable(self, name: str, configs: dict[str, str]) -> dict[str, str]:
-        """The configs this storage accepts (each refused one is reported once)."""
-        usable: dict[str, str] = {}
-        for key, value in configs.items():
-            try:
-                usable.update(validate_overrides({key: value}))
-            except StorageError as exc:
-                if (name, key, value) not in self._refused:
-                    self._refused.add((name, key, value))
-                    log.warning("%s: config %s=%s not copied: %s", name, key, value, exc)
-        return usable
 
     def _start_partitions(self, topic: SourceTopic, partitions: list[int]) -> None:
         starts = self.source.list_offsets(topic, partitions, EARLIEST)
@@ -572,35 +468,3 @@ class Mirror:
 
     def failed(self) -> dict[tuple[str, int], str]:
         return {k: s.failed for k, s in self.partitions.items() if s.failed}
-
-
-class MirrorThread:
-    """A :class:`Mirror` running in a thread of its own beside a broker (``serve
-    --follow``): it retries a failing source forever and stops on :meth:`stop`, or when
-    the source refuses it (credentials, TLS: logged, the broker serves on)."""
-
-    def __init__(self, mirror: Mirror) -> None:
-        self.mirror = mirror
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="mirror", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.mirror.run(self._stop)
-            except MirrorError as exc:  # refused: retrying with the same settings cannot help
-                if self.mirror.problem is None:  # else the mirror logged it, with what to do
-                    log.error("mirror of %s stopped: %s", self.mirror.config.source, exc)
-                return
-            except Exception:  # one bad round must not end the mirror; it starts over
-                log.exception("mirror round failed; starting over")
-                self._stop.wait(self.mirror.config.retry_backoff_ms / 1000)
-
-    def stop(self, timeout_s: float = 30) -> None:
-        """Stop after the current round (a fetch waits at most ``max_wait_ms``)."""
-        self._stop.set()
-        self._thread.join(timeout_s)
-        self.mirror.close()

@@ -7,7 +7,9 @@ leader), and per group coordinator for OffsetFetch. Requests use the versions
 logtrove's own remote commands use (Metadata 12, Fetch 12, ListOffsets 7, OffsetFetch 8,
 ListGroups 4, DescribeConfigs 4, FindCoordinator 3), which Apache Kafka 2.8+, Redpanda,
 tansu and logtrove serve; OffsetForLeaderEpoch 3 only where ApiVersions lists it (Kafka,
-Redpanda and logtrove do, tansu does not).
+Redpanda and logtrove do, tansu does not). The request bodies are
+:mod:`logtrove.wire.requests`' (the clients send the same); this module picks the broker
+each goes to and reads the answers.
 
 Fetch is a consumer's (replica id -1, READ_UNCOMMITTED): it returns every batch below the
 high watermark, control batches included, as raw bytes, never decoded here. Everything
@@ -35,14 +37,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from logtrove.client import ClientSecurity, KafkaClient, KafkaProtocolError
-from logtrove.wire import ApiKey, fetch_body
+from logtrove.wire import (
+    ApiKey,
+    describe_configs_body,
+    fetch_body,
+    find_coordinator_body,
+    list_offsets_body,
+    metadata_body,
+    offset_fetch_body,
+    offset_for_leader_epoch_body,
+)
 
-EARLIEST, LATEST = -2, -1
 # FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH: the epoch we know is older / newer than the
 # leader's, so its answer would not be about our log: refresh metadata and ask again, as a
 # Kafka follower does (never "the epochs cannot tell", which stops a diverged partition)
 STALE_EPOCH_ERRORS = frozenset({74, 75})
-TOPIC_RESOURCE = 2
 CLIENT_ID = "logtrove-mirror"
 SASL_AUTHENTICATION_FAILED = 58
 
@@ -220,9 +229,7 @@ class Source:
     def topics(self, pattern: re.Pattern[str]) -> dict[str, SourceTopic]:
         """The source's topics whose whole name matches ``pattern`` (internal topics and
         names starting with ``__`` never: each cluster keeps its own), with leaders."""
-        resp = self._request(
-            self.bootstrap, ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False}
-        )
+        resp = self._request(self.bootstrap, ApiKey.METADATA, 12, metadata_body(None))
         self._nodes = {int(b.node_id): f"{b.host}:{int(b.port)}" for b in resp.brokers}
         found: dict[str, SourceTopic] = {}
         for t in resp.topics:
@@ -244,16 +251,9 @@ class Source:
         names = list(topics)
         if not names:
             return {}
-        resources = [
-            {
-                "resource_type": TOPIC_RESOURCE,
-                "resource_name": n,
-                "configuration_keys": list(MIRRORED_CONFIGS),
-            }
-            for n in names
-        ]
+        body = describe_configs_body(names, MIRRORED_CONFIGS)
         try:
-            resp = self._request(self.bootstrap, ApiKey.DESCRIBE_CONFIGS, 4, {"resources": resources})
+            resp = self._request(self.bootstrap, ApiKey.DESCRIBE_CONFIGS, 4, body)
         except SourceError:
             return {}
         out: dict[str, dict[str, str]] = {}
@@ -276,16 +276,7 @@ class Source:
             by_leader.setdefault(topic.leaders.get(p, -1), []).append(p)
         out: dict[int, int] = {}
         for leader, parts in by_leader.items():
-            body = {
-                "replica_id": -1,
-                "isolation_level": 0,
-                "topics": [
-                    {
-                        "name": topic.name,
-                        "partitions": [{"partition_index": p, "timestamp": timestamp} for p in parts],
-                    }
-                ],
-            }
+            body = list_offsets_body(topic.name, parts, timestamp)
             resp = self._request(self._node(leader), ApiKey.LIST_OFFSETS, 7, body)
             for t in resp.topics:
                 for p in t.partitions:
@@ -343,11 +334,8 @@ class Source:
         for leader, parts in by_leader.items():
             if leader < 0 or not self.serves(leader, ApiKey.OFFSET_FOR_LEADER_EPOCH):
                 continue
-            asked = [
-                {"partition": p, "current_leader_epoch": topic.epochs.get(p, -1), "leader_epoch": epochs[p]}
-                for p in parts
-            ]
-            body = {"replica_id": -1, "topics": [{"topic": topic.name, "partitions": asked}]}
+            asked = [(p, topic.epochs.get(p, -1), epochs[p]) for p in parts]
+            body = offset_for_leader_epoch_body(topic.name, asked)
             resp = self._request(self._node(leader), ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, body)
             for t in resp.topics:
                 for p in t.partitions:
@@ -378,8 +366,7 @@ class Source:
         """Every commit of ``group``: (topic, partition) -> (offset, leader epoch,
         metadata), asked of its coordinator. Uncommitted partitions are left out."""
         coordinator = self._coordinator(group)
-        body = {"groups": [{"group_id": group, "topics": None}], "require_stable": False}
-        resp = self._request(coordinator, ApiKey.OFFSET_FETCH, 8, body)
+        resp = self._request(coordinator, ApiKey.OFFSET_FETCH, 8, offset_fetch_body(group))
         out: dict[tuple[str, int], tuple[int, int, str]] = {}
         for found in resp.groups:
             if int(found.error_code):
@@ -392,7 +379,7 @@ class Source:
         return out
 
     def _coordinator(self, group: str) -> str:
-        resp = self._request(self.bootstrap, ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
+        resp = self._request(self.bootstrap, ApiKey.FIND_COORDINATOR, 3, find_coordinator_body(group))
         if int(resp.error_code):
             return self.bootstrap
         return f"{resp.host}:{int(resp.port)}"

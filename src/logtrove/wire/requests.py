@@ -153,3 +153,41 @@ def fetch_body(
         "forgotten_topics_data": [],
         "rack_id": "",
     }
+
+
+TOPIC_RESOURCE = 2  # DescribeConfigs / AlterConfigs resource type of a topic
+
+
+def describe_configs_body(topics: Iterable[str], keys: Iterable[str] | None = None) -> dict[str, Any]:
+    """DescribeConfigs (v4) of ``topics``: the configs named in ``keys`` (``None``: all)."""
+    wanted = None if keys is None else list(keys)
+    return {
+        "resources": [
+            {"resource_type": TOPIC_RESOURCE, "resource_name": name, "configuration_keys": wanted}
+            for name in topics
+        ]
+    }
+
+
+def offset_for_leader_epoch_body(topic: str, asked: Iterable[tuple[int, int, int]]) -> dict[str, Any]:
+    """OffsetForLeaderEpoch (v3) as a consumer (replica id -1) of ``topic``: ``asked`` holds
+    (partition, current leader epoch or -1, the epoch whose end offset is wanted)."""
+    partitions = [
+        {"partition": p, "current_leader_epoch": current, "leader_epoch": epoch}
+        for p, current, epoch in asked
+    ]
+    return {"replica_id": -1, "topics": [{"topic": topic, "partitions": partitions}]}
+
+
+def offset_fetch_body(group: str, topics: Mapping[str, Sequence[int]] | None = None) -> dict[str, Any]:
+    """OffsetFetch (v8) of one group: the commits on ``topics`` (topic -> partitions;
+    ``None``: every commit), stable or not."""
+    wanted = (
+        None if topics is None else [{"name": t, "partition_indexes": list(ps)} for t, ps in topics.items()]
+    )
+    return {"groups": [{"group_id": group, "topics": wanted}], "require_stable": False}
+
+
+def find_coordinator_body(group: str) -> dict[str, Any]:
+    """FindCoordinator (v3, one key) of a consumer group's coordinator."""
+    return {"key": group, "key_type": 0}
