@@ -91,8 +91,9 @@ class GroupCoordinator(ClassicGroupAdmin):
     """Every group of the broker, and their committed offsets (via :class:`OffsetStore`).
 
     ``monotonic`` is the clock of session deadlines and rebalance timers (seconds,
-    :func:`time.monotonic` by default); a test may pass one it moves by hand. The
-    listing and admin APIs come from :class:`ClassicGroupAdmin`."""
+    :func:`time.monotonic` by default); a test may pass one it moves by hand.
+    OffsetCommit's checks and the listing and admin APIs come from
+    :class:`ClassicGroupAdmin`."""
 
     def __init__(
         self,
