@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,7 @@ from logtrove.groups import (
     encode_key,
     encode_value,
 )
-from logtrove.groups import coordinator as gc
+from logtrove.groups import classic_state as gc
 from logtrove.storage import Storage
 
 
@@ -158,11 +160,27 @@ async def _sync_both(coord: GroupCoordinator, leader: str, follower: str) -> Non
     assert (await follower_sync)["assignment"] == b"B"
 
 
-def _open_coordinator(tmp_path: Path) -> tuple[Storage, GroupCoordinator]:
+class SteppedClock:
+    """:func:`time.monotonic` plus an offset the test moves forward, so a session
+    timeout passes without sleeping through it (rebalance timers still run in real time)."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.monotonic() + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
+
+
+def _open_coordinator(
+    tmp_path: Path, monotonic: Callable[[], float] = time.monotonic
+) -> tuple[Storage, GroupCoordinator]:
     storage = Storage.open(tmp_path)
     store = OffsetStore(storage)
     store.load()
-    return storage, GroupCoordinator(store, initial_rebalance_delay_ms=50)
+    return storage, GroupCoordinator(store, initial_rebalance_delay_ms=50, monotonic=monotonic)
 
 
 def test_restarted_static_member_replaces_the_old_one_without_a_rebalance(tmp_path: Path) -> None:
@@ -205,8 +223,10 @@ def test_restarted_static_member_replaces_the_old_one_without_a_rebalance(tmp_pa
 
 
 def test_absent_static_member_keeps_its_place_until_its_session_ends(tmp_path: Path) -> None:
+    clock = SteppedClock()
+
     async def scenario() -> None:
-        storage, coord = _open_coordinator(tmp_path)
+        storage, coord = _open_coordinator(tmp_path, clock)
         with storage:
             leader, follower = await _stable_static_group(coord)
             # a third member joins; inst-b never rejoins, yet stays in the next generation
@@ -219,7 +239,7 @@ def test_absent_static_member_keeps_its_place_until_its_session_ends(tmp_path: P
             assert sorted(members) == sorted([leader, follower, newcomer])
 
             # its session ends: removed, and the group rebalances without it
-            await asyncio.sleep(1.2)
+            clock.advance(1.2)  # past the 1000 ms session
             coord.expire_sessions()
             assert follower not in coord.groups["g"].members
             assert "inst-b" not in coord.groups["g"].static

@@ -29,6 +29,9 @@ does not revoke within its rebalance timeout; their partitions are free for othe
 
 Results carry Kafka's error codes (kio's :class:`~kio.schema.errors.ErrorCode`); topics
 are names here (the broker maps topic IDs), and this module knows nothing of the network.
+The request and answer types and their validation are in :mod:`.consumer_heartbeat`
+(re-exported here), the target assignment's inputs and the ``TopicPartitions`` set
+algebra in :mod:`.consumer_target`.
 """
 
 from __future__ import annotations
@@ -36,17 +39,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
-from logtrove.groups.assignors import (
-    ASSIGNORS,
-    DEFAULT_ASSIGNOR,
-    InvalidRegexError,
-    compile_regex,
-    matching_topics,
+from logtrove.groups.assignors import ASSIGNORS, matching_topics
+from logtrove.groups.consumer_admin import ConsumerGroupAdmin
+from logtrove.groups.consumer_heartbeat import (
+    LEAVE_EPOCH,
+    MAX_MEMBERS,
+    STATIC_LEAVE_EPOCH,
+    Heartbeat,
+    HeartbeatError,
+    HeartbeatResult,
+    check_choices,
+    check_heartbeat,
 )
 from logtrove.groups.consumer_state import (
     STABLE,
@@ -61,59 +68,29 @@ from logtrove.groups.consumer_state import (
     now,
     save_groups,
 )
-from logtrove.groups.offsets import CommitKey, CommittedOffset, OffsetStore
+from logtrove.groups.consumer_target import (
+    copy,
+    forget_unused_regexes,
+    group_assignor,
+    intersect,
+    minus,
+    nonempty,
+    overlaps,
+    subscription,
+    within,
+)
+from logtrove.groups.offsets import OffsetStore
+
+__all__ = ["ConsumerGroups", "Heartbeat", "HeartbeatError", "HeartbeatResult", "check_heartbeat"]
 
 NONE = ErrorCode.none
-LEAVE_EPOCH = -1
-STATIC_LEAVE_EPOCH = -2
-MAX_MEMBERS = 1000  # per group (Kafka's group.consumer.max.size is unbounded; ours is not)
-MAX_SUBSCRIBED_TOPICS = 10_000
-MAX_OWNED_PARTITIONS = 100_000
 
 
-@dataclass(frozen=True)
-class Heartbeat:
-    """A ConsumerGroupHeartbeat as this module needs it. ``None`` means "unchanged since
-    the last heartbeat" for the subscription, assignor and owned partitions, and
-    ``rebalance_timeout_ms`` -1 likewise."""
-
-    group_id: str
-    member_id: str
-    member_epoch: int
-    instance_id: str | None = None
-    rack_id: str | None = None
-    rebalance_timeout_ms: int = -1
-    subscribed_topic_names: tuple[str, ...] | None = None
-    subscribed_topic_regex: str | None = None
-    server_assignor: str | None = None
-    owned: TopicPartitions | None = None
-    client_id: str = ""
-    client_host: str = ""
-
-
-@dataclass(frozen=True)
-class HeartbeatResult:
-    """The answer: ``assignment`` is None when the member's assignment did not change."""
-
-    error: ErrorCode
-    message: str | None = None
-    member_id: str = ""
-    member_epoch: int = 0
-    assignment: TopicPartitions | None = None
-
-
-class HeartbeatError(Exception):
-    """An error answer, raised from deep in a heartbeat."""
-
-    def __init__(self, error: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error = error
-
-
-class ConsumerGroups:
+class ConsumerGroups(ConsumerGroupAdmin):
     """Every consumer-protocol group of the broker; persisted in ``consumer-groups.json``
     of ``data_dir`` (see :mod:`.consumer_state`). ``topics`` returns the existing topics
-    and their partition counts; committed offsets go to the shared :class:`OffsetStore`."""
+    and their partition counts; committed offsets go to the shared :class:`OffsetStore`.
+    The commit, fetch and admin checks come from :class:`ConsumerGroupAdmin`."""
 
     def __init__(
         self,
@@ -233,7 +210,7 @@ class ConsumerGroups:
     def _heartbeat(self, request: Heartbeat) -> HeartbeatResult:
         if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(request)
-        _check_choices(request)
+        check_choices(request)
         group = self.groups.get(request.group_id)
         if group is None:
             if request.member_epoch != 0:
@@ -241,21 +218,21 @@ class ConsumerGroups:
             group = self.groups[request.group_id] = ConsumerGroup(request.group_id)
         member, changed = self._member(group, request)
         member.last_seen = self.clock()
-        before = (member.member_epoch, _copy(member.assigned))
-        fingerprint = (group.group_epoch, member.state, _copy(member.revoking))
+        before = (member.member_epoch, copy(member.assigned))
+        fingerprint = (group.group_epoch, member.state, copy(member.revoking))
         changed |= self._update_subscription(member, request)
         if changed:
             group.group_epoch += 1
-            _forget_unused_regexes(group)
+            forget_unused_regexes(group)
         self._refresh_target(group)
         self._reconcile(group, member, request.owned)
         after = (member.member_epoch, member.assigned)
         if changed or before != after or fingerprint != (group.group_epoch, member.state, member.revoking):
             self.dirty = True
         send = request.member_epoch == 0 or before != after
-        send |= request.owned is not None and request.owned != _nonempty(member.assigned)
+        send |= request.owned is not None and request.owned != nonempty(member.assigned)
         return HeartbeatResult(
-            NONE, None, member.member_id, member.member_epoch, _copy(member.assigned) if send else None
+            NONE, None, member.member_id, member.member_epoch, copy(member.assigned) if send else None
         )
 
     def _member(self, group: ConsumerGroup, request: Heartbeat) -> tuple[ConsumerMember, bool]:
@@ -272,7 +249,7 @@ class ConsumerGroups:
         if epoch == member.member_epoch:
             return member, False
         lost_answer = (
-            epoch == member.previous_member_epoch and owned is not None and _within(owned, member.assigned)
+            epoch == member.previous_member_epoch and owned is not None and within(owned, member.assigned)
         )
         if epoch > member.member_epoch or not lost_answer:
             raise HeartbeatError(
@@ -348,7 +325,7 @@ class ConsumerGroups:
         topics, version = self._current_topics()
         if group.resolved_for == (version, group.group_epoch):
             return  # nothing the subscriptions depend on changed since the last time
-        subscriptions = {m.member_id: _subscription(group, m, topics) for m in group.members.values()}
+        subscriptions = {m.member_id: subscription(group, m, topics) for m in group.members.values()}
         subscribed = {t: topics[t] for names in subscriptions.values() for t in names}
         if subscribed != group.subscribed:
             group.subscribed = subscribed
@@ -357,7 +334,7 @@ class ConsumerGroups:
         if group.assignment_epoch >= group.group_epoch:
             return
         self.dirty = True
-        group.assignor = _group_assignor(group)
+        group.assignor = group_assignor(group)
         group.target = ASSIGNORS[group.assignor](subscriptions, subscribed, group.target)
         group.assignment_epoch = group.group_epoch
 
@@ -391,7 +368,7 @@ class ConsumerGroups:
         """Move the member one step towards its target (see :mod:`.consumer_state`)."""
         target = group.target.get(member.member_id, {})
         if member.state == UNREVOKED_PARTITIONS:
-            if owned is None or _overlaps(owned, member.revoking):
+            if owned is None or overlaps(owned, member.revoking):
                 return  # still revoking
             member.revoking = {}
         elif member.member_epoch == group.assignment_epoch and member.state == STABLE:
@@ -399,8 +376,8 @@ class ConsumerGroups:
         elif member.member_epoch == group.assignment_epoch:  # UNRELEASED: take what was freed
             self._take_free(group, member, target)
             return
-        kept = _intersect(member.assigned, target)
-        revoke = _minus(member.assigned, target)
+        kept = intersect(member.assigned, target)
+        revoke = minus(member.assigned, target)
         if revoke:
             member.assigned, member.revoking, member.state = kept, revoke, UNREVOKED_PARTITIONS
             member.revocation_deadline = self.clock() + member.rebalance_timeout_ms / 1000
@@ -413,7 +390,7 @@ class ConsumerGroups:
             free = partitions - group.owned_elsewhere(topic, member.member_id)
             if free:
                 member.assigned.setdefault(topic, set()).update(free)
-        member.state = STABLE if _nonempty(member.assigned) == _nonempty(target) else UNRELEASED_PARTITIONS
+        member.state = STABLE if nonempty(member.assigned) == nonempty(target) else UNRELEASED_PARTITIONS
 
     # -- leaving --------------------------------------------------------------------
     def _leave(self, request: Heartbeat) -> HeartbeatResult:
@@ -437,7 +414,7 @@ class ConsumerGroups:
         """Drop a member; its partitions are free, and the group epoch moves."""
         del group.members[member_id]
         group.target.pop(member_id, None)
-        _forget_unused_regexes(group)
+        forget_unused_regexes(group)
         group.group_epoch += 1
         self.dirty = True
         if group.members:
@@ -471,165 +448,8 @@ class ConsumerGroups:
             self._expire(group, self.clock())
         return group
 
-    # -- other APIs -----------------------------------------------------------------
-    def has_members(self, group_id: str) -> bool:
-        group = self.groups.get(group_id)
-        return group is not None and bool(group.members)
-
-    def drop_empty(self, group_id: str) -> None:
-        """Forget an empty group (the classic protocol takes its ID over); commits stay."""
-        if group_id in self.groups and not self.groups[group_id].members:
-            del self.groups[group_id]
-            self.dirty = True
-
-    def validate_commit(self, group_id: str, member_id: str, member_epoch: int, version: int) -> ErrorCode:
-        """Kafka's ``ConsumerGroup.validateOffsetCommit``: a commit without a member epoch
-        (-1: admin tools, manual assignment) is taken only by an empty group; otherwise the
-        member must exist (``UNKNOWN_MEMBER_ID``), use OffsetCommit v9+
-        (``UNSUPPORTED_VERSION``) and be at its current epoch (``STALE_MEMBER_EPOCH``)."""
-        group = self.groups[group_id]
-        if member_epoch < 0 and not group.members:
-            return NONE
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.unknown_member_id
-        if version < 9:
-            return ErrorCode.unsupported_version
-        if member_epoch != member.member_epoch:
-            return ErrorCode.stale_member_epoch
-        return NONE
-
-    def validate_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
-        """Kafka's ``validateOffsetFetch``: without a member (ID null, epoch -1) anyone may
-        read; a named member must exist at its current epoch."""
-        group = self.groups[group_id]
-        if member_id is None and member_epoch < 0:
-            return NONE
-        member = group.members.get(member_id or "")
-        if member is None:
-            return ErrorCode.unknown_member_id
-        return NONE if member_epoch == member.member_epoch else ErrorCode.stale_member_epoch
-
-    def delete_group(self, group_id: str) -> ErrorCode:
-        """DeleteGroups: only an empty group goes, with its committed offsets."""
-        group = self.groups[group_id]
-        self._expire(group, self.clock())
-        if group.members:
-            return ErrorCode.non_empty_group
-        self.offsets.delete([CommitKey(group_id, t, p) for t, p in self.offsets.for_group(group_id)])
-        del self.groups[group_id]
-        self.dirty = True
-        return NONE
-
-    def delete_offsets(
-        self, group_id: str, partitions: list[tuple[str, int]]
-    ) -> dict[tuple[str, int], ErrorCode]:
-        """OffsetDelete: a partition of a subscribed topic is ``GROUP_SUBSCRIBED_TO_TOPIC``
-        and keeps its commit; the other named commits are deleted."""
-        group = self.groups[group_id]
-        self._expire(group, self.clock())
-        subscribed = group.subscribed_topics()
-        errors = {
-            tp: ErrorCode.group_subscribed_to_topic if tp[0] in subscribed else NONE for tp in partitions
-        }
-        commits = self.offsets.for_group(group_id)
-        self.offsets.delete(
-            [CommitKey(group_id, t, p) for (t, p), e in errors.items() if not e and (t, p) in commits]
-        )
-        return errors
-
-    def commit(self, group_id: str, commits: dict[tuple[str, int], CommittedOffset]) -> None:
-        self.offsets.commit(group_id, commits)
-
-
-def check_heartbeat(request: Heartbeat, version: int) -> str | None:
-    """Why a heartbeat is an INVALID_REQUEST (Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid``
-    plus our bounds), or None."""
-    if not request.group_id.strip():
-        return "GroupId can't be empty."
-    if version >= 1 and not request.member_id:
-        return "MemberId can't be empty."
-    if request.instance_id is not None and not request.instance_id.strip():
-        return "InstanceId can't be empty."
-    if request.rack_id is not None and not request.rack_id.strip():
-        return "RackId can't be empty."
-    if request.member_epoch < STATIC_LEAVE_EPOCH:
-        return f"MemberEpoch {request.member_epoch} is invalid."
-    if request.member_epoch == STATIC_LEAVE_EPOCH and request.instance_id is None:
-        return "InstanceId can't be null with MemberEpoch -2."
-    if request.member_epoch == 0:
-        if request.rebalance_timeout_ms < 0:
-            return "RebalanceTimeoutMs must be provided in first request."
-        if request.owned is None or request.owned:
-            return "TopicPartitions must be empty when (re-)joining."
-        if request.subscribed_topic_names is None and request.subscribed_topic_regex is None:
-            return "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
-    if len(request.subscribed_topic_names or ()) > MAX_SUBSCRIBED_TOPICS:
-        return f"more than {MAX_SUBSCRIBED_TOPICS} subscribed topics"
-    if sum(len(ps) for ps in (request.owned or {}).values()) > MAX_OWNED_PARTITIONS:
-        return f"more than {MAX_OWNED_PARTITIONS} owned partitions"
-    return None
-
 
 def _release(waiters: list[asyncio.Future[None]]) -> None:
     for waiter in waiters:
         if not waiter.done():
             waiter.set_result(None)
-
-
-def _forget_unused_regexes(group: ConsumerGroup) -> None:
-    """Drop the resolutions of regexes no member subscribes with any more (as Kafka does
-    at once), so a regex subscribed to again is resolved anew, after the heartbeat."""
-    used = {m.subscribed_topic_regex for m in group.members.values()}
-    group.regex_topics = {r: ts for r, ts in group.regex_topics.items() if r in used}
-
-
-def _check_choices(request: Heartbeat) -> None:
-    """Refuse an assignor we do not have and a regex that does not compile, before the
-    heartbeat changes anything."""
-    if request.server_assignor is not None and request.server_assignor not in ASSIGNORS:
-        raise HeartbeatError(ErrorCode.unsupported_assignor, f"Unknown assignor {request.server_assignor}.")
-    if request.subscribed_topic_regex:
-        try:
-            compile_regex(request.subscribed_topic_regex)
-        except InvalidRegexError as exc:
-            raise HeartbeatError(ErrorCode.invalid_regular_expression, str(exc)) from exc
-
-
-def _group_assignor(group: ConsumerGroup) -> str:
-    """The assignor most members ask for (ties: by name), else the default."""
-    asked = [m.server_assignor for m in group.members.values() if m.server_assignor in ASSIGNORS]
-    if not asked:
-        return DEFAULT_ASSIGNOR
-    return min(set(asked), key=lambda a: (-asked.count(a), str(a))) or DEFAULT_ASSIGNOR
-
-
-def _subscription(group: ConsumerGroup, member: ConsumerMember, topics: Mapping[str, int]) -> frozenset[str]:
-    """The existing topics a member subscribes to: its names, and what its regex matched
-    when last resolved (nothing before the first resolution)."""
-    matched = group.regex_topics.get(member.subscribed_topic_regex or "", frozenset())
-    return frozenset(t for t in member.subscribed_topic_names | matched if t in topics)
-
-
-def _copy(tps: TopicPartitions) -> TopicPartitions:
-    return {t: set(ps) for t, ps in tps.items() if ps}
-
-
-def _nonempty(tps: TopicPartitions) -> TopicPartitions:
-    return {t: ps for t, ps in tps.items() if ps}
-
-
-def _within(small: TopicPartitions, big: TopicPartitions) -> bool:
-    return all(ps <= big.get(t, set()) for t, ps in small.items())
-
-
-def _overlaps(a: TopicPartitions, b: TopicPartitions) -> bool:
-    return any(ps & b.get(t, set()) for t, ps in a.items())
-
-
-def _intersect(a: TopicPartitions, b: TopicPartitions) -> TopicPartitions:
-    return {t: ps & b[t] for t, ps in a.items() if t in b and ps & b[t]}
-
-
-def _minus(a: TopicPartitions, b: TopicPartitions) -> TopicPartitions:
-    return {t: ps - b.get(t, set()) for t, ps in a.items() if ps - b.get(t, set())}
