@@ -5,7 +5,8 @@ instead of field by field in Python.
 :func:`batch_records` gives what ``list(iter_records(data, pos, header))`` gives, in half
 the time for batches of small records (the Python left is one slice per field and the
 :class:`Record` itself): for readers that need every record of a batch as an object (the
-HTTP message pages). The decoder's columns are turned back into records::
+HTTP message pages, :meth:`PartitionLog.records <logtrove.storage.PartitionLog.records>`
+and the tag readers behind ``logtrove consume``). The decoder's columns are turned back into records::
 
     offsets, micros           → Record.offset, Record.timestamp (micros // 1000)
     key, value                → bytes or None (validity bit 0)
