@@ -17,10 +17,14 @@ One module per API family:
 * :mod:`.users_api`: Describe/AlterUserScramCredentials over the SCRAM users of
   :mod:`logtrove.acl.credentials`
 
-:mod:`.requests` holds what handlers take and give (``Request``, ``Reply``, ``Api``);
-:mod:`logtrove.wire` the framing, the API keys and the dict-to-kio glue; :mod:`.errors`
-maps storage errors to Kafka error codes. The clients are in :mod:`logtrove.client`
-(:mod:`.client` re-exports them for a while).
+Every handler is ``async def handle_x(broker: BrokerContext, request: Request) -> Reply``:
+:mod:`.context` is what handlers see of the broker (storage, coordinators, ACLs, the
+listeners' endpoints, the wake-up of long polls) and :mod:`.requests` what they take and
+give. :mod:`.connections` reads frames, decodes them and frames the replies;
+:mod:`.server` owns the listeners, the maintenance thread, the cleaner and the indexer;
+:mod:`.config` holds :class:`BrokerConfig`. :mod:`logtrove.wire` has the framing, the API
+keys and the dict-to-kio glue; :mod:`.errors` maps storage errors to Kafka error codes.
+The clients are in :mod:`logtrove.client`.
 """
 
 from logtrove.broker.server import Broker, BrokerConfig, run

@@ -17,13 +17,13 @@ from kio.schema.errors import ErrorCode
 from logtrove.acl import AclBinding, AclError, AclFilter, Operation
 
 if TYPE_CHECKING:
+    from logtrove.broker.context import BrokerContext
     from logtrove.broker.requests import Reply, Request
-    from logtrove.broker.server import Broker
 
 _DISABLED = "no authorizer is configured on this broker: start it with `logtrove serve --authorizer`"
 
 
-def _refusal(broker: Broker, request: Request, op: Operation) -> tuple[ErrorCode, str] | None:
+def _refusal(broker: BrokerContext, request: Request, op: Operation) -> tuple[ErrorCode, str] | None:
     if broker.authorizer is None:
         return ErrorCode.security_disabled, _DISABLED
     if not broker.allowed_cluster(request, op):
@@ -52,7 +52,7 @@ def _acl(b: AclBinding) -> dict[str, Any]:
     }
 
 
-async def handle_describe_acls(broker: Broker, request: Request) -> Reply:
+async def handle_describe_acls(broker: BrokerContext, request: Request) -> Reply:
     refused = _refusal(broker, request, Operation.DESCRIBE)
     if refused is not None:
         return {"error_code": refused[0], "error_message": refused[1], "resources": []}
@@ -72,7 +72,7 @@ async def handle_describe_acls(broker: Broker, request: Request) -> Reply:
     }
 
 
-async def handle_create_acls(broker: Broker, request: Request) -> Reply:
+async def handle_create_acls(broker: BrokerContext, request: Request) -> Reply:
     creations = request.body.creations
     refused = _refusal(broker, request, Operation.ALTER)
     if refused is not None:
@@ -106,7 +106,7 @@ async def handle_create_acls(broker: Broker, request: Request) -> Reply:
     return {"results": results}
 
 
-async def handle_delete_acls(broker: Broker, request: Request) -> Reply:
+async def handle_delete_acls(broker: BrokerContext, request: Request) -> Reply:
     filters = request.body.filters
     refused = _refusal(broker, request, Operation.ALTER)
     if refused is not None:

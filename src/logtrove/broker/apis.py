@@ -27,26 +27,26 @@ from logtrove.broker import (
     txn_api,
     users_api,
 )
-from logtrove.broker.requests import Api
+from logtrove.broker.context import Api
 from logtrove.wire import ApiKey
 
 if TYPE_CHECKING:
-    from logtrove.broker.requests import Handler, Reply, Request
-    from logtrove.broker.server import Broker
+    from logtrove.broker.context import BrokerContext, Handler
+    from logtrove.broker.requests import Reply, Request
 
 
-async def handle_api_versions(broker: Broker, request: Request) -> Reply:
+async def handle_api_versions(broker: BrokerContext, request: Request) -> Reply:
     return {"error_code": 0, "api_keys": _api_keys(broker)}
 
 
-def _api_keys(broker: Broker) -> list[dict[str, int]]:
+def _api_keys(broker: BrokerContext) -> list[dict[str, int]]:
     return [
         {"api_key": api.key, "min_version": api.min_version, "max_version": api.max_version}
         for api in sorted(broker.apis.values(), key=lambda a: a.key)
     ]
 
 
-def unsupported_api_versions(broker: Broker) -> bytes:
+def unsupported_api_versions(broker: BrokerContext) -> bytes:
     """The body of an ApiVersions v0 response with UNSUPPORTED_VERSION and the key list."""
     from kio.schema.api_versions.v0.response import ApiVersionsResponse
 

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from logtrove.acl import CLUSTER_NAME, Operation, ResourceType
 
 if TYPE_CHECKING:
+    from logtrove.broker.context import BrokerContext
     from logtrove.broker.requests import Request
-    from logtrove.broker.server import Broker
 
 OMITTED = -(2**31)
 
@@ -55,7 +55,11 @@ SUPPORTED: dict[ResourceType, frozenset[Operation]] = {
 
 
 def authorized_operations(
-    broker: Broker, request: Request, resource: ResourceType, name: str = CLUSTER_NAME, asked: bool = True
+    broker: BrokerContext,
+    request: Request,
+    resource: ResourceType,
+    name: str = CLUSTER_NAME,
+    asked: bool = True,
 ) -> int:
     """The authorized-operations field of resource ``name`` for the request's principal,
     or :data:`OMITTED` when the client did not ask."""

@@ -22,11 +22,11 @@ from logtrove.broker.authorize import Resource, authorized_operations
 from logtrove.storage import StorageError
 
 if TYPE_CHECKING:
+    from logtrove.broker.context import BrokerContext
     from logtrove.broker.requests import Reply, Request
-    from logtrove.broker.server import Broker
 
 
-def _partitions_of(broker: Broker) -> dict[str, int]:
+def _partitions_of(broker: BrokerContext) -> dict[str, int]:
     return {info.name: info.partitions for info in broker.storage.topics()}
 
 
@@ -34,7 +34,7 @@ def _known(partitions: dict[str, int], topic: str, partition: int) -> bool:
     return 0 <= partition < partitions.get(topic, 0)
 
 
-async def handle_describe_cluster(broker: Broker, request: Request) -> Reply:
+async def handle_describe_cluster(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     if getattr(body, "endpoint_type", 1) != 1:  # 2: controllers, which KRaft clients ask separately
         return {
@@ -66,7 +66,7 @@ async def handle_describe_cluster(broker: Broker, request: Request) -> Reply:
     }
 
 
-async def handle_describe_log_dirs(broker: Broker, request: Request) -> Reply:
+async def handle_describe_log_dirs(broker: BrokerContext, request: Request) -> Reply:
     """The one log directory (the data directory): bytes per partition on disk, offset
     lag 0 (no future replicas), and the file system's total and usable bytes. Sizes are
     summed in a thread (a directory of many partitions stats many segments)."""
@@ -107,9 +107,9 @@ async def handle_describe_log_dirs(broker: Broker, request: Request) -> Reply:
     }
 
 
-async def handle_describe_producers(broker: Broker, request: Request) -> Reply:
+async def handle_describe_producers(broker: BrokerContext, request: Request) -> Reply:
     """The idempotent producers the broker remembers per partition (see
-    :class:`~logtrove.broker.produce.ProducerStates`): ID, epoch and last sequence, and
+    :class:`~logtrove.broker.producer_state.ProducerStates`): ID, epoch and last sequence, and
     the first offset of the producer's open transaction in the partition (-1 if none; what
     ``kafka-transactions.sh find-hanging`` looks at). The last timestamp is not kept (-1);
     the coordinator epoch is 0 for a producer with an open transaction (one coordinator
@@ -143,7 +143,7 @@ async def handle_describe_producers(broker: Broker, request: Request) -> Reply:
     return {"topics": topics}
 
 
-async def handle_elect_leaders(broker: Broker, request: Request) -> Reply:
+async def handle_elect_leaders(broker: BrokerContext, request: Request) -> Reply:
     """Every partition's leader is this broker, its only (preferred) replica: a named
     partition is ELECTION_NOT_NEEDED; asked for all partitions (null), Kafka lists none."""
     body = request.body
@@ -166,7 +166,7 @@ async def handle_elect_leaders(broker: Broker, request: Request) -> Reply:
     return {"error_code": ErrorCode.none, "replica_election_results": results}
 
 
-async def handle_alter_partition_reassignments(broker: Broker, request: Request) -> Reply:
+async def handle_alter_partition_reassignments(broker: BrokerContext, request: Request) -> Reply:
     """A target of exactly this broker is where the partition already is (done at
     once); cancelling (null replicas) finds nothing in progress; any other target names
     brokers that do not exist."""
@@ -195,7 +195,7 @@ async def handle_alter_partition_reassignments(broker: Broker, request: Request)
     return {"error_code": ErrorCode.none, "responses": responses}
 
 
-async def handle_list_partition_reassignments(broker: Broker, request: Request) -> Reply:
+async def handle_list_partition_reassignments(broker: BrokerContext, request: Request) -> Reply:
     """No reassignment is ever in progress on one broker."""
     if not broker.allowed_cluster(request, Operation.DESCRIBE):
         return {"error_code": _DENIED, "error_message": _needs(Operation.DESCRIBE), "topics": []}

@@ -53,8 +53,8 @@ from logtrove.storage.broker_configs import (
 )
 
 if TYPE_CHECKING:
+    from logtrove.broker.context import BrokerContext
     from logtrove.broker.requests import Reply, Request
-    from logtrove.broker.server import Broker
 
 TOPIC = 2
 BROKER = 4
@@ -113,7 +113,9 @@ def _topic_synonyms(name: str, overrides: Mapping[str, str], dynamic: BrokerConf
     return out
 
 
-def _check_access(broker: Broker, request: Request, resource_type: int, name: str, op: Operation) -> None:
+def _check_access(
+    broker: BrokerContext, request: Request, resource_type: int, name: str, op: Operation
+) -> None:
     """DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, or on the cluster for the broker."""
     if resource_type == TOPIC and not broker.allowed(request, op, ResourceType.TOPIC, name):
         raise ResourceError(ErrorCode.topic_authorization_failed, f"{op.name} on topic {name!r} is needed")
@@ -123,7 +125,9 @@ def _check_access(broker: Broker, request: Request, resource_type: int, name: st
         raise ResourceError(ErrorCode.group_authorization_failed, f"{op.name} on group {name!r} is needed")
 
 
-def _describe_group(broker: Broker, group_id: str, keys: Any, documentation: bool) -> list[dict[str, Any]]:
+def _describe_group(
+    broker: BrokerContext, group_id: str, keys: Any, documentation: bool
+) -> list[dict[str, Any]]:
     """A group's consumer-protocol configs: its own (source GROUP_CONFIG) or the broker's
     (source STATIC_BROKER_CONFIG, from the serve flags)."""
     own = broker.group_configs.own(group_id)
@@ -140,7 +144,7 @@ def _describe_group(broker: Broker, group_id: str, keys: Any, documentation: boo
 
 
 def _alter_group(
-    broker: Broker,
+    broker: BrokerContext,
     group_id: str,
     set_configs: dict[str, str],
     deletes: list[str],
@@ -154,7 +158,7 @@ def _alter_group(
 
 
 def _describe_topic(
-    broker: Broker, name: str, keys: Any, documentation: bool, synonyms: bool
+    broker: BrokerContext, name: str, keys: Any, documentation: bool, synonyms: bool
 ) -> list[dict[str, Any]]:
     info = broker.storage.topic(name)
     dynamic = broker.storage.broker_configs()
@@ -175,7 +179,7 @@ def _describe_topic(
     return entries
 
 
-def _static_configs(broker: Broker) -> dict[str, str]:
+def _static_configs(broker: BrokerContext) -> dict[str, str]:
     """The start-up settings a broker describes read-only, Kafka-named."""
     c = broker.config
     return {
@@ -194,7 +198,7 @@ def _static_configs(broker: Broker) -> dict[str, str]:
     }
 
 
-def _broker_level(broker: Broker, resource_name: str) -> str:
+def _broker_level(broker: BrokerContext, resource_name: str) -> str:
     """The dynamic level a BROKER resource names: ``""`` the cluster default, the broker id
     this broker; any other id is not here (Kafka: INVALID_REQUEST)."""
     if resource_name == "":
@@ -207,7 +211,9 @@ def _broker_level(broker: Broker, resource_name: str) -> str:
     )
 
 
-def _describe_broker(broker: Broker, resource_name: str, keys: Any, synonyms: bool) -> list[dict[str, Any]]:
+def _describe_broker(
+    broker: BrokerContext, resource_name: str, keys: Any, synonyms: bool
+) -> list[dict[str, Any]]:
     level = _broker_level(broker, resource_name)
     dynamic = broker.storage.broker_configs()
     entries: dict[str, dict[str, Any]] = {}
@@ -235,7 +241,7 @@ def _describe_broker(broker: Broker, resource_name: str, keys: Any, synonyms: bo
     return [entries[k] for k in wanted]
 
 
-async def handle_describe_configs(broker: Broker, request: Request) -> Reply:
+async def handle_describe_configs(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     documentation = bool(getattr(body, "include_documentation", False))
     synonyms = bool(getattr(body, "include_synonyms", False))
@@ -298,7 +304,7 @@ def _changes(current: Mapping[str, str], configs: Any) -> tuple[dict[str, str], 
 
 
 def _alter_topic(
-    broker: Broker,
+    broker: BrokerContext,
     name: str,
     set_configs: dict[str, str],
     deletes: list[str],
@@ -317,7 +323,7 @@ def _alter_topic(
 
 
 def _alter_broker(
-    broker: Broker,
+    broker: BrokerContext,
     resource_name: str,
     set_configs: dict[str, str],
     deletes: list[str],
@@ -337,7 +343,7 @@ def _alter_broker(
     )
 
 
-def _current(broker: Broker, resource_type: int, name: str) -> Mapping[str, str]:
+def _current(broker: BrokerContext, resource_type: int, name: str) -> Mapping[str, str]:
     """Values APPEND / SUBTRACT start from: the effective ones."""
     if resource_type == TOPIC:
         return broker.storage.topic(name).config.as_strings()
@@ -353,7 +359,7 @@ def _current(broker: Broker, resource_type: int, name: str) -> Mapping[str, str]
 
 
 def _alter(
-    broker: Broker,
+    broker: BrokerContext,
     request: Request,
     res: Any,
     set_configs: dict[str, str],
@@ -381,7 +387,7 @@ def _alter(
     return result
 
 
-async def handle_incremental_alter_configs(broker: Broker, request: Request) -> Reply:
+async def handle_incremental_alter_configs(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     responses = []
     for res in body.resources:
@@ -421,7 +427,7 @@ async def handle_incremental_alter_configs(broker: Broker, request: Request) -> 
     return {"responses": responses}
 
 
-async def handle_alter_configs(broker: Broker, request: Request) -> Reply:
+async def handle_alter_configs(broker: BrokerContext, request: Request) -> Reply:
     """AlterConfigs (33): each resource's dynamic configs become exactly the given set."""
     body = request.body
     responses = []

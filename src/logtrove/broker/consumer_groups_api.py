@@ -24,23 +24,23 @@ from logtrove.groups.group_configs import HEARTBEAT_INTERVAL
 from logtrove.wire import ms
 
 if TYPE_CHECKING:
+    from logtrove.broker.context import BrokerContext
     from logtrove.broker.requests import Reply, Request
-    from logtrove.broker.server import Broker
 
 CLIENT_HOST = "/127.0.0.1"
 MAX_OWNED_TOPICS = 10_000
 CONSUMER_MEMBER_TYPE = 1  # ConsumerGroupDescribe v1 member_type: 0 classic, 1 consumer
 
 
-def _names_by_id(broker: Broker) -> dict[uuid.UUID, str]:
+def _names_by_id(broker: BrokerContext) -> dict[uuid.UUID, str]:
     return {info.topic_id: info.name for info in broker.storage.topics()}
 
 
-def _ids_by_name(broker: Broker) -> dict[str, uuid.UUID]:
+def _ids_by_name(broker: BrokerContext) -> dict[str, uuid.UUID]:
     return {info.name: info.topic_id for info in broker.storage.topics()}
 
 
-def _owned(broker: Broker, topic_partitions: Any) -> dict[str, set[int]] | None:
+def _owned(broker: BrokerContext, topic_partitions: Any) -> dict[str, set[int]] | None:
     if topic_partitions is None:
         return None
     names = _names_by_id(broker)
@@ -52,7 +52,7 @@ def _owned(broker: Broker, topic_partitions: Any) -> dict[str, set[int]] | None:
     return owned
 
 
-def _topic_partitions(broker: Broker, assignment: dict[str, set[int]]) -> list[dict[str, Any]]:
+def _topic_partitions(broker: BrokerContext, assignment: dict[str, set[int]]) -> list[dict[str, Any]]:
     ids = _ids_by_name(broker)
     return [
         {"topic_id": ids[t], "partitions": sorted(ps)}
@@ -71,7 +71,7 @@ def _error(code: ErrorCode, message: str, body: Any) -> dict[str, Any]:
     }
 
 
-async def handle_consumer_group_heartbeat(broker: Broker, request: Request) -> Reply:
+async def handle_consumer_group_heartbeat(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     if not broker.allowed(request, Operation.READ, Resource.GROUP, body.group_id):
         return _error(
@@ -126,7 +126,7 @@ async def handle_consumer_group_heartbeat(broker: Broker, request: Request) -> R
     }
 
 
-def _undescribable(broker: Broker, request: Request, names: list[str] | None) -> list[str]:
+def _undescribable(broker: BrokerContext, request: Request, names: list[str] | None) -> list[str]:
     """The subscribed topic names the principal may not DESCRIBE, sorted (none without an
     authorizer). A member may not learn of, or be assigned, a topic it cannot see."""
     if not names or broker.authorizer is None:
@@ -144,7 +144,7 @@ def _assignment(ids: dict[str, uuid.UUID], tps: dict[str, set[int]]) -> dict[str
     }
 
 
-def _describe(broker: Broker, group_id: str, ops: int) -> dict[str, Any]:
+def _describe(broker: BrokerContext, group_id: str, ops: int) -> dict[str, Any]:
     group = broker.consumer_groups.current(group_id)
     if group is None:
         live = broker.groups.has_live_group(group_id) or group_id in broker.offsets.groups()
@@ -189,7 +189,7 @@ def _describe(broker: Broker, group_id: str, ops: int) -> dict[str, Any]:
     }
 
 
-async def handle_consumer_group_describe(broker: Broker, request: Request) -> Reply:
+async def handle_consumer_group_describe(broker: BrokerContext, request: Request) -> Reply:
     """ConsumerGroupDescribe; a classic group is ``GROUP_ID_NOT_FOUND`` ("not a consumer
     group"), as in Kafka."""
     asked = request.body.include_authorized_operations

@@ -37,8 +37,8 @@ from logtrove.storage import (
 from logtrove.wire import FetchedPartition, encode_fetch_response, ms
 
 if TYPE_CHECKING:
+    from logtrove.broker.context import BrokerContext
     from logtrove.broker.requests import Request
-    from logtrove.broker.server import Broker
 
 READ_COMMITTED = 1
 
@@ -71,7 +71,7 @@ def wanted_partitions(request: Request) -> list[tuple[str | uuid.UUID, list[_Wan
     return grouped
 
 
-def response_budget(broker: Broker, request: Request) -> int:
+def response_budget(broker: BrokerContext, request: Request) -> int:
     """Record bytes one response may carry: the request's ``max_bytes`` (v3+), never
     more than the broker's ``fetch_max_bytes`` (Kafka's broker ``fetch.max.bytes``) nor
     what is left of ``fetch_memory_bytes`` after the replies clients have not yet taken
@@ -82,7 +82,7 @@ def response_budget(broker: Broker, request: Request) -> int:
 
 
 def _read_all(
-    broker: Broker, request: Request, names: dict[uuid.UUID, str]
+    broker: BrokerContext, request: Request, names: dict[uuid.UUID, str]
 ) -> tuple[list[tuple[str, uuid.UUID, list[FetchedPartition]]], int, bool]:
     """Read every requested partition once: (results, total bytes, any error).
 
@@ -146,7 +146,7 @@ def _read_all(
 
 
 def _read_committed(
-    broker: Broker, log: PartitionLog, offset: int, max_bytes: int, result: FetchedPartition
+    broker: BrokerContext, log: PartitionLog, offset: int, max_bytes: int, result: FetchedPartition
 ) -> ReadResult:
     """A read_committed read: batches below the last stable offset only, and the aborted
     transactions with data in the range read (as Kafka bounds them: by the offset after the
@@ -166,7 +166,7 @@ def _read_committed(
     return read
 
 
-async def _load_transactions(broker: Broker, request: Request, names: dict[uuid.UUID, str]) -> None:
+async def _load_transactions(broker: BrokerContext, request: Request, names: dict[uuid.UUID, str]) -> None:
     """Build, off the event loop, the transaction state of the partitions a read_committed
     Fetch names (once per partition after a start; see TxnIndexes.load)."""
     for key, wanted in wanted_partitions(request):
@@ -179,7 +179,7 @@ async def _load_transactions(broker: Broker, request: Request, names: dict[uuid.
             await broker.txn.indexes.load(log)
 
 
-async def handle_fetch(broker: Broker, request: Request) -> RawBody:
+async def handle_fetch(broker: BrokerContext, request: Request) -> RawBody:
 
     body = request.body
     loop = asyncio.get_running_loop()

@@ -26,8 +26,8 @@ from logtrove.groups import CommittedOffset
 from logtrove.wire import ms
 
 if TYPE_CHECKING:
+    from logtrove.broker.context import BrokerContext
     from logtrove.broker.requests import Reply, Request
-    from logtrove.broker.server import Broker
 
 CLASSIC, CONSUMER = "classic", "consumer"  # ListGroups v5 group types
 DEAD = "Dead"
@@ -35,7 +35,7 @@ GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 
 
-def _coordinator(broker: Broker, request: Request, key: str, key_type: int) -> dict[str, Any]:
+def _coordinator(broker: BrokerContext, request: Request, key: str, key_type: int) -> dict[str, Any]:
     """The coordinator of one key: this broker (at the endpoint of the listener the client
     came through) for groups and transactional IDs; an unknown key type is INVALID_REQUEST."""
     if key_type in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
@@ -52,7 +52,7 @@ def _coordinator(broker: Broker, request: Request, key: str, key_type: int) -> d
     }
 
 
-async def handle_find_coordinator(broker: Broker, request: Request) -> Reply:
+async def handle_find_coordinator(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     key_type = getattr(body, "key_type", GROUP_KEY_TYPE)
 
@@ -74,19 +74,19 @@ async def handle_find_coordinator(broker: Broker, request: Request) -> Reply:
 _GROUP_DENIED = ErrorCode.group_authorization_failed
 
 
-def _denied(broker: Broker, request: Request, group_id: str, op: Operation = Operation.READ) -> bool:
+def _denied(broker: BrokerContext, request: Request, group_id: str, op: Operation = Operation.READ) -> bool:
     """Whether the principal lacks ``op`` on the group (READ: join, sync, heartbeat,
     leave, commit; DESCRIBE: find, describe, fetch offsets; DELETE: delete)."""
     return not broker.allowed(request, op, Resource.GROUP, group_id)
 
 
 def _unreadable_topics(
-    broker: Broker, request: Request, names: Any, op: Operation = Operation.READ
+    broker: BrokerContext, request: Request, names: Any, op: Operation = Operation.READ
 ) -> set[str]:
     return {n for n in names if not broker.allowed(request, op, Resource.TOPIC, n)}
 
 
-async def handle_join_group(broker: Broker, request: Request) -> Reply:
+async def handle_join_group(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     if _denied(broker, request, body.group_id):
         return {"error_code": _GROUP_DENIED, "generation_id": -1, "member_id": body.member_id}
@@ -118,7 +118,7 @@ async def handle_join_group(broker: Broker, request: Request) -> Reply:
     return result
 
 
-async def handle_sync_group(broker: Broker, request: Request) -> Reply:
+async def handle_sync_group(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     if _denied(broker, request, body.group_id):
         return {"error_code": _GROUP_DENIED}
@@ -134,7 +134,7 @@ async def handle_sync_group(broker: Broker, request: Request) -> Reply:
     )
 
 
-async def handle_heartbeat(broker: Broker, request: Request) -> Reply:
+async def handle_heartbeat(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     if _denied(broker, request, body.group_id):
         return {"error_code": _GROUP_DENIED}
@@ -144,7 +144,7 @@ async def handle_heartbeat(broker: Broker, request: Request) -> Reply:
     }
 
 
-async def handle_leave_group(broker: Broker, request: Request) -> Reply:
+async def handle_leave_group(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     if _denied(broker, request, body.group_id):
         return {"error_code": _GROUP_DENIED, "members": []}
@@ -161,7 +161,7 @@ async def handle_leave_group(broker: Broker, request: Request) -> Reply:
     return {"members": members}
 
 
-async def handle_offset_commit(broker: Broker, request: Request) -> Reply:
+async def handle_offset_commit(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     now = broker.storage.clock.now_ms()
     commits: dict[tuple[str, int], CommittedOffset] = {}
@@ -220,7 +220,7 @@ async def handle_offset_commit(broker: Broker, request: Request) -> Reply:
 
 
 def _fetch_group(
-    broker: Broker, request: Request, group_id: str, topics: Any, require_stable: bool = False
+    broker: BrokerContext, request: Request, group_id: str, topics: Any, require_stable: bool = False
 ) -> list[dict[str, Any]]:
     """Committed offsets of a group; a topic the principal may not describe is left out of
     an all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named (Kafka's rules).
@@ -273,7 +273,7 @@ def _fetch_group(
     return out
 
 
-def _fetch_error(broker: Broker, group: Any) -> ErrorCode:
+def _fetch_error(broker: BrokerContext, group: Any) -> ErrorCode:
     """OffsetFetch v9+ names the member reading: a consumer-protocol group checks it."""
     if group.group_id not in broker.consumer_groups.groups:
         return ErrorCode.none
@@ -282,7 +282,7 @@ def _fetch_error(broker: Broker, group: Any) -> ErrorCode:
     return broker.consumer_groups.validate_fetch(group.group_id, member_id, epoch)
 
 
-async def handle_offset_fetch(broker: Broker, request: Request) -> Reply:
+async def handle_offset_fetch(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     stable = bool(getattr(body, "require_stable", False))
     if request.version >= 8:
@@ -310,7 +310,7 @@ def _describe_not_classic(group_id: str, version: int) -> dict[str, Any]:
     return {**described, "protocol_type": "", "protocol_data": "", "members": []}
 
 
-def _describe(broker: Broker, group_id: str, version: int) -> dict[str, Any]:
+def _describe(broker: BrokerContext, group_id: str, version: int) -> dict[str, Any]:
     """DescribeGroups of one group; from v6 an unknown group is ``GROUP_ID_NOT_FOUND``
     ("not found"), where earlier versions answer ``Dead`` without error (Kafka 4.0)."""
     if group_id in broker.consumer_groups.groups:
@@ -322,7 +322,7 @@ def _describe(broker: Broker, group_id: str, version: int) -> dict[str, Any]:
     return described
 
 
-async def handle_describe_groups(broker: Broker, request: Request) -> Reply:
+async def handle_describe_groups(broker: BrokerContext, request: Request) -> Reply:
     asked = bool(getattr(request.body, "include_authorized_operations", False))
     groups = [
         {
@@ -336,7 +336,7 @@ async def handle_describe_groups(broker: Broker, request: Request) -> Reply:
     return {"groups": groups}
 
 
-def _all_groups(broker: Broker) -> list[dict[str, Any]]:
+def _all_groups(broker: BrokerContext) -> list[dict[str, Any]]:
     """Every group of both protocols, with ListGroups v5's ``group_type``."""
     consumer = broker.consumer_groups.groups
     groups = [
@@ -349,7 +349,7 @@ def _all_groups(broker: Broker) -> list[dict[str, Any]]:
     return sorted(groups, key=lambda g: str(g["group_id"]))
 
 
-async def handle_list_groups(broker: Broker, request: Request) -> Reply:
+async def handle_list_groups(broker: BrokerContext, request: Request) -> Reply:
     """ListGroups; the states (v4+) and types (v5+) filters are case-insensitive, as in Kafka.
     A principal without DESCRIBE on the cluster sees only the groups it may describe."""
     states = {s.lower() for s in getattr(request.body, "states_filter", ()) or ()}
@@ -368,7 +368,7 @@ async def handle_list_groups(broker: Broker, request: Request) -> Reply:
     return {"groups": groups}
 
 
-async def handle_delete_groups(broker: Broker, request: Request) -> Reply:
+async def handle_delete_groups(broker: BrokerContext, request: Request) -> Reply:
     results = [
         {
             "group_id": g,
@@ -383,7 +383,7 @@ async def handle_delete_groups(broker: Broker, request: Request) -> Reply:
     return {"results": results}
 
 
-async def handle_offset_delete(broker: Broker, request: Request) -> Reply:
+async def handle_offset_delete(broker: BrokerContext, request: Request) -> Reply:
     """OffsetDelete: a partition of an unknown topic is UNKNOWN_TOPIC_OR_PARTITION (as
     Kafka answers from its metadata); the others go to the coordinator's rules."""
     body = request.body

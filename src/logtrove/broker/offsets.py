@@ -38,8 +38,8 @@ from logtrove.storage import PartitionLog, StorageError
 from logtrove.storage.epochs import end_offset_for, epoch_entries
 
 if TYPE_CHECKING:
+    from logtrove.broker.context import BrokerContext
     from logtrove.broker.requests import Reply, Request
-    from logtrove.broker.server import Broker
 
 EARLIEST = -2
 LATEST = -1
@@ -60,7 +60,7 @@ def _lookup(log: PartitionLog, timestamp: int, stable: int | None) -> tuple[int,
     return found.offset, found.timestamp
 
 
-async def handle_list_offsets(broker: Broker, request: Request) -> Reply:
+async def handle_list_offsets(broker: BrokerContext, request: Request) -> Reply:
     committed = getattr(request.body, "isolation_level", 0) == READ_COMMITTED
     topics = []
     for topic in request.body.topics:
@@ -86,7 +86,7 @@ async def handle_list_offsets(broker: Broker, request: Request) -> Reply:
     return {"topics": topics}
 
 
-async def handle_delete_records(broker: Broker, request: Request) -> Reply:
+async def handle_delete_records(broker: BrokerContext, request: Request) -> Reply:
     topics = []
     for topic in request.body.topics:
         partitions = []
@@ -110,7 +110,7 @@ async def handle_delete_records(broker: Broker, request: Request) -> Reply:
     return {"topics": topics}
 
 
-async def handle_offset_for_leader_epoch(broker: Broker, request: Request) -> Reply:
+async def handle_offset_for_leader_epoch(broker: BrokerContext, request: Request) -> Reply:
     topics = []
     for topic in request.body.topics:
         partitions = []

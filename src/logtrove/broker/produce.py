@@ -1,36 +1,23 @@
-"""Produce and InitProducerId, with idempotent-producer de-duplication.
+"""Produce and InitProducerId.
 
 A produced batch is validated and appended as-is by the storage layer (no per-record
 work), unless its topic's ``compression.type`` names another codec: then it is
-recompressed in a worker thread first (:func:`_recompress_off_loop`). An idempotent producer (a batch with ``producerId >= 0``) numbers its batches per
-partition; the broker remembers the last :data:`RECENT_BATCHES` batches of each
-(producer, partition) and
-
-* answers a batch it has already appended (same first and last sequence — a retry whose
-  first answer was lost) with the original offsets and no error, without appending again;
-* refuses a batch that skips sequence numbers with ``OUT_OF_ORDER_SEQUENCE_NUMBER``;
-* accepts any sequence from a producer it knows nothing of, or after its epoch changed.
-
-Producer state is not persisted: after a restart (or once a pair fell out of the
-:data:`MAX_TRACKED` most recently used) a producer's first batch with a sequence above 0
-makes the broker read the headers of the last :data:`RESCAN_OFFSETS` offsets of that
-partition for the producer's recent batches, so a retry of a batch appended just before
-a crash is still recognised.
-
-Producer IDs are ``start time in ms × 1024 + n``, unique across restarts without state.
+recompressed in a worker thread first (:func:`_recompress_off_loop`). An idempotent
+producer's batches are checked against its recent ones first
+(:class:`~logtrove.broker.producer_state.ProducerStates`: a retry is answered with its
+original offsets, a gap in its sequence numbers is refused).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict, deque
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from logtrove.acl import Operation, ResourceType
 from logtrove.broker.errors import error_code
+from logtrove.broker.producer_state import Appended
 from logtrove.broker.requests import RawBody
 from logtrove.broker.txn_api import init_transactional_producer
 from logtrove.records import HEADER_SIZE, BatchHeader, RecordsError, read_header
@@ -47,103 +34,11 @@ from logtrove.storage.log import DeferredFlushes, defer_flushes
 from logtrove.wire.produce import PartitionProduceResult, encode_produce_response
 
 if TYPE_CHECKING:
+    from logtrove.broker.context import BrokerContext
     from logtrove.broker.requests import Reply, Request
-    from logtrove.broker.server import Broker
-
-RECENT_BATCHES = 5
-SEQUENCE_WRAP = 2**31
-RESCAN_OFFSETS = 10_000  # how far back the log is searched for an unknown producer's batches
-MAX_TRACKED = 100_000  # (producer, partition) pairs remembered; the least recently used go first
 
 
-@dataclass(frozen=True, slots=True)
-class _Appended:
-    first_seq: int
-    last_seq: int
-    base_offset: int
-
-
-@dataclass
-class _ProducerPartition:
-    epoch: int
-    recent: deque[_Appended]
-
-
-class ProducerStates:
-    """Recent sequence numbers per (producer ID, topic, partition)."""
-
-    def __init__(self, start_ms: int) -> None:
-        self._next_id = start_ms * 1024
-        self._state: OrderedDict[tuple[int, str, int], _ProducerPartition] = OrderedDict()
-
-    def new_producer_id(self) -> int:
-        self._next_id += 1
-        return self._next_id
-
-    def check(self, log: PartitionLog, pid: int, epoch: int, first_seq: int, count: int) -> _Appended | int:
-        """A remembered batch (a duplicate), or an error code (0 = append it)."""
-        key = (pid, log.tp.topic, log.tp.partition)
-        state = self._state.get(key)
-        if state is None and first_seq > 0:
-            state = self._rebuild(log, pid, epoch)
-        if state is None or state.epoch != epoch or not state.recent:
-            return 0
-        last_seq = (first_seq + count - 1) % SEQUENCE_WRAP
-        for seen in state.recent:
-            if seen.first_seq == first_seq and seen.last_seq == last_seq:
-                return seen
-        expected = (state.recent[-1].last_seq + 1) % SEQUENCE_WRAP
-        return 0 if first_seq == expected else int(ErrorCode.out_of_order_sequence_number)
-
-    def _rebuild(self, log: PartitionLog, pid: int, epoch: int) -> _ProducerPartition | None:
-        """The producer's last batches among the last :data:`RESCAN_OFFSETS` offsets of the
-        log, by batch headers: after a restart a producer retries its in-flight batches,
-        and those that were appended before the crash must be recognised."""
-        start = max(log.log_start_offset, log.log_end_offset - RESCAN_OFFSETS)
-        first = log.read(start, 1).slice if start < log.log_end_offset else None
-        if first is None:
-            return None
-        state = _ProducerPartition(epoch, deque(maxlen=RECENT_BATCHES))
-        for seg in log.segments:
-            if seg.base_offset < first.segment.base_offset:
-                continue
-            for _pos, header in seg.batches(first.position if seg is first.segment else 0):
-                if header.producer_id == pid and header.producer_epoch == epoch:
-                    state.recent.append(
-                        _Appended(
-                            header.base_sequence,
-                            (header.base_sequence + header.record_count - 1) % SEQUENCE_WRAP,
-                            header.base_offset,
-                        )
-                    )
-        if not state.recent:
-            return None
-        self._state[(pid, log.tp.topic, log.tp.partition)] = state
-        return state
-
-    def active(self, topic: str, partition: int) -> list[tuple[int, int, int]]:
-        """``(producer ID, epoch, last sequence)`` of each producer remembered for the
-        partition (DescribeProducers; a scan of every remembered pair, an admin call)."""
-        return [
-            (pid, state.epoch, state.recent[-1].last_seq)
-            for (pid, t, p), state in list(self._state.items())
-            if t == topic and p == partition and state.recent
-        ]
-
-    def record(
-        self, pid: int, epoch: int, topic: str, partition: int, first_seq: int, count: int, base: int
-    ) -> None:
-        key = (pid, topic, partition)
-        state = self._state.get(key)
-        if state is None or state.epoch != epoch:
-            state = self._state[key] = _ProducerPartition(epoch, deque(maxlen=RECENT_BATCHES))
-            if len(self._state) > MAX_TRACKED:
-                self._state.popitem(last=False)
-        self._state.move_to_end(key)
-        state.recent.append(_Appended(first_seq, (first_seq + count - 1) % SEQUENCE_WRAP, base))
-
-
-async def handle_init_producer_id(broker: Broker, request: Request) -> Reply:
+async def handle_init_producer_id(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     if body.transactional_id is not None:
         if not broker.allowed(request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
@@ -163,7 +58,7 @@ async def handle_init_producer_id(broker: Broker, request: Request) -> Reply:
     return {"producer_id": states.new_producer_id(), "producer_epoch": 0}
 
 
-def _may_write_idempotently(broker: Broker, request: Request) -> bool:
+def _may_write_idempotently(broker: BrokerContext, request: Request) -> bool:
     """IDEMPOTENT_WRITE on the cluster, or WRITE on any topic (KIP-679)."""
     auth = broker.authorizer
     if auth is None or auth.authorize_any(
@@ -177,7 +72,7 @@ Records = bytes | bytearray | memoryview
 
 
 def _append(
-    broker: Broker, topic: str, partition: int, records: Records | Exception | None
+    broker: BrokerContext, topic: str, partition: int, records: Records | Exception | None
 ) -> PartitionProduceResult:
     """Append one partition's records; ``records`` is an exception when their
     recompression (:func:`_recompress_off_loop`) refused them."""
@@ -199,7 +94,7 @@ def _append(
             verdict = states.check(
                 log, header.producer_id, header.producer_epoch, header.base_sequence, header.record_count
             )
-            if isinstance(verdict, _Appended):
+            if isinstance(verdict, Appended):
                 return PartitionProduceResult(
                     partition, base_offset=verdict.base_offset, log_start_offset=log.log_start_offset
                 )
@@ -240,7 +135,7 @@ def _append(
         )
 
 
-async def _load_transactions(broker: Broker, body: Any) -> None:
+async def _load_transactions(broker: BrokerContext, body: Any) -> None:
     """Build, off the event loop, the transaction state of the partitions this request
     writes transactional batches to (once per partition after a start; see
     TxnIndexes.load), so that the appends never walk a log on the loop."""
@@ -256,7 +151,7 @@ async def _load_transactions(broker: Broker, body: Any) -> None:
 
 
 def _check_transactional(
-    broker: Broker, header: BatchHeader, topic: str, partition: int
+    broker: BrokerContext, header: BatchHeader, topic: str, partition: int
 ) -> PartitionProduceResult | None:
     """The refusal of a transactional or control batch, or ``None`` to append it. Only the
     coordinator writes control batches (markers); a transactional batch must come from
@@ -273,7 +168,7 @@ def _check_transactional(
     return None
 
 
-async def handle_produce(broker: Broker, request: Request) -> Reply:
+async def handle_produce(broker: BrokerContext, request: Request) -> Reply:
     """Append every partition's batches on the event loop, then, for the partitions whose
     acknowledgement needs the disk (see :func:`_needs_fsync`), wait for the group commit
     (fsync off the loop) before answering; a partition whose fsync failed is answered
@@ -314,7 +209,9 @@ async def handle_produce(broker: Broker, request: Request) -> Reply:
     return RawBody([encode_produce_response(request.version, responses)])
 
 
-async def _recompress_off_loop(broker: Broker, topic_data: Any) -> dict[tuple[str, int], Records | Exception]:
+async def _recompress_off_loop(
+    broker: BrokerContext, topic_data: Any
+) -> dict[tuple[str, int], Records | Exception]:
     """The records of each partition whose topic's ``compression.type`` names a codec
     other than their batches', recompressed in worker threads (compression releases the
     GIL), or the error that refused them; ``{}`` at once for every other request.
@@ -347,7 +244,7 @@ async def _recompress_off_loop(broker: Broker, topic_data: Any) -> dict[tuple[st
     return out
 
 
-async def append_durably(broker: Broker, topic: str, partition: int, batch: bytes) -> AppendResult:
+async def append_durably(broker: BrokerContext, topic: str, partition: int, batch: bytes) -> AppendResult:
     """One append on the broker's event loop with the acknowledgement rules of acks=all
     (REST produce next to the broker): under ``flush.messages=1`` or ``durable_acks`` it
     returns only once the group commit has fsynced the batch, and raises the fsync's
@@ -364,14 +261,14 @@ async def append_durably(broker: Broker, topic: str, partition: int, batch: byte
     return result
 
 
-def _acks_wait_for_disk(broker: Broker, log: PartitionLog) -> bool:
+def _acks_wait_for_disk(broker: BrokerContext, log: PartitionLog) -> bool:
     """Whether acks=1/all on ``log`` are answered only after the fsync: the broker runs
     with ``durable_acks``, or the topic has ``flush.messages=1``."""
     return broker.config.durable_acks or log.config.flush_messages == 1
 
 
 def _needs_fsync(
-    broker: Broker,
+    broker: BrokerContext,
     responses: list[tuple[str, list[PartitionProduceResult]]],
     appended: DeferredFlushes,
     due: dict[PartitionLog, int],

@@ -1,21 +1,18 @@
-"""What the broker's handlers take and give: a decoded :class:`Request`, a :data:`Reply`
-(a version-independent dict, a :class:`RawBody` already encoded, or nothing), and the
-:class:`Api` each served key is, with its handler.
+"""What the broker's handlers take and give: a decoded :class:`Request` and a :data:`Reply`
+(a version-independent dict, a :class:`RawBody` already encoded, or nothing).
 
-The server (:mod:`.server`) decodes frames into requests and replies; the handlers, one
-module per API family, depend on these types and not on the server's internals.
+The connection loop (:mod:`.connections`) decodes frames into requests and frames the
+replies; the handlers, one module per API family, depend on these types and on
+:class:`~logtrove.broker.context.BrokerContext`, not on the server.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from logtrove.broker.sasl import Session
-
-if TYPE_CHECKING:
-    from logtrove.broker.server import Broker
 
 
 @dataclass(frozen=True)
@@ -50,14 +47,3 @@ class RawBody:
 
 
 Reply = Mapping[str, Any] | RawBody | None
-Handler = Callable[["Broker", Request], Awaitable[Reply]]
-
-
-@dataclass(frozen=True)
-class Api:
-    """A served API: the versions advertised and its handler."""
-
-    key: int
-    min_version: int
-    max_version: int
-    handler: Handler

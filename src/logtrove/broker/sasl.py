@@ -36,16 +36,13 @@ import asyncio
 import enum
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from scramp import ScramException, ScramMechanism
 
 from logtrove.acl.credentials import SCRAM_MECHANISMS, CredentialError, CredentialStore
 from logtrove.broker.listeners import Listener
 from logtrove.wire import ApiKey
-
-if TYPE_CHECKING:
-    from logtrove.broker.server import Broker
 
 log = logging.getLogger("logtrove.broker")
 
@@ -177,7 +174,7 @@ class ScramExchange:
         return final.encode()
 
 
-async def authenticate_step(broker: Broker, session: Session, token: bytes) -> bytes:
+async def authenticate_step(session: Session, token: bytes) -> bytes:
     """One client token through the session's exchange; on the last, the session is
     authenticated. A failure marks the connection to close after its answer, which is
     delayed by ``FAILED_AUTH_DELAY_S``."""

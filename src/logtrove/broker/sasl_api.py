@@ -16,11 +16,11 @@ from logtrove.broker.sasl import (
 )
 
 if TYPE_CHECKING:
+    from logtrove.broker.context import BrokerContext
     from logtrove.broker.requests import Reply, Request
-    from logtrove.broker.server import Broker
 
 
-async def handle_sasl_handshake(broker: Broker, request: Request) -> Reply:
+async def handle_sasl_handshake(broker: BrokerContext, request: Request) -> Reply:
     session = request.session
     mechanism = str(request.body.mechanism)
     if not session.listener.protocol.sasl or session.state is not SaslState.HANDSHAKE:
@@ -39,7 +39,7 @@ async def handle_sasl_handshake(broker: Broker, request: Request) -> Reply:
     return {"error_code": ErrorCode.none, "mechanisms": list(MECHANISMS)}
 
 
-async def handle_sasl_authenticate(broker: Broker, request: Request) -> Reply:
+async def handle_sasl_authenticate(broker: BrokerContext, request: Request) -> Reply:
     session = request.session
     if session.state is not SaslState.AUTHENTICATE or session.raw_tokens:
         if session.state is not SaslState.AUTHENTICATED:
@@ -48,7 +48,7 @@ async def handle_sasl_authenticate(broker: Broker, request: Request) -> Reply:
             ErrorCode.illegal_sasl_state, "SaslAuthenticate request received in an unexpected state", b""
         )
     try:
-        token = await authenticate_step(broker, session, bytes(request.body.auth_bytes))
+        token = await authenticate_step(session, bytes(request.body.auth_bytes))
     except SaslAuthenticationError as exc:
         return _auth_reply(ErrorCode.sasl_authentication_failed, str(exc), b"")
     return _auth_reply(ErrorCode.none, None, token)

@@ -32,11 +32,11 @@ from logtrove.storage import (
 from logtrove.wire import ZERO_UUID
 
 if TYPE_CHECKING:
+    from logtrove.broker.context import BrokerContext
     from logtrove.broker.requests import Reply, Request
-    from logtrove.broker.server import Broker
 
 
-def _partitions(broker: Broker, info: TopicInfo) -> list[dict[str, Any]]:
+def _partitions(broker: BrokerContext, info: TopicInfo) -> list[dict[str, Any]]:
     node = broker.node_id
     return [
         {
@@ -53,7 +53,7 @@ def _partitions(broker: Broker, info: TopicInfo) -> list[dict[str, Any]]:
 
 
 def _topic(
-    broker: Broker, request: Request, info: TopicInfo, with_operations: bool = False
+    broker: BrokerContext, request: Request, info: TopicInfo, with_operations: bool = False
 ) -> dict[str, Any]:
     return {
         "error_code": 0,
@@ -67,7 +67,7 @@ def _topic(
     }
 
 
-async def auto_create(broker: Broker, name: str) -> TopicInfo:
+async def auto_create(broker: BrokerContext, name: str) -> TopicInfo:
     """Create ``name`` with the broker's default partition count, off the event loop
     (races are harmless: the second creator waits for the first and gets its topic)."""
     if broker.storage.has_topic(name):
@@ -88,7 +88,7 @@ def _failed(result: dict[str, Any], exc: Exception) -> None:
         result["error_message"] = f"cannot create the partition files: {exc}"
 
 
-async def handle_metadata(broker: Broker, request: Request) -> Reply:
+async def handle_metadata(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     storage = broker.storage
     allow_create = broker.config.auto_create_topics and (
@@ -149,7 +149,7 @@ async def handle_metadata(broker: Broker, request: Request) -> Reply:
     }
 
 
-def _may_create(broker: Broker, request: Request, name: str) -> bool:
+def _may_create(broker: BrokerContext, request: Request, name: str) -> bool:
     """CREATE on the cluster or on the topic (Kafka's rule for creating a topic)."""
     return broker.allowed(
         request, Operation.CREATE, Resource.CLUSTER, CLUSTER_NAME, audited=False
@@ -160,7 +160,7 @@ def _unknown(name: str | None, topic_id: Any, code: ErrorCode) -> dict[str, Any]
     return {"error_code": code, "name": name, "topic_id": topic_id, "partitions": []}
 
 
-async def handle_create_topics(broker: Broker, request: Request) -> Reply:
+async def handle_create_topics(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     results = []
     for topic in body.topics:
@@ -211,7 +211,7 @@ async def handle_create_topics(broker: Broker, request: Request) -> Reply:
     return {"topics": results}
 
 
-async def handle_delete_topics(broker: Broker, request: Request) -> Reply:
+async def handle_delete_topics(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     if request.version >= 6:
         wanted = [(t.name, t.topic_id) for t in body.topics]
@@ -238,7 +238,7 @@ async def handle_delete_topics(broker: Broker, request: Request) -> Reply:
     return {"responses": responses}
 
 
-async def handle_create_partitions(broker: Broker, request: Request) -> Reply:
+async def handle_create_partitions(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     results = []
     for topic in body.topics:
@@ -275,7 +275,7 @@ async def handle_create_partitions(broker: Broker, request: Request) -> Reply:
 
 
 def _wrong_assignment(
-    broker: Broker, replicas: list[list[int]], indexes: list[int] | None = None
+    broker: BrokerContext, replicas: list[list[int]], indexes: list[int] | None = None
 ) -> str | None:
     """Why a manual replica assignment cannot be served, or None: this broker is the
     only one, so each partition's replica list must be exactly ``[its node id]``, and the

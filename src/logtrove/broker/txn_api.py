@@ -28,8 +28,8 @@ from logtrove.txn import TxnState
 from logtrove.wire import ms
 
 if TYPE_CHECKING:
+    from logtrove.broker.context import BrokerContext
     from logtrove.broker.requests import Reply, Request
-    from logtrove.broker.server import Broker
 
 FENCED_SINCE = 2  # the first version of 24/25/26/28 that knows PRODUCER_FENCED
 INIT_FENCED_SINCE = 4
@@ -42,14 +42,14 @@ def _fenced(code: ErrorCode, version: int, since: int = FENCED_SINCE) -> ErrorCo
     return code
 
 
-async def _durable(broker: Broker, code: ErrorCode) -> ErrorCode:
+async def _durable(broker: BrokerContext, code: ErrorCode) -> ErrorCode:
     """``code`` once the state is on disk, or COORDINATOR_NOT_AVAILABLE if it cannot be."""
     if not await broker.txn.flush():
         return ErrorCode.coordinator_not_available
     return code
 
 
-async def init_transactional_producer(broker: Broker, request: Request) -> Reply:
+async def init_transactional_producer(broker: BrokerContext, request: Request) -> Reply:
     """InitProducerId for a transactional ID (see produce.handle_init_producer_id)."""
     body = request.body
     if not body.transactional_id:  # Kafka: an empty transactional ID is INVALID_REQUEST
@@ -70,17 +70,17 @@ async def init_transactional_producer(broker: Broker, request: Request) -> Reply
     }
 
 
-def _exists(broker: Broker, topic: str, partition: int) -> bool:
+def _exists(broker: BrokerContext, topic: str, partition: int) -> bool:
     storage = broker.storage
     return storage.has_topic(topic) and 0 <= partition < storage.topic(topic).partitions
 
 
-def _may_write(broker: Broker, request: Request, tid: str) -> bool:
+def _may_write(broker: BrokerContext, request: Request, tid: str) -> bool:
     return broker.allowed(request, Operation.WRITE, Resource.TRANSACTIONAL_ID, tid)
 
 
 def _add_partitions(
-    broker: Broker, request: Request, tid: str, pid: int, epoch: int, topics: Any
+    broker: BrokerContext, request: Request, tid: str, pid: int, epoch: int, topics: Any
 ) -> list[dict[str, Any]]:
     """One transaction's AddPartitionsToTxn: per-topic results. A partition that does not
     exist, or of a topic the principal may not write, fails the whole request, the others
@@ -121,7 +121,7 @@ def _by_topic(topics: Any, codes: dict[tuple[str, int], ErrorCode]) -> list[dict
     ]
 
 
-async def handle_add_partitions_to_txn(broker: Broker, request: Request) -> Reply:
+async def handle_add_partitions_to_txn(broker: BrokerContext, request: Request) -> Reply:
     """AddPartitionsToTxn: v0–3 name one transaction; v4 (the batched form brokers send)
     names several, each answered on its own. ``verify_only`` (KIP-890 verification) asks
     whether the partitions are already in the transaction, without adding them."""
@@ -151,7 +151,7 @@ async def handle_add_partitions_to_txn(broker: Broker, request: Request) -> Repl
     return {"results_by_transaction": out}
 
 
-async def _durable_results(broker: Broker, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+async def _durable_results(broker: BrokerContext, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The per-partition results, all COORDINATOR_NOT_AVAILABLE if the state cannot be written."""
     if await broker.txn.flush():
         return results
@@ -161,7 +161,7 @@ async def _durable_results(broker: Broker, results: list[dict[str, Any]]) -> lis
     return results
 
 
-async def _load_transactions(broker: Broker, body: Any, version: int) -> None:
+async def _load_transactions(broker: BrokerContext, body: Any, version: int) -> None:
     """Build, off the event loop, the transaction state of the partitions being added, so
     that the markers written to them later never walk a log on the loop."""
     topics = (
@@ -173,7 +173,7 @@ async def _load_transactions(broker: Broker, body: Any, version: int) -> None:
                 await broker.txn.indexes.load(broker.storage.log(t.name, p))
 
 
-def _verify(broker: Broker, txn: Any) -> list[dict[str, Any]]:
+def _verify(broker: BrokerContext, txn: Any) -> list[dict[str, Any]]:
     meta = broker.txn.get(txn.transactional_id)
     current = (
         meta is not None
@@ -198,7 +198,7 @@ def _verify(broker: Broker, txn: Any) -> list[dict[str, Any]]:
     ]
 
 
-async def handle_add_offsets_to_txn(broker: Broker, request: Request) -> Reply:
+async def handle_add_offsets_to_txn(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     if not _may_write(broker, request, body.transactional_id):
         return {"error_code": ErrorCode.transactional_id_authorization_failed}
@@ -208,7 +208,7 @@ async def handle_add_offsets_to_txn(broker: Broker, request: Request) -> Reply:
     return {"error_code": _fenced(await _durable(broker, code), request.version)}
 
 
-async def handle_end_txn(broker: Broker, request: Request) -> Reply:
+async def handle_end_txn(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     tid = body.transactional_id
     if not _may_write(broker, request, tid):
@@ -223,7 +223,7 @@ async def handle_end_txn(broker: Broker, request: Request) -> Reply:
     return {"error_code": _fenced(code, request.version)}
 
 
-async def handle_txn_offset_commit(broker: Broker, request: Request) -> Reply:
+async def handle_txn_offset_commit(broker: BrokerContext, request: Request) -> Reply:
     """TxnOffsetCommit: offsets held by the transaction until it commits. A request naming
     a generation (v3) is checked against the group as OffsetCommit is."""
     body = request.body
@@ -280,7 +280,7 @@ async def handle_txn_offset_commit(broker: Broker, request: Request) -> Reply:
     }
 
 
-async def handle_describe_transactions(broker: Broker, request: Request) -> Reply:
+async def handle_describe_transactions(broker: BrokerContext, request: Request) -> Reply:
     """DescribeTransactions; an entry in error has start time 0 (as Kafka's), a known ID
     with no transaction open -1."""
     states = []
@@ -315,7 +315,7 @@ async def handle_describe_transactions(broker: Broker, request: Request) -> Repl
     return {"transaction_states": states}
 
 
-async def handle_list_transactions(broker: Broker, request: Request) -> Reply:
+async def handle_list_transactions(broker: BrokerContext, request: Request) -> Reply:
     """ListTransactions, filtered by state, producer ID and (v1) a minimum running time."""
     body = request.body
     known = {s.value for s in TxnState}

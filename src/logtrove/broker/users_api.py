@@ -30,13 +30,13 @@ from logtrove.acl.credentials import (
 )
 
 if TYPE_CHECKING:
+    from logtrove.broker.context import BrokerContext
     from logtrove.broker.requests import Reply, Request
-    from logtrove.broker.server import Broker
 
 MAX_SALT_BYTES = 1024
 
 
-async def handle_describe_user_scram_credentials(broker: Broker, request: Request) -> Reply:
+async def handle_describe_user_scram_credentials(broker: BrokerContext, request: Request) -> Reply:
     users = broker.credentials.users()
     asked = [u.name for u in request.body.users] if request.body.users else sorted(users)
     counts = Counter(asked)
@@ -66,7 +66,7 @@ async def handle_describe_user_scram_credentials(broker: Broker, request: Reques
     return {"error_code": ErrorCode.none, "error_message": None, "results": results}
 
 
-async def handle_alter_user_scram_credentials(broker: Broker, request: Request) -> Reply:
+async def handle_alter_user_scram_credentials(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     store = broker.credentials
     current = store.users()

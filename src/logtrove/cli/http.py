@@ -245,12 +245,14 @@ class HttpBeside:
     async def _append(self, topic: str, partition: int, batch: bytes) -> AppendResult:
         from logtrove.broker.produce import append_durably
 
-        return await append_durably(self.broker, topic, partition, batch)
+        return await append_durably(self.broker.context, topic, partition, batch)
 
     def _start(self) -> None:
         from logtrove.http import next_to_broker, start_in_thread
 
-        options = next_to_broker(self._loop, self._append, self.broker.groups, self.broker.consumer_groups)
+        options = next_to_broker(
+            self._loop, self._append, self.broker.context.groups, self.broker.context.consumer_groups
+        )
         try:
             server = start_in_thread(
                 self.broker.storage,
@@ -258,7 +260,7 @@ class HttpBeside:
                 max_body_bytes=self.max_body_bytes,
                 lag_sample_interval_s=self.lag_sample_s,
                 tls=self.security.tls(),
-                security=self.security.security(self.broker.storage.path, self.broker.authorizer),
+                security=self.security.security(self.broker.storage.path, self.broker.context.authorizer),
                 **options,
             )
         except OSError as exc:

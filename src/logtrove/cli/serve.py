@@ -50,10 +50,10 @@ def start_following(broker: Broker, config: MirrorConfig) -> None:
     loop = asyncio.get_running_loop()
 
     def commit(group: str, commits: dict[tuple[str, int], CommittedOffset]) -> None:
-        loop.call_soon_threadsafe(broker.offsets.commit, group, commits)
+        loop.call_soon_threadsafe(broker.context.offsets.commit, group, commits)
 
     def woken() -> None:
-        loop.call_soon_threadsafe(broker.notify_append)
+        loop.call_soon_threadsafe(broker.context.notify_append)
 
     try:
         follower = Mirror(broker.storage, config, commit=commit, on_append=woken)
@@ -436,8 +436,8 @@ def serve(
         storage = Storage.open(data, holder=f"logtrove serve {' '.join(map(str, listeners))}")
 
     def ready(broker: Broker) -> None:
-        for listener in broker.listeners:
-            bound = f"{listener.host}:{broker.bound_ports[listener.name]}"
+        for listener in broker.context.listeners:
+            bound = f"{listener.host}:{broker.context.bound_ports[listener.name]}"
             print(f"logtrove serving {data} on {bound} ({listener.name})", flush=True)
         if mirror_config is not None:
             start_following(broker, mirror_config)
