@@ -114,12 +114,17 @@ def check_window(batch: bytes, payload: bytes, data: st.DataObject) -> None:
     start, end = data.draw(window_bound), data.draw(window_bound)
     lo = data.draw(st.integers(BASE_OFFSET - 2, BASE_OFFSET + 10))
     hi = data.draw(st.integers(lo, BASE_OFFSET + 25))
-    got = both_window(payload, BASE_OFFSET, BASE_TS, appended, start, end, lo, hi)
+    limit = data.draw(st.one_of(st.just(-1), st.integers(0, 4)))
+    got = both_window(payload, BASE_OFFSET, BASE_TS, appended, start, end, lo, hi, limit)
     if got is None or isinstance(got, str):
         return
     assert isinstance(got, tuple)
     count, picked = got
-    assert [Record(*t) for t in picked] == rowwise_window(batch, payload, count, appended, start, end, lo, hi)
+    expected = rowwise_window(batch, payload, count, appended, start, end, lo, hi)
+    assert [Record(*t) for t in picked] == (expected if limit < 0 else expected[:limit])
+    if limit >= 0:  # a limit spares decoding, never checking: the same records are counted
+        unlimited = both_window(payload, BASE_OFFSET, BASE_TS, appended, start, end, lo, hi, -1)
+        assert isinstance(unlimited, tuple) and unlimited[0] == count
 
 
 def check_offset(batch: bytes, payload: bytes, data: st.DataObject, *, rowwise: bool = True) -> None:

@@ -219,6 +219,7 @@ def _scan_batches(
                 end_ms,
                 begin,
                 max_offset,
+                -1,
             )
         except ValueError:  # refused: the row-wise readers answer
             yield from _window_rowwise(

@@ -430,21 +430,23 @@ int64_arg(PyObject *o, int64_t none_value, int64_t *out)
 }
 
 PyDoc_STRVAR(pick_window_doc,
-             "pick_window(payload, base_offset, base_ts, append_ts, start_ms, end_ms, min_offset, max_offset)\n"
+             "pick_window(payload, base_offset, base_ts, append_ts, start_ms, end_ms, min_offset, max_offset,\n"
+             "            limit=-1)\n"
              "--\n\n"
              "None when no record's timestamp is in [start_ms, end_ms) (None: unbounded), else\n"
-             "(records in the payload, [(offset, timestamp, key, value, headers) of those in\n"
-             "the window with min_offset <= offset < max_offset]). See\n"
-             "logtrove.records.pick.py_pick_window.");
+             "(records in the payload, [(offset, timestamp, key, value, headers) of the first\n"
+             "limit (negative: all) of those in the window with min_offset <= offset < max_offset]).\n"
+             "Every record is checked either way. See logtrove.records.pick.py_pick_window.");
 
 static PyObject *
 pick_window(PyObject *Py_UNUSED(module), PyObject *args)
 {
     Py_buffer buf;
     long long base_offset, base_ts, min_offset, max_offset;
+    Py_ssize_t limit = -1;
     PyObject *append_obj, *start_obj, *end_obj;
-    if (!PyArg_ParseTuple(args, "y*LLOOOLL", &buf, &base_offset, &base_ts, &append_obj, &start_obj, &end_obj,
-                          &min_offset, &max_offset)) {
+    if (!PyArg_ParseTuple(args, "y*LLOOOLL|n", &buf, &base_offset, &base_ts, &append_obj, &start_obj, &end_obj,
+                          &min_offset, &max_offset, &limit)) {
         return NULL;
     }
     const uint8_t *b = buf.buf;
@@ -500,7 +502,7 @@ pick_window(PyObject *Py_UNUSED(module), PyObject *args)
             goto done;
         }
         int wanted = ts >= start_ms && (end_obj == Py_None || ts < end_ms) && offset >= min_offset &&
-                     offset < max_offset;
+                     offset < max_offset && (limit < 0 || PyList_GET_SIZE(list) < limit);
         PyObject *record = NULL;
         if (record_fields(b, rec_end, p, count, offset, ts, wanted ? &record : NULL) < 0) {
             goto done;

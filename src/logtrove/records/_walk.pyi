@@ -19,6 +19,7 @@ def pick_window(
     end_ms: int | None,
     min_offset: int,
     max_offset: int,
+    limit: int = -1,
     /,
 ) -> (
     tuple[int, list[tuple[int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]]] | None

@@ -145,11 +145,13 @@ def py_pick_window(
     end_ms: int | None,
     min_offset: int,
     max_offset: int,
+    limit: int = -1,
 ) -> WindowPick:
     """``None`` when no record's timestamp is in ``[start_ms, end_ms)`` (``None``:
     unbounded), found from record lengths and timestamp deltas alone (a LogAppendTime
-    batch: from ``append_ts``); else ``(records in the payload, the records in the
-    window whose offset is in [min_offset, max_offset))``, every record checked."""
+    batch: from ``append_ts``); else ``(records in the payload, the first ``limit``
+    (negative: all) of the records in the window whose offset is in [min_offset,
+    max_offset))``, every record checked either way."""
     b = memoryview(payload).cast("B")
     end = len(b)
     if append_ts is not None:
@@ -174,6 +176,7 @@ def py_pick_window(
             (start_ms is None or ts >= start_ms)
             and (end_ms is None or ts < end_ms)
             and min_offset <= offset < max_offset
+            and (limit < 0 or len(picked) < limit)
         )
         record = _fields(b, rec_end, q, count, offset, ts, wanted)
         if record is not None:
@@ -231,7 +234,7 @@ def py_time_bounds(payload: Buffer, base_ts: int) -> tuple[int, int]:
     return lo, hi
 
 
-PickWindow = Callable[[Buffer, int, int, "int | None", "int | None", "int | None", int, int], WindowPick]
+PickWindow = Callable[[Buffer, int, int, "int | None", "int | None", "int | None", int, int, int], WindowPick]
 PickOffset = Callable[[Buffer, int, int, "int | None", int], "RecordTuple | None"]
 TimeBounds = Callable[[Buffer, int], tuple[int, int]]
 
@@ -264,6 +267,7 @@ def first_stamped(data: Buffer, header: BatchHeader, min_offset: int, timestamp:
             None,
             min_offset,
             _INT64_MAX,
+            1,  # the first hit only; the rest are checked, not decoded
         )
     except (ValueError, RecordsError):
         picked = None
