@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from logtrove.acl import AclBinding, AclError, AclFilter, Operation
+from logtrove.broker.context import serves
+from logtrove.wire import ApiKey
 
 if TYPE_CHECKING:
     from logtrove.broker.context import BrokerContext
@@ -52,6 +54,7 @@ def _acl(b: AclBinding) -> dict[str, Any]:
     }
 
 
+@serves(ApiKey.DESCRIBE_ACLS, 1, 3)
 async def handle_describe_acls(broker: BrokerContext, request: Request) -> Reply:
     refused = _refusal(broker, request, Operation.DESCRIBE)
     if refused is not None:
@@ -72,6 +75,7 @@ async def handle_describe_acls(broker: BrokerContext, request: Request) -> Reply
     }
 
 
+@serves(ApiKey.CREATE_ACLS, 1, 3)
 async def handle_create_acls(broker: BrokerContext, request: Request) -> Reply:
     creations = request.body.creations
     refused = _refusal(broker, request, Operation.ALTER)
@@ -106,6 +110,7 @@ async def handle_create_acls(broker: BrokerContext, request: Request) -> Reply:
     return {"results": results}
 
 
+@serves(ApiKey.DELETE_ACLS, 1, 3)
 async def handle_delete_acls(broker: BrokerContext, request: Request) -> Reply:
     filters = request.body.filters
     refused = _refusal(broker, request, Operation.ALTER)

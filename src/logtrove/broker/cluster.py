@@ -19,7 +19,9 @@ from kio.schema.errors import ErrorCode
 
 from logtrove.acl import Operation
 from logtrove.broker.authorize import Resource, authorized_operations
+from logtrove.broker.context import serves
 from logtrove.storage import StorageError
+from logtrove.wire import ApiKey
 
 if TYPE_CHECKING:
     from logtrove.broker.context import BrokerContext
@@ -34,6 +36,7 @@ def _known(partitions: dict[str, int], topic: str, partition: int) -> bool:
     return 0 <= partition < partitions.get(topic, 0)
 
 
+@serves(ApiKey.DESCRIBE_CLUSTER, 0, 2)
 async def handle_describe_cluster(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     if getattr(body, "endpoint_type", 1) != 1:  # 2: controllers, which KRaft clients ask separately
@@ -66,6 +69,7 @@ async def handle_describe_cluster(broker: BrokerContext, request: Request) -> Re
     }
 
 
+@serves(ApiKey.DESCRIBE_LOG_DIRS, 1, 4)
 async def handle_describe_log_dirs(broker: BrokerContext, request: Request) -> Reply:
     """The one log directory (the data directory): bytes per partition on disk, offset
     lag 0 (no future replicas), and the file system's total and usable bytes. Sizes are
@@ -107,6 +111,7 @@ async def handle_describe_log_dirs(broker: BrokerContext, request: Request) -> R
     }
 
 
+@serves(ApiKey.DESCRIBE_PRODUCERS, 0, 0)
 async def handle_describe_producers(broker: BrokerContext, request: Request) -> Reply:
     """The idempotent producers the broker remembers per partition (see
     :class:`~logtrove.broker.producer_state.ProducerStates`): ID, epoch and last sequence, and
@@ -143,6 +148,7 @@ async def handle_describe_producers(broker: BrokerContext, request: Request) -> 
     return {"topics": topics}
 
 
+@serves(ApiKey.ELECT_LEADERS, 0, 2)
 async def handle_elect_leaders(broker: BrokerContext, request: Request) -> Reply:
     """Every partition's leader is this broker, its only (preferred) replica: a named
     partition is ELECTION_NOT_NEEDED; asked for all partitions (null), Kafka lists none."""
@@ -166,6 +172,7 @@ async def handle_elect_leaders(broker: BrokerContext, request: Request) -> Reply
     return {"error_code": ErrorCode.none, "replica_election_results": results}
 
 
+@serves(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0)
 async def handle_alter_partition_reassignments(broker: BrokerContext, request: Request) -> Reply:
     """A target of exactly this broker is where the partition already is (done at
     once); cancelling (null replicas) finds nothing in progress; any other target names
@@ -195,6 +202,7 @@ async def handle_alter_partition_reassignments(broker: BrokerContext, request: R
     return {"error_code": ErrorCode.none, "responses": responses}
 
 
+@serves(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0)
 async def handle_list_partition_reassignments(broker: BrokerContext, request: Request) -> Reply:
     """No reassignment is ever in progress on one broker."""
     if not broker.allowed_cluster(request, Operation.DESCRIBE):

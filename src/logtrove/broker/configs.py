@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from logtrove.acl import Operation, ResourceType
+from logtrove.broker.context import serves
 from logtrove.broker.errors import error_code
 from logtrove.groups.group_configs import GROUP_CONFIG_DEFS
 from logtrove.storage import CONFIG_BY_NAME, StorageError, TopicConfig
@@ -51,6 +52,7 @@ from logtrove.storage.broker_configs import (
     TOPIC_TO_BROKER,
     BrokerConfigs,
 )
+from logtrove.wire import ApiKey
 
 if TYPE_CHECKING:
     from logtrove.broker.context import BrokerContext
@@ -241,6 +243,7 @@ def _describe_broker(
     return [entries[k] for k in wanted]
 
 
+@serves(ApiKey.DESCRIBE_CONFIGS, 1, 4)
 async def handle_describe_configs(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     documentation = bool(getattr(body, "include_documentation", False))
@@ -387,6 +390,7 @@ def _alter(
     return result
 
 
+@serves(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
 async def handle_incremental_alter_configs(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     responses = []
@@ -427,6 +431,7 @@ async def handle_incremental_alter_configs(broker: BrokerContext, request: Reque
     return {"responses": responses}
 
 
+@serves(ApiKey.ALTER_CONFIGS, 0, 2)
 async def handle_alter_configs(broker: BrokerContext, request: Request) -> Reply:
     """AlterConfigs (33): each resource's dynamic configs become exactly the given set."""
     body = request.body

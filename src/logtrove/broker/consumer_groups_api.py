@@ -18,10 +18,11 @@ from kio.schema.errors import ErrorCode
 
 from logtrove.acl import Operation
 from logtrove.broker.authorize import OMITTED, Resource, authorized_operations
+from logtrove.broker.context import serves
 from logtrove.groups import Heartbeat
 from logtrove.groups.consumer_protocol import check_heartbeat
 from logtrove.groups.group_configs import HEARTBEAT_INTERVAL
-from logtrove.wire import ms
+from logtrove.wire import ApiKey, ms
 
 if TYPE_CHECKING:
     from logtrove.broker.context import BrokerContext
@@ -71,6 +72,7 @@ def _error(code: ErrorCode, message: str, body: Any) -> dict[str, Any]:
     }
 
 
+@serves(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1)
 async def handle_consumer_group_heartbeat(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     if not broker.allowed(request, Operation.READ, Resource.GROUP, body.group_id):
@@ -189,6 +191,7 @@ def _describe(broker: BrokerContext, group_id: str, ops: int) -> dict[str, Any]:
     }
 
 
+@serves(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1)
 async def handle_consumer_group_describe(broker: BrokerContext, request: Request) -> Reply:
     """ConsumerGroupDescribe; a classic group is ``GROUP_ID_NOT_FOUND`` ("not a consumer
     group"), as in Kafka."""

@@ -10,7 +10,8 @@ handler and owns the rest. So a handler module imports this module and
 :mod:`.requests`, never the server, and a test can build a context without starting one.
 
 :class:`Api` (a served key, its versions and its handler) is defined here because its
-handler's type names the context.
+handler's type names the context; a handler declares what it serves with :func:`serves`
+beside its definition, and :mod:`.apis` collects the declarations into the table.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from types import ModuleType
+from typing import TypeVar
 
 from logtrove.acl import CLUSTER_NAME, AclStore, Authorizer, Operation, ResourceType
 from logtrove.acl.credentials import CredentialStore
@@ -36,6 +39,9 @@ from logtrove.txn import TransactionCoordinator, TxnIndexes
 audit = logging.getLogger("logtrove.audit")  # one line per denied request
 
 Handler = Callable[["BrokerContext", Request], Awaitable[Reply]]
+H = TypeVar("H", bound=Handler)
+
+_DECLARED = "__kafka_api__"  # the attribute @serves leaves on a handler
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,24 @@ class Api:
     min_version: int
     max_version: int
     handler: Handler
+
+
+def serves(key: int, min_version: int, max_version: int) -> Callable[[H], H]:
+    """Declare the decorated handler as the one of API ``key``, implementing versions
+    ``min_version`` to ``max_version`` (the table clips them to what kio decodes). The
+    declaration sits beside the handler; :func:`declared_apis` collects it."""
+
+    def declare(handler: H) -> H:
+        setattr(handler, _DECLARED, Api(key, min_version, max_version, handler))
+        return handler
+
+    return declare
+
+
+def declared_apis(module: ModuleType) -> list[Api]:
+    """The APIs the handlers of ``module`` declare with :func:`serves`, in source order."""
+    found = (getattr(value, _DECLARED, None) for value in vars(module).values())
+    return [api for api in found if isinstance(api, Api)]
 
 
 class BrokerContext:
@@ -182,4 +206,4 @@ class BrokerContext:
             await asyncio.wait_for(asyncio.shield(self._appended), timeout_s)
 
 
-__all__ = ["Api", "BrokerContext", "Handler"]
+__all__ = ["Api", "BrokerContext", "Handler", "declared_apis", "serves"]

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from logtrove.acl import Operation, ResourceType
+from logtrove.broker.context import serves
 from logtrove.broker.requests import RawBody
 from logtrove.storage import (
     OffsetOutOfRangeError,
@@ -34,7 +35,7 @@ from logtrove.storage import (
     UnknownPartitionError,
     UnknownTopicError,
 )
-from logtrove.wire import FetchedPartition, encode_fetch_response, ms
+from logtrove.wire import ApiKey, FetchedPartition, encode_fetch_response, ms
 
 if TYPE_CHECKING:
     from logtrove.broker.context import BrokerContext
@@ -179,6 +180,7 @@ async def _load_transactions(broker: BrokerContext, request: Request, names: dic
             await broker.txn.indexes.load(log)
 
 
+@serves(ApiKey.FETCH, 4, 16)
 async def handle_fetch(broker: BrokerContext, request: Request) -> RawBody:
 
     body = request.body

@@ -22,8 +22,9 @@ from kio.schema.errors import ErrorCode
 
 from logtrove.acl import CLUSTER_NAME, Operation
 from logtrove.broker.authorize import OMITTED, Resource, authorized_operations
+from logtrove.broker.context import serves
 from logtrove.groups import CommittedOffset
-from logtrove.wire import ms
+from logtrove.wire import ApiKey, ms
 
 if TYPE_CHECKING:
     from logtrove.broker.context import BrokerContext
@@ -52,6 +53,7 @@ def _coordinator(broker: BrokerContext, request: Request, key: str, key_type: in
     }
 
 
+@serves(ApiKey.FIND_COORDINATOR, 0, 6)
 async def handle_find_coordinator(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     key_type = getattr(body, "key_type", GROUP_KEY_TYPE)
@@ -86,6 +88,7 @@ def _unreadable_topics(
     return {n for n in names if not broker.allowed(request, op, Resource.TOPIC, n)}
 
 
+@serves(ApiKey.JOIN_GROUP, 0, 9)
 async def handle_join_group(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     if _denied(broker, request, body.group_id):
@@ -118,6 +121,7 @@ async def handle_join_group(broker: BrokerContext, request: Request) -> Reply:
     return result
 
 
+@serves(ApiKey.SYNC_GROUP, 0, 5)
 async def handle_sync_group(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     if _denied(broker, request, body.group_id):
@@ -134,6 +138,7 @@ async def handle_sync_group(broker: BrokerContext, request: Request) -> Reply:
     )
 
 
+@serves(ApiKey.HEARTBEAT, 0, 4)
 async def handle_heartbeat(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     if _denied(broker, request, body.group_id):
@@ -144,6 +149,7 @@ async def handle_heartbeat(broker: BrokerContext, request: Request) -> Reply:
     }
 
 
+@serves(ApiKey.LEAVE_GROUP, 0, 5)
 async def handle_leave_group(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     if _denied(broker, request, body.group_id):
@@ -161,6 +167,7 @@ async def handle_leave_group(broker: BrokerContext, request: Request) -> Reply:
     return {"members": members}
 
 
+@serves(ApiKey.OFFSET_COMMIT, 2, 9)
 async def handle_offset_commit(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     now = broker.storage.clock.now_ms()
@@ -282,6 +289,7 @@ def _fetch_error(broker: BrokerContext, group: Any) -> ErrorCode:
     return broker.consumer_groups.validate_fetch(group.group_id, member_id, epoch)
 
 
+@serves(ApiKey.OFFSET_FETCH, 1, 9)
 async def handle_offset_fetch(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     stable = bool(getattr(body, "require_stable", False))
@@ -322,6 +330,7 @@ def _describe(broker: BrokerContext, group_id: str, version: int) -> dict[str, A
     return described
 
 
+@serves(ApiKey.DESCRIBE_GROUPS, 0, 6)
 async def handle_describe_groups(broker: BrokerContext, request: Request) -> Reply:
     asked = bool(getattr(request.body, "include_authorized_operations", False))
     groups = [
@@ -349,6 +358,7 @@ def _all_groups(broker: BrokerContext) -> list[dict[str, Any]]:
     return sorted(groups, key=lambda g: str(g["group_id"]))
 
 
+@serves(ApiKey.LIST_GROUPS, 0, 5)
 async def handle_list_groups(broker: BrokerContext, request: Request) -> Reply:
     """ListGroups; the states (v4+) and types (v5+) filters are case-insensitive, as in Kafka.
     A principal without DESCRIBE on the cluster sees only the groups it may describe."""
@@ -368,6 +378,7 @@ async def handle_list_groups(broker: BrokerContext, request: Request) -> Reply:
     return {"groups": groups}
 
 
+@serves(ApiKey.DELETE_GROUPS, 0, 2)
 async def handle_delete_groups(broker: BrokerContext, request: Request) -> Reply:
     results = [
         {
@@ -383,6 +394,7 @@ async def handle_delete_groups(broker: BrokerContext, request: Request) -> Reply
     return {"results": results}
 
 
+@serves(ApiKey.OFFSET_DELETE, 0, 0)
 async def handle_offset_delete(broker: BrokerContext, request: Request) -> Reply:
     """OffsetDelete: a partition of an unknown topic is UNKNOWN_TOPIC_OR_PARTITION (as
     Kafka answers from its metadata); the others go to the coordinator's rules."""

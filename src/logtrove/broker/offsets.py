@@ -33,9 +33,11 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from logtrove.acl import Operation, ResourceType
+from logtrove.broker.context import serves
 from logtrove.broker.errors import error_code
 from logtrove.storage import PartitionLog, StorageError
 from logtrove.storage.epochs import end_offset_for, epoch_entries
+from logtrove.wire import ApiKey
 
 if TYPE_CHECKING:
     from logtrove.broker.context import BrokerContext
@@ -60,6 +62,7 @@ def _lookup(log: PartitionLog, timestamp: int, stable: int | None) -> tuple[int,
     return found.offset, found.timestamp
 
 
+@serves(ApiKey.LIST_OFFSETS, 1, 9)
 async def handle_list_offsets(broker: BrokerContext, request: Request) -> Reply:
     committed = getattr(request.body, "isolation_level", 0) == READ_COMMITTED
     topics = []
@@ -86,6 +89,7 @@ async def handle_list_offsets(broker: BrokerContext, request: Request) -> Reply:
     return {"topics": topics}
 
 
+@serves(ApiKey.DELETE_RECORDS, 0, 2)
 async def handle_delete_records(broker: BrokerContext, request: Request) -> Reply:
     topics = []
     for topic in request.body.topics:
@@ -110,6 +114,7 @@ async def handle_delete_records(broker: BrokerContext, request: Request) -> Repl
     return {"topics": topics}
 
 
+@serves(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4)
 async def handle_offset_for_leader_epoch(broker: BrokerContext, request: Request) -> Reply:
     topics = []
     for topic in request.body.topics:

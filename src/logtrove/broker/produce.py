@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from logtrove.acl import Operation, ResourceType
+from logtrove.broker.context import serves
 from logtrove.broker.errors import error_code
 from logtrove.broker.producer_state import Appended
 from logtrove.broker.requests import RawBody
@@ -31,6 +32,7 @@ from logtrove.storage import (
     UnknownTopicError,
 )
 from logtrove.storage.log import DeferredFlushes, defer_flushes
+from logtrove.wire import ApiKey
 from logtrove.wire.produce import PartitionProduceResult, encode_produce_response
 
 if TYPE_CHECKING:
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
     from logtrove.broker.requests import Reply, Request
 
 
+@serves(ApiKey.INIT_PRODUCER_ID, 0, 5)
 async def handle_init_producer_id(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     if body.transactional_id is not None:
@@ -168,6 +171,7 @@ def _check_transactional(
     return None
 
 
+@serves(ApiKey.PRODUCE, 3, 11)
 async def handle_produce(broker: BrokerContext, request: Request) -> Reply:
     """Append every partition's batches on the event loop, then, for the partitions whose
     acknowledgement needs the disk (see :func:`_needs_fsync`), wait for the group commit

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
+from logtrove.broker.context import serves
 from logtrove.broker.sasl import (
     MECHANISMS,
     SaslAuthenticationError,
@@ -14,12 +15,14 @@ from logtrove.broker.sasl import (
     authenticate_step,
     new_exchange,
 )
+from logtrove.wire import ApiKey
 
 if TYPE_CHECKING:
     from logtrove.broker.context import BrokerContext
     from logtrove.broker.requests import Reply, Request
 
 
+@serves(ApiKey.SASL_HANDSHAKE, 0, 1)
 async def handle_sasl_handshake(broker: BrokerContext, request: Request) -> Reply:
     session = request.session
     mechanism = str(request.body.mechanism)
@@ -39,6 +42,7 @@ async def handle_sasl_handshake(broker: BrokerContext, request: Request) -> Repl
     return {"error_code": ErrorCode.none, "mechanisms": list(MECHANISMS)}
 
 
+@serves(ApiKey.SASL_AUTHENTICATE, 0, 2)
 async def handle_sasl_authenticate(broker: BrokerContext, request: Request) -> Reply:
     session = request.session
     if session.state is not SaslState.AUTHENTICATE or session.raw_tokens:

@@ -20,6 +20,7 @@ from kio.schema.errors import ErrorCode
 
 from logtrove.acl import CLUSTER_NAME, Operation
 from logtrove.broker.authorize import Resource, authorized_operations
+from logtrove.broker.context import serves
 from logtrove.broker.errors import error_code
 from logtrove.storage import (
     StorageError,
@@ -29,7 +30,7 @@ from logtrove.storage import (
     UnknownTopicError,
     check_topic_name,
 )
-from logtrove.wire import ZERO_UUID
+from logtrove.wire import ZERO_UUID, ApiKey
 
 if TYPE_CHECKING:
     from logtrove.broker.context import BrokerContext
@@ -88,6 +89,7 @@ def _failed(result: dict[str, Any], exc: Exception) -> None:
         result["error_message"] = f"cannot create the partition files: {exc}"
 
 
+@serves(ApiKey.METADATA, 0, 12)
 async def handle_metadata(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     storage = broker.storage
@@ -160,6 +162,7 @@ def _unknown(name: str | None, topic_id: Any, code: ErrorCode) -> dict[str, Any]
     return {"error_code": code, "name": name, "topic_id": topic_id, "partitions": []}
 
 
+@serves(ApiKey.CREATE_TOPICS, 2, 7)
 async def handle_create_topics(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     results = []
@@ -211,6 +214,7 @@ async def handle_create_topics(broker: BrokerContext, request: Request) -> Reply
     return {"topics": results}
 
 
+@serves(ApiKey.DELETE_TOPICS, 1, 6)
 async def handle_delete_topics(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     if request.version >= 6:
@@ -238,6 +242,7 @@ async def handle_delete_topics(broker: BrokerContext, request: Request) -> Reply
     return {"responses": responses}
 
 
+@serves(ApiKey.CREATE_PARTITIONS, 0, 3)
 async def handle_create_partitions(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     results = []

@@ -23,9 +23,10 @@ from kio.schema.errors import ErrorCode
 
 from logtrove.acl import Operation
 from logtrove.broker.authorize import Resource
+from logtrove.broker.context import serves
 from logtrove.groups import CommittedOffset
 from logtrove.txn import TxnState
-from logtrove.wire import ms
+from logtrove.wire import ApiKey, ms
 
 if TYPE_CHECKING:
     from logtrove.broker.context import BrokerContext
@@ -121,6 +122,7 @@ def _by_topic(topics: Any, codes: dict[tuple[str, int], ErrorCode]) -> list[dict
     ]
 
 
+@serves(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 4)
 async def handle_add_partitions_to_txn(broker: BrokerContext, request: Request) -> Reply:
     """AddPartitionsToTxn: v0–3 name one transaction; v4 (the batched form brokers send)
     names several, each answered on its own. ``verify_only`` (KIP-890 verification) asks
@@ -198,6 +200,7 @@ def _verify(broker: BrokerContext, txn: Any) -> list[dict[str, Any]]:
     ]
 
 
+@serves(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4)
 async def handle_add_offsets_to_txn(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     if not _may_write(broker, request, body.transactional_id):
@@ -208,6 +211,7 @@ async def handle_add_offsets_to_txn(broker: BrokerContext, request: Request) -> 
     return {"error_code": _fenced(await _durable(broker, code), request.version)}
 
 
+@serves(ApiKey.END_TXN, 0, 4)
 async def handle_end_txn(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     tid = body.transactional_id
@@ -223,6 +227,7 @@ async def handle_end_txn(broker: BrokerContext, request: Request) -> Reply:
     return {"error_code": _fenced(code, request.version)}
 
 
+@serves(ApiKey.TXN_OFFSET_COMMIT, 0, 4)
 async def handle_txn_offset_commit(broker: BrokerContext, request: Request) -> Reply:
     """TxnOffsetCommit: offsets held by the transaction until it commits. A request naming
     a generation (v3) is checked against the group as OffsetCommit is."""
@@ -280,6 +285,7 @@ async def handle_txn_offset_commit(broker: BrokerContext, request: Request) -> R
     }
 
 
+@serves(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0)
 async def handle_describe_transactions(broker: BrokerContext, request: Request) -> Reply:
     """DescribeTransactions; an entry in error has start time 0 (as Kafka's), a known ID
     with no transaction open -1."""
@@ -315,6 +321,7 @@ async def handle_describe_transactions(broker: BrokerContext, request: Request) 
     return {"transaction_states": states}
 
 
+@serves(ApiKey.LIST_TRANSACTIONS, 0, 1)
 async def handle_list_transactions(broker: BrokerContext, request: Request) -> Reply:
     """ListTransactions, filtered by state, producer ID and (v1) a minimum running time."""
     body = request.body

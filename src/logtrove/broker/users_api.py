@@ -28,6 +28,8 @@ from logtrove.acl.credentials import (
     Users,
     mechanism_by_code,
 )
+from logtrove.broker.context import serves
+from logtrove.wire import ApiKey
 
 if TYPE_CHECKING:
     from logtrove.broker.context import BrokerContext
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
 MAX_SALT_BYTES = 1024
 
 
+@serves(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0)
 async def handle_describe_user_scram_credentials(broker: BrokerContext, request: Request) -> Reply:
     users = broker.credentials.users()
     asked = [u.name for u in request.body.users] if request.body.users else sorted(users)
@@ -66,6 +69,7 @@ async def handle_describe_user_scram_credentials(broker: BrokerContext, request:
     return {"error_code": ErrorCode.none, "error_message": None, "results": results}
 
 
+@serves(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0)
 async def handle_alter_user_scram_credentials(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     store = broker.credentials
