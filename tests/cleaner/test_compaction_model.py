@@ -84,6 +84,26 @@ def test_reading_a_compacted_away_offset_returns_the_next_surviving_record(tmp_p
     storage.close()
 
 
+def test_the_log_start_stays_at_a_reopen_when_cleaning_emptied_the_first_segment(tmp_path: Path) -> None:
+    """Kafka keeps an empty cleaned segment, so its log start offset stays put; dropping it
+    on reopen as a crash leftover would raise the log start (and ListOffsets' earliest) to
+    the next segment's base: a standby then differs from its leader after a restart."""
+    clock = FakeClock()
+    storage, log = open_compacted(tmp_path / "d", clock)
+    model = Model()
+    write_keyed(log, model, random.Random(3), clock, 200, keys=5, tombstone_share=0.0)
+    log.roll()
+    Cleaner(storage).clean_until_caught_up(log)
+    assert log.segments[0].size == 0 and log.segments[1].base_offset > 0  # what the test is about
+    storage.close()
+    storage, log = open_compacted(tmp_path / "d", clock)
+    assert log.log_start_offset == 0
+    assert log.segments[0].base_offset == 0
+    survivors = sorted(offset for offset, _, _ in model.latest.values())
+    assert [r.offset for r in iter_records(log.read(0, 1 << 20).data())][:1] == survivors[:1]
+    storage.close()
+
+
 def test_time_lookups_stay_exact_after_cleaning(tmp_path: Path) -> None:
     clock = FakeClock()
     storage, log = open_compacted(tmp_path / "d", clock)

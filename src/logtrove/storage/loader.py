@@ -20,8 +20,11 @@ are trusted, since a flush fsynced them before the recovery point passed them. T
 recovered segments are then fsynced, so that what recovery kept is on disk.
 
 Invariants of the list returned to a writer: it is never empty (an empty directory gets
-an empty segment at offset 0), and only its last segment may be empty (a crash between
-creating a segment and writing to it leaves an empty file, which carries nothing). The
+an empty segment at offset 0), and only its first and last segments may be empty. An
+empty segment in the middle is a crash's leftover (between creating a segment and writing
+to it) and carries nothing; an empty first segment is the cleaner's, which compacted
+every record of it away, and it carries the log's start: its base offset is the floor of
+the log start offset, which compaction never moves (Kafka keeps such a segment too). The
 active segment's ``created_ms`` is its first batch's timestamp when older than now:
 ``segment.ms`` counts from the first record, so a restart does not make it young again.
 
@@ -118,8 +121,10 @@ def open_listed_segment(
 
 def _drop_empty_middle_segments(loaded: LogSegments) -> None:
     """A crash between creating a segment and writing to it leaves an empty file; an
-    empty segment that is not the last one carries nothing and is removed."""
-    for seg in list(loaded.segments[:-1]):
+    empty segment between the first and the last carries nothing and is removed. The
+    first stays: its base offset bounds the log start offset from below at the next
+    opening, and the cleaner may have emptied it."""
+    for seg in list(loaded.segments[1:-1]):
         if seg.size == 0:
             loaded.remove(seg)
             seg.delete_files()
