@@ -28,7 +28,7 @@ from confluent_kafka.admin import (
 )
 from tests.broker.secured import PASSWORD, Secured, logtrove
 
-from logtrove.testing import SERVE, BrokerProcess, WireClient, free_port
+from logtrove.testing import SERVE, BrokerProcess, WireClient, consume_until, free_port, wait_until
 from logtrove.wire import ApiKey
 
 
@@ -43,12 +43,7 @@ def _confluent_roundtrip(conf: dict[str, Any], topic: str, group: str) -> tuple[
         {**conf, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False}
     )
     consumer.subscribe([topic])
-    values: list[bytes] = []
-    deadline = time.monotonic() + 30
-    while len(values) < 20 and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is not None and msg.error() is None:
-            values.append(msg.value())
+    values = [msg.value() for msg in consume_until(consumer, 20, 30, skip_errors=True)]
     consumer.commit(asynchronous=False)
     from confluent_kafka import TopicPartition
 
@@ -354,9 +349,12 @@ def test_users_added_offline_authenticate_on_the_running_broker(secured: Secured
     assert deleted.returncode == 0, deleted.stderr
     errors: list[KafkaError] = []
     producer = Producer({**secured.sasl_ssl_conf("carol", "carol-pw"), "error_cb": errors.append})
-    deadline = time.monotonic() + 10
-    while not errors and time.monotonic() < deadline:
+
+    def refused() -> bool:
         producer.poll(0.1)
+        return bool(errors)
+
+    wait_until(refused, 10, interval_s=0, what="the producer's error callback")
     assert errors
     assert errors[0].code() == KafkaError._AUTHENTICATION
 
