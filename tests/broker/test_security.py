@@ -32,6 +32,17 @@ from logtrove.testing import SERVE, BrokerProcess, WireClient, consume_until, fr
 from logtrove.wire import ApiKey
 
 
+def _wait_for_an_error(producer: Producer, errors: list[KafkaError]) -> None:
+    """Serve ``producer``'s callbacks until its ``error_cb`` filled ``errors``; a
+    :class:`TimeoutError` after 10 s."""
+
+    def reported() -> bool:
+        producer.poll(0.1)
+        return bool(errors)
+
+    wait_until(reported, 10, interval_s=0, what="an error reported to error_cb")
+
+
 def _confluent_roundtrip(conf: dict[str, Any], topic: str, group: str) -> tuple[list[bytes], int]:
     """Produce 20 records, consume them in ``group`` and commit; the values read and the
     offset the group committed."""
@@ -180,8 +191,7 @@ def test_a_wrong_password_fails_fast_with_sasl_authentication_failed(secured: Se
     errors: list[KafkaError] = []
     producer = Producer({**secured.sasl_ssl_conf(password="wrong"), "error_cb": errors.append})
     started = time.monotonic()
-    while not errors and time.monotonic() - started < 10:
-        producer.poll(0.1)
+    _wait_for_an_error(producer, errors)
     assert errors, "no error reported"
     assert errors[0].code() == KafkaError._AUTHENTICATION
     assert "SCRAM-SHA-512" in errors[0].str()
@@ -349,12 +359,7 @@ def test_users_added_offline_authenticate_on_the_running_broker(secured: Secured
     assert deleted.returncode == 0, deleted.stderr
     errors: list[KafkaError] = []
     producer = Producer({**secured.sasl_ssl_conf("carol", "carol-pw"), "error_cb": errors.append})
-
-    def refused() -> bool:
-        producer.poll(0.1)
-        return bool(errors)
-
-    wait_until(refused, 10, interval_s=0, what="the producer's error callback")
+    _wait_for_an_error(producer, errors)
     assert errors
     assert errors[0].code() == KafkaError._AUTHENTICATION
 
