@@ -2,7 +2,8 @@
 
 Each ``produce_*`` sends ``messages`` (key, value, headers) and returns when all are
 acknowledged; each ``consume_*`` reads partition 0 of a topic from the beginning until
-``count`` records arrived (or a deadline), returning (key, value, headers) tuples.
+``count`` records arrived, returning (key, value, headers) tuples, and raises
+:class:`TimeoutError` when they do not within ``DEADLINE_S``.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import time
 from typing import Any
+
+from logtrove.testing import consume_until, wait_until
 
 Message = tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]
 
@@ -47,16 +50,11 @@ def consume_confluent(bootstrap: str, topic: str, count: int, partition: int = 0
         }
     )
     consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
-    out: list[Message] = []
-    deadline = time.monotonic() + DEADLINE_S
     try:
-        while len(out) < count and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, 0.5):
-                assert msg.error() is None, msg.error()
-                out.append((msg.key(), msg.value(), list(msg.headers() or [])))
+        got = consume_until(consumer, count, DEADLINE_S, what=f"records of {topic}-{partition}")
     finally:
         consumer.close()
-    return out
+    return [(msg.key(), msg.value(), list(msg.headers() or [])) for msg in got]
 
 
 def produce_kafka_python(bootstrap: str, topic: str, messages: list[Message], **config: Any) -> None:
@@ -81,11 +79,16 @@ def consume_kafka_python(bootstrap: str, topic: str, count: int) -> list[Message
     consumer.assign([tp])
     consumer.seek_to_beginning(tp)
     out: list[Message] = []
-    deadline = time.monotonic() + DEADLINE_S
+
+    def enough() -> bool:
+        for records in consumer.poll(timeout_ms=500).values():
+            out.extend((r.key, r.value, list(r.headers or [])) for r in records)
+        return len(out) >= count
+
     try:
-        while len(out) < count and time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=500).values():
-                out.extend((r.key, r.value, list(r.headers or [])) for r in records)
+        wait_until(
+            enough, DEADLINE_S, interval_s=0, what=lambda: f"{count} records of {topic} ({len(out)} read)"
+        )
     finally:
         consumer.close()
     return out
@@ -136,11 +139,11 @@ def consume_aiokafka(bootstrap: str, topic: str, count: int) -> list[Message]:
 
 def poll_until(members: list[Any], done: Any, seconds: float, what: str) -> None:
     """Call ``poll()`` on every member (group-member wrappers of the tests) until
-    ``done()`` holds; fail naming ``what`` after ``seconds``."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    ``done()`` holds; raise :class:`TimeoutError` naming ``what`` after ``seconds``."""
+
+    def polled_and_done() -> bool:
         for m in members:
             m.poll()
-        if done():
-            return
-    raise AssertionError(f"timed out waiting for {what}")
+        return bool(done())
+
+    wait_until(polled_and_done, seconds, interval_s=0, what=what)

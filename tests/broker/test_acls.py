@@ -7,7 +7,6 @@ nothing having been stored, and for its audit line."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from confluent_kafka.admin import (
 )
 
 from logtrove.storage import Storage
-from logtrove.testing import BrokerProcess, cli_in, free_port
+from logtrove.testing import BrokerProcess, cli_in, free_port, wait_until
 
 ANON = "User:ANONYMOUS"
 
@@ -71,20 +70,23 @@ def _consume(
     )
     consumer.subscribe([topic])
     values: list[bytes] = []
-    error = None
+    errors: list[KafkaError] = []
+
+    def a_value_or_an_error() -> bool:
+        msg = consumer.poll(0.5)
+        if msg is None:
+            return False
+        if msg.error():
+            errors.append(msg.error())
+        else:
+            values.append(msg.value())
+        return True
+
     try:
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and not values and error is None:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                error = msg.error()
-            else:
-                values.append(msg.value())
+        wait_until(a_value_or_an_error, 15, interval_s=0, what=f"a record of {topic} or an error")
     finally:
         consumer.close()
-    return values, error
+    return values, errors[0] if errors else None
 
 
 def test_write_needs_write_and_a_denied_produce_stores_nothing(secured: BrokerProcess) -> None:
@@ -255,10 +257,12 @@ def test_sasl_users_are_the_principals_the_acls_name(tmp_path: Path) -> None:
         consumer = Consumer({**conf("alice"), "group.id": "g", "auto.offset.reset": "earliest"})
         consumer.subscribe(["ledger"])
         try:
-            deadline, got = time.monotonic() + 15, None
-            while got is None and time.monotonic() < deadline:
+
+            def a_value() -> bytes | None:
                 msg = consumer.poll(0.5)
-                got = msg.value() if msg is not None and msg.error() is None else None
+                return msg.value() if msg is not None and msg.error() is None else None
+
+            got = wait_until(a_value, 15, interval_s=0, what="a record of ledger")
         finally:
             consumer.close()
         assert got == b"entry"

@@ -4,8 +4,6 @@ producers' de-duplication on the wire."""
 
 from __future__ import annotations
 
-import time
-
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
@@ -23,7 +21,7 @@ from kio.schema.errors import ErrorCode
 from tests.broker import clients
 
 from logtrove.records import NewRecord, build_batch
-from logtrove.testing import BrokerProcess, WireClient
+from logtrove.testing import BrokerProcess, WireClient, wait_until
 from logtrove.wire import ApiKey
 
 
@@ -102,10 +100,12 @@ def test_groups_are_listed_and_described(shared_broker: BrokerProcess) -> None:
         auto_offset_reset="earliest",
         enable_auto_commit=False,
     )
-    deadline = time.monotonic() + 30
-    got = []
-    while not got and time.monotonic() < deadline:
-        got = [r for rs in consumer.poll(timeout_ms=200).values() for r in rs]
+    wait_until(
+        lambda: [r for rs in consumer.poll(timeout_ms=200).values() for r in rs],
+        30,
+        interval_s=0,
+        what="a record of listed",
+    )
     consumer.commit()
     admin = _admin(shared_broker)
     try:

@@ -26,7 +26,7 @@ from kio.schema.errors import ErrorCode
 from logtrove.storage import Storage
 from logtrove.storage.broker_configs import BROKER_CONFIGS_FILE
 from logtrove.storage.errors import InvalidConfigError
-from logtrove.testing import BrokerProcess, WireClient
+from logtrove.testing import BrokerProcess, WireClient, wait_until
 from logtrove.wire import ApiKey
 
 
@@ -267,10 +267,7 @@ def test_a_bad_value_in_the_file_is_skipped_alone(tmp_path: Path) -> None:
 
 
 def _wait_topic(admin: AdminClient, name: str) -> None:
-    for _ in range(100):
-        if name in admin.list_topics(timeout=10).topics:
-            return
-    raise AssertionError(f"topic {name} was not created")
+    wait_until(lambda: name in admin.list_topics(timeout=10).topics, 10, what=f"topic {name} created")
 
 
 def test_an_oversized_broker_config_file_is_not_read(tmp_path: Path) -> None:

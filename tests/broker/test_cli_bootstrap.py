@@ -7,14 +7,13 @@ import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from tests.broker import clients
 
 from logtrove.client import HttpApi, KafkaClient, RemoteTagSource
 from logtrove.groups.tags import TagFilter
-from logtrove.testing import SERVE, BrokerProcess, HttpBrokerProcess, cli_in, free_port
+from logtrove.testing import SERVE, BrokerProcess, HttpBrokerProcess, cli_in, free_port, wait_until
 from logtrove.wire import ApiKey
 
 
@@ -85,13 +84,14 @@ def test_describe_through_the_broker_says_how_far_it_indexed(tmp_path: Path) -> 
         clients.produce_confluent(broker.bootstrap, "idx-t", [(b"k", b"v%d" % i, []) for i in range(40)])
         elsewhere = tmp_path / "elsewhere"  # no data directory: "another machine"
         elsewhere.mkdir()
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # the indexer catches up within a few flushes
-            over_http, _ = _indexed([*b, "--http", broker.http], elsewhere)
-            if over_http == [40, 0]:
-                break
-            time.sleep(0.2)
-        assert over_http == [40, 0]  # partition 1 is empty: indexed below its end, 0
+        answers: list[list[int | None]] = []
+
+        def caught_up() -> bool:  # the indexer catches up within a few flushes
+            answers.append(_indexed([*b, "--http", broker.http], elsewhere)[0])
+            return answers[-1] == [40, 0]
+
+        wait_until(caught_up, 60, interval_s=0.2, what=lambda: f"indexed below [40, 0] (last: {answers[-1]})")
+        assert answers[-1] == [40, 0]  # partition 1 is empty: indexed below its end, 0
         table = _cli("topics", "describe", "idx-t", *b, "--http", broker.http).stdout
         assert "indexed below" in table and re.search(r"│\s+0\s+│\s+0\s+│\s+40\s+│\s+40\s+│", table)
         # on the broker's machine its data directory answers without HTTP

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from logtrove.testing import SERVE, BrokerProcess, free_port
+from logtrove.testing import SERVE, BrokerProcess, free_port, wait_until
 
 DEADLINE_S = 60
 KEYS = 40
@@ -69,11 +69,19 @@ def _read_all(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes | None
         _low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
         consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         out: list[tuple[int, bytes, bytes | None]] = []
-        deadline = time.monotonic() + DEADLINE_S
-        while (not out or out[-1][0] < high - 1) and time.monotonic() < deadline:
+
+        def at_end() -> bool:
             for msg in consumer.consume(1000, 0.5):
                 assert msg.error() is None, msg.error()
                 out.append((msg.offset(), msg.key(), msg.value()))
+            return bool(out) and out[-1][0] >= high - 1
+
+        wait_until(
+            at_end,
+            DEADLINE_S,
+            interval_s=0,
+            what=lambda: f"{topic} read to offset {high - 1} ({len(out)} read)",
+        )
         return out
     finally:
         consumer.close()
@@ -159,11 +167,14 @@ def test_the_brokers_background_cleaner_compacts_while_it_serves(tmp_path: Path)
         writes = _workload(2)
         offsets = _produce(broker.bootstrap, "users", writes)
         expected = _expected(writes, offsets)
-        deadline = time.monotonic() + DEADLINE_S
-        got = _read_all(broker.bootstrap, "users")
-        while len([v for _, _, v in got if v is not None]) != len(expected) and time.monotonic() < deadline:
-            time.sleep(0.5)
+
+        def compacted() -> list[tuple[int, bytes, bytes | None]] | None:
             got = _read_all(broker.bootstrap, "users")
+            return got if len([v for _, _, v in got if v is not None]) == len(expected) else None
+
+        got = wait_until(
+            compacted, DEADLINE_S, interval_s=0.5, what=f"one record for each of {len(expected)} live keys"
+        )
         _check_one_record_per_live_key(got, expected)
         status = _cli("topics", "describe", "users", "--data", str(broker.data), "--json")
         assert status.returncode == 0, status.stderr

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from logtrove.testing import BrokerProcess, WireClient, free_port
+from logtrove.testing import BrokerProcess, WireClient, free_port, wait_until
 from logtrove.wire import ApiKey
 
 API_VERSIONS = {"client_software_name": "limits-test", "client_software_version": "1"}
@@ -54,16 +54,18 @@ def _closed_by_broker(sock: socket.socket, within_s: float = 15) -> bool:
 
 def _admitted(port: int) -> WireClient:
     """A connection that answers a request. Retried briefly: the broker may not yet
-    have noticed that the readiness probe of the fixture hung up."""
-    for _ in range(50):
+    have noticed that the readiness probe of the fixture hung up (the 5 s are the 50 tries
+    0.1 s apart this used to make)."""
+
+    def admitted() -> WireClient | None:
         client = WireClient(port)
         try:
-            if _works(client):
-                return client
+            return client if _works(client) else None
         except ConnectionError:
             client.sock.close()
-            time.sleep(0.1)
-    raise AssertionError("no connection admitted")
+            return None
+
+    return wait_until(admitted, 5, interval_s=0.1, what="a connection admitted")
 
 
 def test_idle_connection_is_closed_by_the_broker(start_broker: list[BrokerProcess], tmp_path: Path) -> None:

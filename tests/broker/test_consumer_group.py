@@ -10,7 +10,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from logtrove.testing import BrokerProcess
+from logtrove.testing import BrokerProcess, consume_until, wait_until
 
 TOPIC = "orders"
 PARTITIONS = 6
@@ -56,10 +56,20 @@ def _poll_all(consumers: list[Any], seen: dict[str, set[bytes]]) -> None:
 
 
 def _pump(consumers: list[Any], want: set[bytes], seen: dict[str, set[bytes]], seconds: float) -> None:
-    """Poll until ``want`` has been consumed (or time runs out)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and not want <= set().union(*seen.values()):
+    """Poll until ``want`` has been consumed; :class:`TimeoutError` after ``seconds``."""
+
+    def consumed() -> bool:
+        if want <= set().union(*seen.values()):
+            return True
         _poll_all(consumers, seen)
+        return False
+
+    wait_until(
+        consumed,
+        seconds,
+        interval_s=0,
+        what=lambda: f"all {len(want)} consumed (missing {len(want - set().union(*seen.values()))})",
+    )
     got = set().union(*seen.values())
     assert want <= got, f"missing {len(want - got)} of {len(want)}"
 
@@ -67,13 +77,20 @@ def _pump(consumers: list[Any], want: set[bytes], seen: dict[str, set[bytes]], s
 def _assignments(
     consumers: list[Any], seen: dict[str, set[bytes]], seconds: float, total: int
 ) -> list[set[int]]:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+
+    def split() -> list[set[int]] | None:
         _poll_all(consumers, seen)
         parts = [{tp.partition for tp in c.assignment()} for c in consumers]
         if sum(len(p) for p in parts) == total and set().union(*parts) == set(range(total)):
             return parts
-    raise AssertionError(f"partitions never split: {[c.assignment() for c in consumers]}")
+        return None
+
+    return wait_until(
+        split,
+        seconds,
+        interval_s=0,
+        what=lambda: f"partitions split (assigned: {[c.assignment() for c in consumers]})",
+    )
 
 
 def test_group_splits_commits_survives_leave_and_restart(broker: BrokerProcess) -> None:
@@ -107,10 +124,7 @@ def test_group_splits_commits_survives_leave_and_restart(broker: BrokerProcess) 
     third = _produce(broker.bootstrap, 900, 60)
     resumed = _consumer(broker.bootstrap, "member-after-restart")
     resumed.subscribe([TOPIC])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and len(got) < 60:
-        got += [m.value() for m in resumed.consume(500, 0.2) if m.error() is None]
+    got = [m.value() for m in consume_until(resumed, 60, 30, poll_s=0.2, skip_errors=True)]
     time.sleep(0.5)
     got += [m.value() for m in resumed.consume(500, 0.5) if m.error() is None]
     resumed.close()

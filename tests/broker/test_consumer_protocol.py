@@ -24,7 +24,7 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from logtrove.testing import BrokerProcess, HttpBrokerProcess, WireClient, free_port
+from logtrove.testing import BrokerProcess, HttpBrokerProcess, WireClient, free_port, wait_until
 from logtrove.wire import ApiKey
 
 PARTITIONS = 6
@@ -87,13 +87,15 @@ class Member:
 
 
 def poll_all(members: list[Member], until: Any, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def polled_until() -> bool:
         for m in members:
             m.poll()
-        if until():
-            return
-    raise AssertionError(f"timed out; owned: {[sorted(m.owned) for m in members]}")
+        return bool(until())
+
+    wait_until(
+        polled_until, timeout, interval_s=0, what=lambda: f"owned: {[sorted(m.owned) for m in members]}"
+    )
 
 
 def balanced(members: list[Member], partitions: int = PARTITIONS) -> bool:

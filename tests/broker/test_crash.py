@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.broker import clients
 
-from logtrove.testing import BrokerProcess
+from logtrove.testing import BrokerProcess, wait_until
 
 TOPIC = "durable"
 
@@ -49,12 +49,14 @@ def test_acknowledged_messages_survive_kill_9(broker: BrokerProcess) -> None:
 
     thread = threading.Thread(target=produce)
     thread.start()
-    deadline = time.monotonic() + 20
-    while len(acked) < 3000 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    broker.stop(signal.SIGKILL)
-    stop.set()
-    thread.join(30)
+    try:
+        wait_until(
+            lambda: len(acked) >= 3000, 20, interval_s=0.01, what=lambda: f"3000 acks ({len(acked)} came)"
+        )
+    finally:
+        broker.stop(signal.SIGKILL)
+        stop.set()
+        thread.join(30)
     assert not thread.is_alive()
     assert len(acked) >= 3000
 

@@ -18,7 +18,7 @@ from confluent_kafka import Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from logtrove.storage import Storage
-from logtrove.testing import HttpBrokerProcess, WireClient, free_port
+from logtrove.testing import HttpBrokerProcess, WireClient, free_port, wait_until
 from logtrove.wire import ApiKey
 
 
@@ -99,9 +99,11 @@ def test_acks_0_on_a_flush_messages_1_topic_is_fsynced_without_an_answer(
     for i in range(5):
         producer.produce("fire", value=b"f%d" % i, partition=0)
         producer.flush(10)
-    deadline = time.monotonic() + 10  # flush.ms is an hour: only the group commit flushes
-    while metric(http_broker, "logtrove_log_recovery_point", "fire") < 5 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(  # flush.ms is an hour: only the group commit flushes
+        lambda: metric(http_broker, "logtrove_log_recovery_point", "fire") >= 5,
+        10,
+        what="the recovery point of fire reaching 5",
+    )
     assert metric(http_broker, "logtrove_log_recovery_point", "fire") == 5
 
 

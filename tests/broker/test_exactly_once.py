@@ -9,14 +9,13 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 from tests.broker.txn_clients import READ_COMMITTED, READ_UNCOMMITTED, create_topic, read_values
 
-from logtrove.testing import BrokerProcess, WireClient, free_port
+from logtrove.testing import BrokerProcess, WireClient, free_port, wait_until
 
 COPIER = Path(__file__).with_name("eos_copier.py")
 TOTAL = 1000
@@ -32,13 +31,17 @@ def _start_copier(bootstrap: str, log: Path) -> subprocess.Popen[bytes]:
 
 
 def _wait_for_output(port: int, more_than: int, copier: subprocess.Popen[bytes]) -> None:
-    """Until the output partitions hold more than ``more_than`` offsets (records and markers)."""
-    deadline = time.monotonic() + 60
+    """Until the output partitions hold more than ``more_than`` offsets (records and markers),
+    or the copier exited (which the caller checks); :class:`TimeoutError` after 60 s."""
     with WireClient(port) as wire:
-        while time.monotonic() < deadline and copier.poll() is None:
-            if sum(int(wire.list_offsets("eos-out", p, -1).offset) for p in (0, 1)) > more_than:
-                return
-            time.sleep(0.05)
+        wait_until(
+            lambda: (
+                copier.poll() is not None
+                or sum(int(wire.list_offsets("eos-out", p, -1).offset) for p in (0, 1)) > more_than
+            ),
+            60,
+            what=f"more than {more_than} offsets in eos-out",
+        )
 
 
 @pytest.mark.slow
@@ -65,16 +68,22 @@ def test_every_input_exactly_once_through_client_and_broker_kills(tmp_path: Path
         broker.stop(signal.SIGKILL)
         broker.start()  # the copier reconnects, or fails and is started again below
 
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            if copier.poll() is not None:
-                if copier.returncode == 0:
-                    break
-                copier = _start_copier(bootstrap, log)
-            time.sleep(0.5)
-        if copier.poll() is None:
-            copier.kill()
-            copier.wait(10)
+        copiers = [copier]
+
+        def copied() -> bool:
+            if copiers[-1].poll() is None:
+                return False
+            if copiers[-1].returncode == 0:
+                return True
+            copiers.append(_start_copier(bootstrap, log))
+            return False
+
+        try:
+            wait_until(copied, 180, interval_s=0.5, what="a copier finishing the copy")
+        except TimeoutError:  # the assertion below shows the copier's log
+            copiers[-1].kill()
+            copiers[-1].wait(10)
+        copier = copiers[-1]
         assert copier.returncode == 0, log.read_text()
 
         out = read_values(bootstrap, "eos-out", READ_COMMITTED, partitions=2)

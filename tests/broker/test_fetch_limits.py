@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from logtrove.records import NewRecord, build_batch
-from logtrove.testing import BrokerProcess, WireClient, free_port
+from logtrove.testing import BrokerProcess, WireClient, free_port, wait_until
 from logtrove.wire import ApiKey
 
 BATCH = struct.Struct(">qi")  # base offset, length of the rest
@@ -149,12 +149,15 @@ def test_consumer_with_small_fetch_max_bytes_reads_every_partition(shared_broker
     )
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(4)])
     got: dict[tuple[int, int], bytes] = {}
-    deadline = time.monotonic() + 30
+
+    def all_read() -> bool:
+        for msg in consumer.consume(100, 0.5):
+            assert msg.error() is None, msg.error()
+            got[(msg.partition(), msg.offset())] = msg.value()
+        return len(got) >= len(values)
+
     try:
-        while len(got) < len(values) and time.monotonic() < deadline:
-            for msg in consumer.consume(100, 0.5):
-                assert msg.error() is None, msg.error()
-                got[(msg.partition(), msg.offset())] = msg.value()
+        wait_until(all_read, 30, interval_s=0, what=lambda: f"{len(values)} records ({len(got)} read)")
     finally:
         consumer.close()
     assert got == values

@@ -7,15 +7,26 @@ partitions of topics a live member subscribes to and deletes the other named com
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
-from logtrove.testing import BrokerProcess, WireClient, free_port
+from logtrove.testing import BrokerProcess, WireClient, free_port, wait_until
 from logtrove.wire import ApiKey
+
+
+def _wait_joined(consumer: Consumer) -> None:
+    """Poll until the group gave ``consumer`` its partitions."""
+
+    def joined() -> bool:
+        if consumer.assignment():
+            return True
+        consumer.poll(0.2)
+        return False
+
+    wait_until(joined, 20, interval_s=0, what="the consumer joining its group")
 
 
 def _topic(admin: AdminClient, name: str, partitions: int = 2) -> None:
@@ -79,9 +90,7 @@ def test_delete_groups_refuses_a_group_with_members(shared_broker: BrokerProcess
     consumer = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": "dg-busy"})
     consumer.subscribe(["dg-live"])
     try:
-        deadline = time.monotonic() + 20
-        while not consumer.assignment() and time.monotonic() < deadline:
-            consumer.poll(0.2)
+        _wait_joined(consumer)
         assert consumer.assignment(), "the consumer never joined"
         error = admin.delete_consumer_groups(["dg-busy"])["dg-busy"].exception(10)
         assert error is not None and error.args[0].code() == KafkaError.NON_EMPTY_GROUP
@@ -99,9 +108,7 @@ def test_offset_delete_spares_subscribed_topics_and_deletes_the_rest(shared_brok
     consumer = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": group})
     consumer.subscribe(["od-read"])
     try:
-        deadline = time.monotonic() + 20
-        while not consumer.assignment() and time.monotonic() < deadline:
-            consumer.poll(0.2)
+        _wait_joined(consumer)
         assert consumer.assignment(), "the consumer never joined"
         consumer.commit(offsets=[TopicPartition("od-read", 0, 2)], asynchronous=False)
 

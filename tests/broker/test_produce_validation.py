@@ -7,8 +7,6 @@ after it (it used to stall on the stored garbage)."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from kio.schema.errors import ErrorCode
@@ -17,7 +15,7 @@ from tests.records.helpers import patch_header, with_payload, zstd_zeros
 
 from logtrove.records import Compression, NewRecord, build_batch
 from logtrove.records.record import encode_record
-from logtrove.testing import BrokerProcess, WireClient
+from logtrove.testing import BrokerProcess, WireClient, consume_until
 from logtrove.wire import ApiKey
 
 
@@ -52,16 +50,11 @@ def malformed_kinds() -> dict[str, tuple[bytes, ErrorCode]]:
 def consume_all(broker: BrokerProcess, topic: str, count: int) -> list[bytes]:
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"g-{topic}"})
     consumer.assign([TopicPartition(topic, 0, 0)])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 20
     try:
-        while len(got) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is not None and message.error() is None:
-                got.append(message.value())
+        got = consume_until(consumer, count, 20, poll_s=0.2, skip_errors=True, what=f"records of {topic}")
     finally:
         consumer.close()
-    return got
+    return [message.value() for message in got]
 
 
 @pytest.mark.parametrize("kind", list(malformed_kinds()))

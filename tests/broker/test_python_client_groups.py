@@ -10,7 +10,7 @@ import time
 from kafka import KafkaConsumer
 from tests.broker import clients
 
-from logtrove.testing import BrokerProcess
+from logtrove.testing import BrokerProcess, wait_until
 
 
 def _kafka_python_read(bootstrap: str, topic: str, group: str, count: int) -> list[bytes]:
@@ -23,11 +23,14 @@ def _kafka_python_read(bootstrap: str, topic: str, group: str, count: int) -> li
         fetch_max_wait_ms=100,
     )
     got: list[bytes] = []
-    deadline = time.monotonic() + 30
+
+    def enough() -> bool:
+        for records in consumer.poll(timeout_ms=200).values():
+            got.extend(r.value for r in records)
+        return len(got) >= count
+
     try:
-        while len(got) < count and time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=200).values():
-                got += [r.value for r in records]
+        wait_until(enough, 30, interval_s=0, what=lambda: f"{count} records of {topic} ({len(got)} read)")
         consumer.commit()
     finally:
         consumer.close()

@@ -28,8 +28,19 @@ from confluent_kafka.admin import (
 )
 from tests.broker.secured import PASSWORD, Secured, logtrove
 
-from logtrove.testing import SERVE, BrokerProcess, WireClient, free_port
+from logtrove.testing import SERVE, BrokerProcess, WireClient, consume_until, free_port, wait_until
 from logtrove.wire import ApiKey
+
+
+def _wait_for_an_error(producer: Producer, errors: list[KafkaError]) -> None:
+    """Serve ``producer``'s callbacks until its ``error_cb`` filled ``errors``; a
+    :class:`TimeoutError` after 10 s."""
+
+    def reported() -> bool:
+        producer.poll(0.1)
+        return bool(errors)
+
+    wait_until(reported, 10, interval_s=0, what="an error reported to error_cb")
 
 
 def _confluent_roundtrip(conf: dict[str, Any], topic: str, group: str) -> tuple[list[bytes], int]:
@@ -43,12 +54,7 @@ def _confluent_roundtrip(conf: dict[str, Any], topic: str, group: str) -> tuple[
         {**conf, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False}
     )
     consumer.subscribe([topic])
-    values: list[bytes] = []
-    deadline = time.monotonic() + 30
-    while len(values) < 20 and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is not None and msg.error() is None:
-            values.append(msg.value())
+    values = [msg.value() for msg in consume_until(consumer, 20, 30, skip_errors=True)]
     consumer.commit(asynchronous=False)
     from confluent_kafka import TopicPartition
 
@@ -185,8 +191,7 @@ def test_a_wrong_password_fails_fast_with_sasl_authentication_failed(secured: Se
     errors: list[KafkaError] = []
     producer = Producer({**secured.sasl_ssl_conf(password="wrong"), "error_cb": errors.append})
     started = time.monotonic()
-    while not errors and time.monotonic() - started < 10:
-        producer.poll(0.1)
+    _wait_for_an_error(producer, errors)
     assert errors, "no error reported"
     assert errors[0].code() == KafkaError._AUTHENTICATION
     assert "SCRAM-SHA-512" in errors[0].str()
@@ -354,9 +359,7 @@ def test_users_added_offline_authenticate_on_the_running_broker(secured: Secured
     assert deleted.returncode == 0, deleted.stderr
     errors: list[KafkaError] = []
     producer = Producer({**secured.sasl_ssl_conf("carol", "carol-pw"), "error_cb": errors.append})
-    deadline = time.monotonic() + 10
-    while not errors and time.monotonic() < deadline:
-        producer.poll(0.1)
+    _wait_for_an_error(producer, errors)
     assert errors
     assert errors[0].code() == KafkaError._AUTHENTICATION
 

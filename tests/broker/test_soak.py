@@ -28,7 +28,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from logtrove.testing import HttpBrokerProcess, free_port
+from logtrove.testing import HttpBrokerProcess, free_port, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -183,12 +183,17 @@ def _read_all(bootstrap: str, topic: str, partition: int, end: int) -> dict[int,
     )
     consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
     got: dict[int, bytes] = {}
-    deadline = time.monotonic() + 120
+
+    def at_end() -> bool:
+        for msg in consumer.consume(5000, 0.5):
+            assert msg.error() is None, msg.error()
+            got[msg.offset()] = msg.value()
+        return bool(got) and max(got) >= end
+
     try:
-        while time.monotonic() < deadline and (not got or max(got) < end):
-            for msg in consumer.consume(5000, 0.5):
-                assert msg.error() is None, msg.error()
-                got[msg.offset()] = msg.value()
+        wait_until(
+            at_end, 120, interval_s=0, what=lambda: f"{topic}-{partition} read to {end} ({len(got)} read)"
+        )
     finally:
         consumer.close()
     return got

@@ -9,7 +9,6 @@ away is removed when its session times out, and the other member takes its parti
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -17,7 +16,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 from tests.broker.clients import poll_until
 
-from logtrove.testing import BrokerProcess, WireClient
+from logtrove.testing import BrokerProcess, WireClient, wait_until
 from logtrove.wire import ApiKey
 
 TOPIC = "sensors"
@@ -143,17 +142,27 @@ def test_old_static_process_is_fenced_when_a_new_one_joins(broker: BrokerProcess
     old.subscribe([TOPIC])
     new: StaticMember | None = None
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not old.assignment():
+
+        def assigned() -> bool:
+            if old.assignment():
+                return True
             old.poll(0.1)
+            return False
+
+        wait_until(assigned, 20, interval_s=0, what="the old process's assignment")
         assert old.assignment() == [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
         new = StaticMember(broker.bootstrap, "node-x")
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not any(_fatal(e) for e in errors):
+
+        def fenced() -> bool:
+            if any(_fatal(e) for e in errors):
+                return True
             event = old.poll(0.1)  # librdkafka hands a consumer's fatal error to poll()
             if event is not None and event.error() is not None:
                 errors.append(event.error())
             new.poll()
+            return False
+
+        wait_until(fenced, 20, interval_s=0, what=lambda: f"the old process fenced (errors: {errors})")
         fatal = [e for e in errors if _fatal(e)]
         assert fatal, f"the old process was not fenced: {errors}"
         assert "fenced" in fatal[0].str().lower(), fatal[0]

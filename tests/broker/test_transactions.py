@@ -11,8 +11,8 @@ starts again. kafka-python's transactional producer does the basics.
 from __future__ import annotations
 
 import signal
-import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import (
@@ -141,11 +141,12 @@ def test_send_offsets_commits_group_offsets_only_with_the_transaction(shared_bro
         }
     )
     consumer.subscribe([source])
-    first = None
-    deadline = time.monotonic() + 20
-    while first is None and time.monotonic() < deadline:  # joined, assigned, reading
+
+    def a_record() -> Any:
         msg = consumer.poll(0.2)
-        first = msg if msg is not None and not msg.error() else None
+        return msg if msg is not None and not msg.error() else None
+
+    first = wait_until(a_record, 20, interval_s=0, what=f"a record of {source}")  # joined, assigned, reading
     assert first is not None and first.value() == b"in-0"
     producer = txn_producer(bootstrap, "copier-tx")
 

@@ -6,7 +6,6 @@ sees exactly the committed records."""
 from __future__ import annotations
 
 import signal
-import time
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -14,7 +13,7 @@ from tests.broker.txn_clients import READ_COMMITTED, READ_UNCOMMITTED, read_valu
 
 from logtrove.storage import Storage
 from logtrove.storage.txnindex import SNAPSHOT_SUFFIX, read_txn_index
-from logtrove.testing import BrokerProcess, free_port
+from logtrove.testing import BrokerProcess, free_port, wait_until
 
 
 def test_aborts_are_indexed_per_segment_and_survive_restarts(tmp_path: Path) -> None:
@@ -93,11 +92,18 @@ def test_the_brokers_cleaner_removes_aborted_records_and_spares_the_open_transac
             filler.produce("ctx", key=b"k2", value=b"k2=late%d" % i + b"." * 150)
         filler.commit_transaction(10)
 
-        deadline = time.monotonic() + 60
-        seen = read_values(bootstrap, "ctx", READ_UNCOMMITTED)
-        while aborted & set(seen) and time.monotonic() < deadline:
-            time.sleep(0.5)
-            seen = read_values(bootstrap, "ctx", READ_UNCOMMITTED, settle_s=0.5)
+        reads: list[list[bytes]] = []
+
+        def without_aborted() -> list[bytes] | None:
+            reads.append(read_values(bootstrap, "ctx", READ_UNCOMMITTED, settle_s=0.5 if reads else 1.5))
+            return None if aborted & set(reads[-1]) else reads[-1]
+
+        seen = wait_until(
+            without_aborted,
+            60,
+            interval_s=0.5,
+            what=lambda: f"the cleaner removing the aborted records ({len(aborted & set(reads[-1]))} left)",
+        )
         assert not aborted & set(seen)  # the cleaner removed every aborted record
         assert b"k1=open" in seen and sum(v.startswith(b"k2=late") for v in seen) == 40  # above the LSO
         assert len(seen) < 30 * 3 + 41  # and it did compact below it

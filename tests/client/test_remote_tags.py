@@ -11,7 +11,6 @@ consumer and its tag header compared.
 from __future__ import annotations
 
 import json
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -24,7 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from logtrove.client import BrokerCommitter, HttpApi, HttpApiError, KafkaClient, RemoteTagSource, cluster_id
 from logtrove.groups.consumer import TagConsumer
-from logtrove.testing import HttpBrokerProcess, cli_in, free_port
+from logtrove.testing import HttpBrokerProcess, cli_in, free_port, wait_until
 
 PARTITIONS = 2
 PER_PARTITION = 2500
@@ -61,13 +60,21 @@ def _read_back(bootstrap: str, topic: str) -> Tags:
     )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     tags: Tags = {p: [] for p in range(PARTITIONS)}
-    deadline = time.monotonic() + 60
+
+    def all_read() -> bool:
+        for m in consumer.consume(1000, 0.5):
+            assert m.error() is None, m.error()
+            assert m.offset() == len(tags[m.partition()]), "offsets are dense"
+            tags[m.partition()].append(dict(m.headers() or []).get("tag"))
+        return sum(map(len, tags.values())) >= PARTITIONS * PER_PARTITION
+
     try:
-        while sum(map(len, tags.values())) < PARTITIONS * PER_PARTITION and time.monotonic() < deadline:
-            for m in consumer.consume(1000, 0.5):
-                assert m.error() is None, m.error()
-                assert m.offset() == len(tags[m.partition()]), "offsets are dense"
-                tags[m.partition()].append(dict(m.headers() or []).get("tag"))
+        wait_until(
+            all_read,
+            60,
+            interval_s=0,
+            what=lambda: f"every record read back ({[len(t) for t in tags.values()]})",
+        )
     finally:
         consumer.close()
     assert [len(t) for t in tags.values()] == [PER_PARTITION] * PARTITIONS

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,16 +33,21 @@ def start_http(data: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
     args = [sys.executable, "-c", CLI, "http", "--data", str(data), "--listen", f"127.0.0.1:{port}"]
     with log.open("wb") as out:
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+
+    def answers() -> bool:
         assert proc.poll() is None, log.read_text()
         try:
             httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=1)
-            return proc
         except httpx.TransportError:
-            time.sleep(0.1)
-    stop(proc)
-    raise AssertionError(f"logtrove http did not start: {log.read_text()}")
+            return False
+        return True
+
+    try:
+        wait_until(answers, 30, interval_s=0.1, what="logtrove http answering")
+    except TimeoutError:
+        stop(proc)
+        raise AssertionError(f"logtrove http did not start: {log.read_text()}") from None
+    return proc
 
 
 def stop(proc: subprocess.Popen[bytes]) -> int:

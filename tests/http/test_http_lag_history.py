@@ -5,7 +5,6 @@ falling behind and catching up."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from logtrove.http import start_in_thread
 from logtrove.http.lag_history import LagHistory
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
-from logtrove.testing import free_port, wait_until
+from logtrove.testing import consume_until, free_port, wait_until
 
 T0 = 1_767_225_600_000
 
@@ -92,13 +91,7 @@ def served(tmp_path: Path) -> Iterator[ServeProcess]:
 
 
 def consume_and_commit(consumer: Any, count: int) -> None:
-    got = 0
-    deadline = time.monotonic() + 30
-    while got < count:
-        assert time.monotonic() < deadline, f"consumed {got} of {count}"
-        msg = consumer.poll(0.5)
-        if msg is not None and msg.error() is None:
-            got += 1
+    consume_until(consumer, count, 30, skip_errors=True)
     consumer.commit(asynchronous=False)
 
 

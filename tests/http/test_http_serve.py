@@ -9,12 +9,13 @@ import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from tests.http.support import ServeProcess
 
-from logtrove.testing import wait_until
+from logtrove.testing import consume_until, wait_until
 
 kafka = pytest.importorskip("confluent_kafka")
 
@@ -40,17 +41,12 @@ def consume(bootstrap: str, topic: str, count: int, group: str) -> list[tuple[by
         }
     )
     consumer.subscribe([topic])
-    out: list[tuple[bytes | None, bytes | None]] = []
     try:
-        deadline = time.monotonic() + 30
-        while len(out) < count and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                out.append((msg.key(), msg.value()))
+        got = consume_until(consumer, count, 30, skip_errors=True, what=f"records of {topic}")
         consumer.commit(asynchronous=False)
     finally:
         consumer.close()
-    return out
+    return [(msg.key(), msg.value()) for msg in got]
 
 
 def test_rest_produce_goes_through_the_broker_and_kafka_reads_it(served: ServeProcess) -> None:
@@ -151,17 +147,22 @@ def test_a_live_group_shows_its_state_and_members(served: ServeProcess) -> None:
     )
     consumer.subscribe(["live"])
     try:
-        deadline = time.monotonic() + 60
-        while consumer.poll(0.5) is None:
-            assert time.monotonic() < deadline, "no message consumed"
+        deadline = time.monotonic() + 60  # for both waits together
+        wait_until(lambda: consumer.poll(0.5) is not None, 60, interval_s=0, what="a message consumed")
         consumer.commit(asynchronous=False)
         with httpx.Client(base_url=served.url, timeout=30) as client:
-            while True:
-                body = client.get("/api/v1/groups/watchers").json()
-                if body.get("state") == "Stable":
-                    break
-                assert time.monotonic() < deadline, body
-                time.sleep(0.2)
+            bodies: list[Any] = []
+
+            def stable() -> Any:
+                bodies.append(client.get("/api/v1/groups/watchers").json())
+                return bodies[-1] if bodies[-1].get("state") == "Stable" else None
+
+            body = wait_until(
+                stable,
+                deadline - time.monotonic(),
+                interval_s=0.2,
+                what=lambda: f"group watchers Stable (last answer: {bodies[-1]})",
+            )
             assert body["members"] == 1 and body["member_list"][0]["client_id"] == "watcher-1"
             assert body["lag"] == 0
             listed = {g["group"]: g for g in client.get("/api/v1/groups").json()}

@@ -190,11 +190,9 @@ def test_lag_watch_refreshes_as_commits_move_and_stops_on_sigint(mixed: MixedTop
         assert set(later) <= {first, ends[0] - 150}
     finally:
         proc.send_signal(signal.SIGINT)
-        for _ in range(100):
-            if proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        else:
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
     err = proc.stderr.read() if proc.stderr else ""

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from logtrove.client import KafkaClient, remote_lag
 from logtrove.groups.lag import GroupLag, LagMonitor
 from logtrove.storage import Storage
-from logtrove.testing import BrokerProcess, FakeClock, free_port
+from logtrove.testing import BrokerProcess, FakeClock, consume_until, free_port
 
 T0 = 1_763_800_000_000
 PER_PARTITION = 40
@@ -60,10 +59,7 @@ def _consumer(bootstrap: str, group: str) -> Any:
 
 
 def _take(consumer: Any, want: int, seconds: float = 30) -> list[Any]:
-    got: list[Any] = []
-    deadline = time.monotonic() + seconds
-    while len(got) < want and time.monotonic() < deadline:
-        got += [m for m in consumer.consume(want - len(got), 0.2) if m.error() is None]
+    got = consume_until(consumer, want, seconds, poll_s=0.2, skip_errors=True)
     assert len(got) == want, f"got {len(got)} of {want}"
     return got
 

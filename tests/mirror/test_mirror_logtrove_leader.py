@@ -28,7 +28,7 @@ from tests.mirror.helpers import (
     served,
 )
 
-from logtrove.testing import SERVE, BrokerProcess, cli_in
+from logtrove.testing import SERVE, BrokerProcess, cli_in, wait_until
 
 
 def _create(bootstrap: str, topic: str, partitions: int, configs: dict[str, str] | None = None) -> None:
@@ -81,13 +81,19 @@ def test_a_query_by_key_on_the_mirror_returns_the_leaders_offsets(
     consumer.assign([TopicPartition("orders", p, 0) for p in range(3)])
     expected: set[tuple[int, int]] = set()
     seen = 0
-    deadline = time.monotonic() + DEADLINE_S
-    while seen < 3000 and time.monotonic() < deadline:
+
+    def all_seen() -> bool:
+        nonlocal seen
         for msg in consumer.consume(1000, 0.5):
             seen += 1
             if msg.key() == b"customer-7":
                 expected.add((msg.partition(), msg.offset()))
-    consumer.close()
+        return seen >= 3000
+
+    try:
+        wait_until(all_seen, DEADLINE_S, interval_s=0, what=lambda: f"3000 orders read ({seen} seen)")
+    finally:
+        consumer.close()
     assert seen == 3000 and expected
     out = cli_in(
         orders.parent,
@@ -109,16 +115,16 @@ def test_a_query_by_key_on_the_mirror_returns_the_leaders_offsets(
 
 def _settled(bootstrap: str, topic: str) -> list[bytes]:
     """The leader's batches once its cleaner has left gaps and stopped changing them."""
-    deadline = time.monotonic() + DEADLINE_S
-    before = raw_batches(bootstrap, topic, 0)
-    while time.monotonic() < deadline:
+    reads = [raw_batches(bootstrap, topic, 0)]
+
+    def settled() -> list[bytes] | None:
         time.sleep(1)
-        now = raw_batches(bootstrap, topic, 0)
+        before, now = reads[-1], raw_batches(bootstrap, topic, 0)
+        reads.append(now)
         gaps = any(c < last - base + 1 for base, last, c in offsets_of(now))
-        if gaps and now == before:
-            return now
-        before = now
-    raise AssertionError(f"the leader's cleaner did not settle on {topic}")
+        return now if gaps and now == before else None
+
+    return wait_until(settled, DEADLINE_S, interval_s=0, what=f"the leader's cleaner settled on {topic}")
 
 
 def test_a_compacted_leader_topic_is_mirrored_with_its_offset_gaps(
@@ -183,17 +189,16 @@ def test_a_mirror_killed_mid_stream_resumes_with_no_gap_and_no_duplicate(
         [sys.executable, "-c", SERVE, *args, "--max-bytes-per-s", "200000"], stdout=log, stderr=log
     )
     try:
-        deadline = time.monotonic() + DEADLINE_S
-        while True:
+
+        def progressed() -> bool:
             assert proc.poll() is None, (tmp_path / "mirror.log").read_text()
-            assert time.monotonic() < deadline, "the mirror made no progress"
             status = data / "mirror-status.json"
             rows_done = (
                 sum(p["end"] for p in json.loads(status.read_text())["partitions"]) if status.exists() else 0
             )
-            if rows_done > 1000:
-                break
-            time.sleep(0.1)
+            return bool(rows_done > 1000)
+
+        wait_until(progressed, DEADLINE_S, interval_s=0.1, what="the mirror making progress (1000 rows)")
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)

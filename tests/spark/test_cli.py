@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from typer.testing import CliRunner
 
 from logtrove.cli.main import app
 from logtrove.records import NewRecord
+from logtrove.testing import wait_until
 
 runner = CliRunner()
 
@@ -117,12 +117,11 @@ def test_export_stream_keeps_exporting_new_records_until_stopped(spark: Any, tmp
 
     def feed_then_stop() -> None:
         try:
-            if not _wait_for_rows(spark, table, 30):
-                problems.append("the first 30 records never reached the table")
-                return
+            _wait_for_rows(spark, table, 30)
             make_topic(data, "events", (record(i) for i in range(30, 50)), partitions=2)
-            if not _wait_for_rows(spark, table, 50):
-                problems.append("the 20 appended records never reached the table")
+            _wait_for_rows(spark, table, 50)
+        except TimeoutError as e:  # the first 30, or the 20 appended, never reached the table
+            problems.append(str(e))
         finally:
             for query in spark.streams.active:
                 if query.name == "export_events":
@@ -147,21 +146,20 @@ def test_export_stream_keeps_exporting_new_records_until_stopped(spark: Any, tmp
     assert rows == [(p, o, v.decode()) for p, o, v in stored(data, "events") if v is not None]
 
 
-def _wait_for_rows(spark: Any, table: Path, rows: int, deadline_s: float = 180.0) -> bool:
-    """Poll the table until it holds ``rows`` rows (a deadline only to fail, not a threshold)."""
+def _wait_for_rows(spark: Any, table: Path, rows: int, deadline_s: float = 180.0) -> None:
+    """Poll the table until it holds ``rows`` rows; :class:`TimeoutError` after ``deadline_s``
+    (a deadline only to fail, not a threshold)."""
     from pyspark.errors import AnalysisException
 
     from logtrove.spark.export import table_rows
 
-    give_up = time.monotonic() + deadline_s
-    while time.monotonic() < give_up:
+    def reached() -> bool:
         try:
-            if table_rows(spark, table) >= rows:
-                return True
+            return bool(table_rows(spark, table) >= rows)
         except AnalysisException:  # the sink's log exists, its first files not yet
-            pass
-        time.sleep(0.5)
-    return False
+            return False
+
+    wait_until(reached, deadline_s, interval_s=0.5, what=f"{rows} rows in the table")
 
 
 def test_export_sessions_get_the_full_jit_and_sql_sessions_the_quick_one() -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from logtrove.records import iter_records
 from logtrove.storage import Storage
+from logtrove.testing import wait_until
 
 from .crash_writer import TS0, sequence_batch
 from .helpers import TOPIC, as_tuple, decode_batches, expected_tuples
@@ -42,9 +43,13 @@ def test_reader_beside_a_live_writer_sees_only_whole_acknowledged_batches(tmp_pa
     fd = proc.stdout.fileno()
     buffer = bytearray()
     acked: dict[int, tuple[int, int]] = {}
-    try:
-        while not acked:
-            acked.update((n, (b, e)) for n, b, e in read_acks(fd, buffer, 10))
+
+    def first_acks() -> bool:
+        acked.update((n, (b, e)) for n, b, e in read_acks(fd, buffer, 10))
+        return bool(acked)
+
+    try:  # this wait had no deadline: a writer dead before its first ack spun here forever
+        wait_until(first_acks, 30, interval_s=0, what="the writer's first acknowledgement")
         reader = Storage.open(tmp_path, read_only=True)
         log = reader.log(TOPIC, 0)
         last_end = 0

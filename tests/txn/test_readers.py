@@ -12,7 +12,6 @@ open transaction); with ``read_committed=False``, every data record.
 from __future__ import annotations
 
 import json
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -35,6 +34,7 @@ from logtrove.query import (
     TimeQuery,
 )
 from logtrove.storage import Storage
+from logtrove.testing import wait_until
 
 
 def _rows(messages: Any) -> list[Row]:
@@ -271,10 +271,12 @@ def test_a_new_query_sees_what_was_decided_since(written: Written) -> None:
         producer.begin_transaction()
         producer.produce(TOPIC, key=b"late", value=b"late", partition=0)
         producer.commit_transaction(10)
-        deadline = time.monotonic() + 10
-        late: list[Row] = []
-        while not late and time.monotonic() < deadline:
-            late = _rows(engine.run(KeyQuery(TOPIC, b"late"), read_committed=False))
+        late = wait_until(
+            lambda: _rows(engine.run(KeyQuery(TOPIC, b"late"), read_committed=False)),
+            10,
+            interval_s=0,
+            what="the late record found by key",
+        )
         assert [r[3] for r in late] == [b"late"]
         # still behind the open transaction of the fixture: not shown read_committed
         assert _rows(engine.run(KeyQuery(TOPIC, b"late"))) == []
