@@ -49,6 +49,7 @@ class Block:
     payload_position: int
     payload_length: int
     version: int = VERSION
+    crc: int = 0  # the payload's CRC32C, as its header states it
 
     @property
     def file_end(self) -> int:
@@ -98,7 +99,7 @@ def read_blocks(
                 break
             if verify and crc32c.crc32c(os.pread(fd, length, payload_pos)) != crc:
                 break
-            blocks.append(Block(k, start, end, end_pos, payload_pos, length, version))
+            blocks.append(Block(k, start, end, end_pos, payload_pos, length, version, crc))
             expect_offset, last_position = end, end_pos
             pos = payload_pos + length
         return blocks

@@ -19,6 +19,7 @@ from logtrove.storage.derived import keyindex, skipindex, tagindex
 from logtrove.storage.derived.blockfile import Block, read_blocks, valid_length
 from logtrove.storage.derived.cache import READERS, Kind
 from logtrove.storage.derived.paths import FILES, derived_path, derived_paths
+from logtrove.storage.derived.slottables import BlockPlace, probe, slot_table
 
 
 def common_blocks(segment: Segment, *, verify: bool = True) -> dict[int, list[Block]]:
@@ -49,6 +50,7 @@ class KeyBlock:
     names: tuple[str, ...]
     counts_position: int
     counts: tuple[int, int] | None = None  # (slots, entries), read when the view loads
+    place: BlockPlace | None = None  # where the view found it: lets its slot table be cached
 
     def indexes_id(self, id_header: str) -> bool:
         return bool(self.names) and self.names[0] == id_header
@@ -77,6 +79,9 @@ class IndexView:
     end_position: int
     key_blocks: tuple[KeyBlock, ...]
     skip_blocks: tuple[SkipBlock, ...]
+    # the key blocks' slot tables this view fetched (None: probed through the file), by
+    # counts position; shared by the copies index_view makes for other Segment objects
+    slot_tables: dict[int, bytes | None] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     def candidates(self, block: KeyBlock, digest: int) -> Iterator[int]:
         """Offsets of entries whose hash matches ``digest`` in ``block``, newest first."""
@@ -86,23 +91,37 @@ class IndexView:
     def key_reader(self) -> KeyReader:
         """A reader of this segment's ``.keyidx`` that opens the file once, at its first
         lookup, for every block a search walks (close it, or use it in a ``with``)."""
-        return KeyReader(derived_paths(self.segment)[0], self.segment.base_offset)
+        return KeyReader(derived_paths(self.segment)[0], self.segment.base_offset, self.slot_tables)
 
 
 class KeyReader:
     """Hash-chain lookups in one ``.keyidx`` through one descriptor, opened lazily (a
-    search that skips every block opens nothing) and held until :meth:`close`."""
+    search that skips every block opens nothing) and held until :meth:`close`. A block's
+    slot is read from its slot table in memory (:mod:`.slottables`) when the table is
+    cached or fits, else from the file. ``tables`` keeps what was fetched for the view's
+    blocks, so a later lookup through the same view asks the shared cache nothing."""
 
-    def __init__(self, path: str, base_offset: int) -> None:
+    def __init__(self, path: str, base_offset: int, tables: dict[int, bytes | None] | None = None) -> None:
         self.path = path
         self.base_offset = base_offset
+        self._tables: dict[int, bytes | None] = {} if tables is None else tables
         self._fd: int | None = None
 
     def candidates(self, block: KeyBlock, digest: int) -> list[int]:
         """Offsets of entries whose hash matches ``digest`` in ``block``, newest first."""
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDONLY)
-        return keyindex.candidates(self._fd, block.counts_position, self.base_offset, digest, block.counts)
+        fd = self._fd
+        if fd is None:
+            fd = self._fd = os.open(self.path, os.O_RDONLY)
+        place = block.place
+        if place is not None:
+            table = self._tables.get(place.counts_position, b"")
+            if table == b"":
+                table = self._tables[place.counts_position] = slot_table(
+                    fd, self.path, os.fstat(fd).st_ino, place
+                )
+            if table is not None:
+                return probe(fd, table, place, digest, self.base_offset)
+        return keyindex.candidates(fd, block.counts_position, self.base_offset, digest, block.counts)
 
     def close(self) -> None:
         if self._fd is not None:
@@ -181,6 +200,17 @@ def _load(segment: Segment, files: tuple[object, ...]) -> tuple[IndexView, bool]
         start_pos = 0
         for block in key_list:
             names, counts_position = keyindex.read_names(fd, block)
+            counts = keyindex.read_counts(fd, counts_position)
+            place = BlockPlace(
+                block.start_offset,
+                block.end_offset,
+                block.end_position,
+                block.payload_position,
+                block.payload_length,
+                block.crc,
+                counts_position,
+                *counts,
+            )
             key_blocks.append(
                 KeyBlock(
                     block.start_offset,
@@ -189,7 +219,8 @@ def _load(segment: Segment, files: tuple[object, ...]) -> tuple[IndexView, bool]
                     block.end_position,
                     names,
                     counts_position,
-                    keyindex.read_counts(fd, counts_position),
+                    counts,
+                    place,
                 )
             )
             start_pos = block.end_position
