@@ -114,6 +114,11 @@ class ReaderCache:
             self._weights[kind.name] = total + weight
             return True
 
+    def keys(self, kind: Kind[V]) -> list[Hashable]:
+        """The keys cached for ``kind``, least recently used first."""
+        with self._lock:
+            return list(self._entries.get(kind.name, ()))
+
     def clear(self) -> None:
         """Forget every entry."""
         with self._lock:

@@ -73,7 +73,7 @@ def slot_table(fd: int, path: str, inode: int, place: BlockPlace) -> bytes | Non
     if table is not None:
         return table
     table = _read_checked(fd, place)
-    if table is None or not READERS.put_if_room(SLOT_TABLES, key, table, len(table), stale=_stale):
+    if table is None or not READERS.put_if_room(SLOT_TABLES, key, table, len(table), stale=is_stale):
         return None
     return table
 
@@ -103,8 +103,9 @@ def _read_checked(fd: int, place: BlockPlace) -> bytes | None:
     return data[_COUNTS.size :]
 
 
-def _stale(key: Hashable) -> bool:
-    """Whether a cached table's file is gone or replaced (another inode at its path)."""
+def is_stale(key: Hashable) -> bool:
+    """Whether a cached table's file is gone or replaced (another inode at its path): its
+    table will never be asked for again."""
     if not isinstance(key, TableKey):
         return True
     try:
