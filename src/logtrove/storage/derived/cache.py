@@ -9,6 +9,7 @@ kind                        key                                    budget
 ==========================  =====================================  ===================
 :data:`.views.VIEWS`        a segment's file and its three         4,096 views
                             derived files' (inode, size)
+:data:`.views.CHECKED`      a segment's file (path, inode)         4,096 block lists
 :data:`.tagblocks.          a ``.tagidx`` file's version and its   4,096 lists
 TAG_FILES`                  segment's file
 :data:`.tagblocks.          a ``.tagidx`` block: file, inode,      16 M entries

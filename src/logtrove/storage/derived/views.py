@@ -2,7 +2,9 @@
 
 :func:`index_view` loads the blocks the three files agree on (:func:`common_blocks`,
 CRC-checked) and keeps the result in the readers' cache (:mod:`.cache`) per file version,
-so repeated queries pay the check once. The view states how far the segment is indexed
+so repeated queries pay the check once; a reload after the indexer appended a block
+checks and decodes only the blocks the last load of the same files had not
+(:data:`CHECKED`). The view states how far the segment is indexed
 (``end_offset`` / ``end_position``); the log after that must be scanned. It never raises
 for missing or damaged files: the indexed prefix is then shorter.
 """
@@ -230,9 +232,9 @@ def _load(segment: Segment, files: tuple[object, ...]) -> tuple[IndexView, bool]
     return view, whole
 
 
-def _reusable(blocks: list[Block], view: IndexView | None, kind: int, decoded: int) -> int:
-    """How many of the first ``decoded`` blocks of ``blocks`` are the very blocks
-    ``view`` was made of (the same objects: carried over by :func:`read_blocks_after`)."""
+def _reusable(blocks: list[Block], view: IndexView | None, kind: int) -> int:
+    """How many of the first ``blocks`` (of file ``kind``) are the very blocks ``view``
+    was made of (the same objects: carried over by :func:`read_blocks_after`)."""
     if view is None:
         return 0
     old = (
@@ -241,20 +243,22 @@ def _reusable(blocks: list[Block], view: IndexView | None, kind: int, decoded: i
         else [sb.block for sb in view.skip_blocks]
     )
     n = 0
-    while n < min(decoded, len(old), len(blocks)) and old[n] is blocks[n]:
+    while n < min(len(old), len(blocks)) and old[n] is blocks[n]:
         n += 1
     return n
 
 
 def _view(segment: Segment, blocks: dict[int, list[Block]], previous: IndexView | None) -> IndexView:
+    """The view of the agreed ``blocks``, reusing ``previous``'s decoded blocks (and the
+    slot tables it fetched) for the blocks it was made of."""
     key_list = blocks[keyindex.KIND]
     if not key_list:
         return IndexView(segment, segment.base_offset, 0, (), ())
     old_keys = () if previous is None else previous.key_blocks
     old_skips = () if previous is None else previous.skip_blocks
     keep = min(
-        _reusable(key_list, previous, keyindex.KIND, len(old_keys)),
-        _reusable(blocks[skipindex.KIND], previous, skipindex.KIND, len(old_skips)),
+        _reusable(key_list, previous, keyindex.KIND),
+        _reusable(blocks[skipindex.KIND], previous, skipindex.KIND),
     )
     key_blocks = list(old_keys[:keep])
     fd = os.open(derived_path(segment, keyindex.SUFFIX), os.O_RDONLY)
