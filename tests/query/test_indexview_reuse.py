@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from logtrove.query import KeyQuery, QueryEngine
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
+from logtrove.storage.derived import keyindex
 from logtrove.storage.derived.indexer import PartitionIndexer
+from logtrove.storage.derived.paths import derived_path
 from logtrove.storage.derived.views import index_view
 
 
@@ -54,3 +57,47 @@ def test_a_reader_whose_size_snapshot_lagged_the_indexer_sees_the_blocks_later(t
             assert index_view(current).end_position == current.size  # blocks past the old size now count
         finally:
             reader.close()
+
+
+def test_a_reload_after_a_new_block_checks_and_decodes_only_the_new_blocks(tmp_path: Path) -> None:
+    with Storage.open(tmp_path) as storage:
+        storage.create_topic("t", 1)
+        append(storage, 40)
+        log = storage.log("t", 0)
+        indexer = PartitionIndexer(log, block_records=10)
+        indexer.step(10**9, flush_tail=True)
+        seg = log.segments[-1]
+        first = index_view(seg)
+        assert len(first.key_blocks) == 4
+        append(storage, 20, start=40)
+        indexer.step(10**9, flush_tail=True)
+        fresh = index_view(seg)
+        assert len(fresh.key_blocks) == 6 and fresh.end_position == seg.size
+        assert all(a is b for a, b in zip(first.key_blocks, fresh.key_blocks[:4], strict=True))
+        assert all(a is b for a, b in zip(first.skip_blocks, fresh.skip_blocks[:4], strict=True))
+        assert [(b.start_position, b.end_position) for b in fresh.key_blocks] == [
+            (b.start_position, b.end_position) for b in fresh.skip_blocks
+        ]
+        assert fresh.key_blocks[4].start_position == fresh.key_blocks[3].end_position
+        found = QueryEngine(storage).run(KeyQuery("t", b"k3")).all()[0]
+        assert [m.offset for m in found] == list(range(58, -1, -5))
+
+
+def test_blocks_of_a_replaced_key_index_are_checked_again(tmp_path: Path) -> None:
+    with Storage.open(tmp_path) as storage:
+        storage.create_topic("t", 1)
+        append(storage, 40)
+        log = storage.log("t", 0)
+        PartitionIndexer(log, block_records=10).step(10**9, flush_tail=True)
+        seg = log.segments[-1]
+        view = index_view(seg)
+        assert len(view.key_blocks) == 4
+        path = derived_path(seg, keyindex.SUFFIX)
+        raw = bytearray(path.read_bytes())
+        raw[view.key_blocks[1].counts_position] ^= 0xFF  # the second block fails its CRC now
+        replacement = path.with_name("replacement")
+        replacement.write_bytes(bytes(raw) + b"\0")  # another file (inode), another size
+        replacement.replace(path)
+        assert len(index_view(seg).key_blocks) == 1
+        found = QueryEngine(storage).run(KeyQuery("t", b"k3")).all()[0]
+        assert [m.offset for m in found] == list(range(38, -1, -5))

@@ -125,3 +125,30 @@ def test_a_tail_left_behind_by_the_indexer_is_dropped(tmp_path: Path) -> None:
         segment = str(log.segments[-1].log_path)
         assert len([k for k in tail._keys if k[0] == segment]) == 1
         assert len([k for k in tail._tails if k[0] == segment]) <= 1
+
+
+def test_a_tail_growing_between_lookups_is_answered_from_tables_each_batch_parsed_once(
+    tmp_path: Path,
+) -> None:
+    with Storage.open(tmp_path) as storage:
+        storage.create_topic("t", 1, {"index.headers": "user"})
+        log = storage.log("t", 0)
+        reader = Storage.open(tmp_path, read_only=True)
+        engine = QueryEngine(reader)
+        start = 0
+        for size in (20, 40, 20, 2000, 60, 1500, 20):  # pieces close at a quarter MiB, mid-way
+            for batch in keyed(start, size):
+                log.append(batch)
+            start += size
+            reader.refresh()
+            seg = reader.log("t", 0).segments[-1]
+            records = everything(tmp_path)
+            for key in (b"k7", b"k31"):
+                messages, _ = engine.run(KeyQuery("t", key)).all()
+                assert [m.offset for m in messages] == [r.offset for r in reversed(records) if r.key == key]
+            covered, tables = tail.tail_key_tables(seg, 0, seg.size, reader.log("t", 0).config)
+            assert covered == seg.size  # nothing left to a raw scan
+            entry = next(v for k, v in tail._keys.items() if k[0] == str(seg.log_path))
+            assert len(tables) == len(entry.tables) + (entry.pending is not None)
+            assert tail.tail_key_tables(seg, 0, seg.size, reader.log("t", 0).config)[1][-1] is tables[-1]
+        reader.close()

@@ -113,3 +113,51 @@ def test_bad_arguments_are_refused_alike(tmp_path: Path) -> None:
                 walk(fd, 0, 4, 1, 0, 0)
     finally:
         os.close(fd)
+
+
+COMPILED_FROM = native("logtrove.storage.derived._indexcore", "chain_from")
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    digests=digest_lists.filter(bool),
+    link=st.integers(0, 2**32 - 1),
+    pick=st.integers(0, 10_000),
+    cut=st.integers(0, 10_000),
+)
+def test_a_walk_from_a_slot_held_in_memory_answers_what_the_walk_from_the_file_does(
+    tmp_path: Path, digests: list[int], link: int, pick: int, cut: int
+) -> None:
+    assert COMPILED_FROM is not None and keyindex.chain_from is COMPILED_FROM
+    table = keyindex.encode_table(array("Q", digests), array("I", range(0, 3 * len(digests), 3)))
+    slots, n = struct.unpack_from(">II", table)
+    path = tmp_path / "block.keyidx"
+    path.write_bytes(table[: 8 + cut % (len(table) - 7)])  # maybe cut short
+    digest = digests[pick % len(digests)]
+    (head,) = struct.unpack_from(">I", table, 8 + 4 * ((digest >> 32) & (slots - 1)))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        answers: list[object] = []
+        for walk, args in [
+            (keyindex.py_chain, (fd, 8, slots, n, digest, BASE)),
+            (keyindex.py_chain_from, (fd, 8 + 4 * slots, n, head, digest, BASE)),
+            (COMPILED_FROM, (fd, 8 + 4 * slots, n, head, digest, BASE)),
+        ]:
+            try:
+                answers.append(walk(*args))
+            except ValueError as e:
+                answers.append(("ValueError", str(e)))
+        if cut % (len(table) - 7) >= 8 + 4 * slots:  # the slot itself was readable
+            assert answers[0] == answers[1] == answers[2]
+        else:
+            assert answers[1] == answers[2]
+        # any link, even one past the entries, gives the same answer or error in both twins
+        twins = []
+        for walk in (keyindex.py_chain_from, COMPILED_FROM):
+            try:
+                twins.append(walk(fd, 8 + 4 * slots, n, link, digest, BASE))
+            except ValueError as e:
+                twins.append(("ValueError", str(e)))
+        assert twins[0] == twins[1]
+    finally:
+        os.close(fd)

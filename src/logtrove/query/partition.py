@@ -209,12 +209,13 @@ def _tail_matches(
     covered, tables = start, list[bytes]()
     if attr.indexed_by(KeyBlock(0, 0, 0, 0, names, 0)):
         covered, tables = tail_key_tables(seg, start, seg.size, log.config)
-    rest = scan_records(seg, covered, seg.size, stats, attr.needle)
-    yield from reversed([r for r in rest if keep(r)])
+    scanned = [r for r in scan_records(seg, covered, seg.size, stats, attr.needle) if keep(r)]
+    yield from reversed(scanned)
+    found = {r.offset for r in scanned}  # a batch the tables' parser refused part-way is scanned
     for table in reversed(tables):
         last = None
         for offset in table_candidates(table, seg.base_offset, attr.digest):
-            if offset == last:
+            if offset == last or offset in found:
                 continue
             last = offset
             stats.index_candidates += 1

@@ -20,8 +20,9 @@ budget, drop the rest.
 
 Hash lookups searched the whole tail for their needle on every query likewise; the
 tail's keys, message IDs and indexed headers are now hashed in memory by the indexer's
-own parser as it grows (:func:`tail_key_tables`, in pieces of a quarter MiB), and only
-the newest piece is searched. The candidates are checked against the records as the
+own parser as it grows (:func:`tail_key_tables`, in pieces of a quarter MiB, each batch
+parsed once, the newest piece's table remade when it grew), and only what was appended
+since is searched. The candidates are checked against the records as the
 index blocks' are.
 """
 
@@ -38,7 +39,7 @@ from logtrove.records.batch import ATTR_TIMESTAMP_TYPE, MIN_BATCH_LENGTH
 from logtrove.records.pick import time_bounds
 from logtrove.records.record import batch_payload
 from logtrove.storage import Segment, TopicConfig
-from logtrove.storage.derived.blockentries import new_pending
+from logtrove.storage.derived.blockentries import Pending, new_pending
 
 _ENTRIES = 256
 _FIRST_CHUNK = 64 * 1024  # a scan's first read per range, growing 4× up to _CHUNK
@@ -151,7 +152,10 @@ _U32 = 0xFFFFFFFF
 class _TailKeys:
     end: int  # positions [start, end) are in ``tables``
     tables: list[bytes] = field(default_factory=list)  # .keyidx tables, oldest first
-    stuck: bool = False  # a batch at ``end`` could not be parsed: the rest is scanned
+    pending: Pending | None = None  # the piece being gathered: [end, pending_end)
+    pending_end: int = 0
+    partial: bytes | None = None  # the table of ``pending`` as it stands at ``pending_end``
+    stuck: bool = False  # a batch at ``pending_end`` could not be parsed: the rest is scanned
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -162,10 +166,12 @@ def tail_key_tables(seg: Segment, start: int, end: int, config: TopicConfig) -> 
     """``(covered, tables)``: ``.keyidx`` hash tables (the layout of
     :mod:`logtrove.storage.derived.keyindex` after the names) of every key, message ID and
     indexed header of the data records in ``[start, covered)`` of ``seg``, oldest first,
-    made by the indexer's own parser (:func:`~logtrove.storage.derived.blockentries.new_pending`) in
-    pieces of at least :data:`_KEY_CHUNK` bytes as the tail grows. Offsets in the tables
-    are relative to the segment's base offset. ``[covered, end)`` is left to a scan: it is
-    shorter than a piece, or starts at a batch the parser refused."""
+    made by the indexer's own parser (:func:`~logtrove.storage.derived.blockentries.new_pending`).
+    Each batch is parsed once, into the piece being gathered; a piece of
+    :data:`_KEY_CHUNK` bytes becomes a table of its own, and the newest piece's table is
+    made again only when batches were added to it since. Offsets in the tables are
+    relative to the segment's base offset. ``[covered, end)`` is left to a scan: batches
+    not yet whole, or from a batch the parser refused on."""
     names = (config.message_id_header, *config.indexed_headers)
     key = (str(seg.log_path), seg.inode, start, names)
     with _tails_lock:
@@ -173,36 +179,49 @@ def tail_key_tables(seg: Segment, start: int, end: int, config: TopicConfig) -> 
         if keys is None:
             for old in [k for k in _keys if k[:2] == key[:2]]:  # the indexer moved the start
                 del _keys[old]
-            keys = _keys[key] = _TailKeys(start)
+            keys = _keys[key] = _TailKeys(start, pending_end=start)
             while len(_keys) > _ENTRIES:
                 _keys.popitem(last=False)
         else:
             _keys.move_to_end(key)
     with keys.lock:
-        if not keys.stuck and end - keys.end >= _KEY_CHUNK:
-            indexed = {n.encode("utf-8"): b"h:" + n.encode("utf-8") + b":" for n in config.indexed_headers}
-            pending = new_pending(
-                config.message_id_header.encode("utf-8"), config.message_tag_header.encode("utf-8"), indexed
-            )
-            position = keys.end
-            for header, buf, rel in batches_in(seg, keys.end, end):
-                if not header.is_control:
-                    try:
-                        pending.add(
-                            batch_payload(buf, header, rel),
-                            header.base_offset - seg.base_offset,
-                            header.base_timestamp,
-                            append_time(header),
-                        )
-                    except (ValueError, RecordsError):
-                        keys.stuck = True
-                        break
-                position += header.size
-            if position > keys.end:
-                keys.tables.append(pending.key_table())
-                keys.end = position
+        if not keys.stuck and keys.pending_end < end:
+            _gather(keys, seg, end, config)
+            if keys.pending_end - keys.end >= _KEY_CHUNK and keys.pending is not None:
+                keys.tables.append(keys.pending.key_table())
+                keys.end, keys.pending, keys.partial = keys.pending_end, None, None
                 _trim(key)
-        return min(keys.end, end), list(keys.tables)
+        tables = list(keys.tables)
+        if keys.pending is not None:
+            if keys.partial is None:
+                keys.partial = keys.pending.key_table()
+            tables.append(keys.partial)
+        return min(keys.pending_end, end), tables
+
+
+def _gather(keys: _TailKeys, seg: Segment, end: int, config: TopicConfig) -> None:
+    """Parse the whole batches of ``[keys.pending_end, end)`` into the piece being gathered."""
+    if keys.pending is None:
+        indexed = {n.encode("utf-8"): b"h:" + n.encode("utf-8") + b":" for n in config.indexed_headers}
+        keys.pending = new_pending(
+            config.message_id_header.encode("utf-8"), config.message_tag_header.encode("utf-8"), indexed
+        )
+    position = keys.pending_end
+    for header, buf, rel in batches_in(seg, position, end):
+        if not header.is_control:
+            try:
+                keys.pending.add(
+                    batch_payload(buf, header, rel),
+                    header.base_offset - seg.base_offset,
+                    header.base_timestamp,
+                    append_time(header),
+                )
+            except (ValueError, RecordsError):
+                keys.stuck = True
+                break
+        position += header.size
+    if position > keys.pending_end:
+        keys.pending_end, keys.partial = position, None
 
 
 def _trim(keep: tuple[str, int, int, tuple[str, ...]]) -> None:

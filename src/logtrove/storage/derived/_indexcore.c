@@ -678,10 +678,11 @@ static PyTypeObject PendingType = {
 };
 
 /* ---- hash-chain lookups in a .keyidx block ------------------------------------------
- * The compiled twin of logtrove.storage.derived.keyindex.py_chain: the same preads in
- * the same order (a slot, then each entry of its chain, newest first), the same result
- * and the same errors, without a Python object per step. A query probes every key block
- * of every segment it reads, so these few small reads run hundreds of times a query. */
+ * The compiled twins of logtrove.storage.derived.keyindex.py_chain and py_chain_from: the
+ * same preads in the same order (a slot unless the caller holds the slot table, then each
+ * entry of its chain, newest first), the same result and the same errors, without a
+ * Python object per step. A query probes every key block of every segment it reads, so
+ * these few small reads run hundreds of times a query. */
 
 
 static uint32_t
@@ -707,6 +708,39 @@ pread_all(int fd, unsigned char *buf, size_t len, long long pos)
         return -1;
     }
     return 0;
+}
+
+/* The chain from `link` on: each entry read, newest first, those whose stored hash is
+ * `want` kept; a new list, or NULL with a Python error set. */
+static PyObject *
+walk(int fd, long long entries_pos, unsigned long long n, uint32_t link, uint32_t want, long long base)
+{
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        return NULL;
+    }
+    unsigned char buf[12];
+    for (unsigned long long steps = 0; link != 0 && steps <= n; steps++) {
+        if (pread_all(fd, buf, 12, entries_pos + 12 * ((long long)link - 1)) < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        uint32_t stored = be32(buf), rel = be32(buf + 4), prev = be32(buf + 8);
+        if (stored == want) {
+            PyObject *offset = PyLong_FromLongLong(base + (long long)rel);
+            if (offset == NULL || PyList_Append(out, offset) < 0) {
+                Py_XDECREF(offset);
+                Py_DECREF(out);
+                return NULL;
+            }
+            Py_DECREF(offset);
+        }
+        if (prev >= link) { /* links only point backwards; anything else is corruption */
+            break;
+        }
+        link = prev;
+    }
+    return out;
 }
 
 PyDoc_STRVAR(chain_doc,
@@ -736,43 +770,52 @@ chain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "chain(): a bad descriptor, position or slot count");
         return NULL;
     }
-    PyObject *out = PyList_New(0);
-    if (out == NULL || n == 0) {
-        return out;
-    }
     long long entries_pos = table_pos + 4 * (long long)slots;
-    uint32_t want = (uint32_t)digest;
-    unsigned char buf[12];
+    if (n == 0) {
+        return PyList_New(0);
+    }
+    unsigned char buf[4];
     if (pread_all((int)fd, buf, 4, table_pos + 4 * (long long)((digest >> 32) & (slots - 1))) < 0) {
-        goto fail;
+        return NULL;
     }
-    uint32_t link = be32(buf);
-    for (unsigned long long steps = 0; link != 0 && steps <= n; steps++) {
-        if (pread_all((int)fd, buf, 12, entries_pos + 12 * ((long long)link - 1)) < 0) {
-            goto fail;
-        }
-        uint32_t stored = be32(buf), rel = be32(buf + 4), prev = be32(buf + 8);
-        if (stored == want) {
-            PyObject *offset = PyLong_FromLongLong(base + (long long)rel);
-            if (offset == NULL || PyList_Append(out, offset) < 0) {
-                Py_XDECREF(offset);
-                goto fail;
-            }
-            Py_DECREF(offset);
-        }
-        if (prev >= link) { /* links only point backwards; anything else is corruption */
-            break;
-        }
-        link = prev;
+    return walk((int)fd, entries_pos, n, be32(buf), (uint32_t)digest, base);
+}
+
+PyDoc_STRVAR(chain_from_doc,
+"chain_from(fd, entries_position, entry_count, link, digest, base_offset) -> list[int]\n\n"
+"What chain() answers once it has read the slot: the chain that starts at link (a slot's\n"
+"value: the newest entry number + 1, 0 for an empty slot), for a slot table held in memory.");
+
+static PyObject *
+chain_from(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "chain_from() takes 6 arguments");
+        return NULL;
     }
-    return out;
-fail:
-    Py_DECREF(out);
-    return NULL;
+    long fd = PyLong_AsLong(args[0]);
+    long long entries_pos = PyLong_AsLongLong(args[1]);
+    unsigned long long n = PyLong_AsUnsignedLongLong(args[2]);
+    unsigned long long link = PyLong_AsUnsignedLongLong(args[3]);
+    unsigned long long digest = PyLong_AsUnsignedLongLong(args[4]);
+    long long base = PyLong_AsLongLong(args[5]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (fd < 0 || fd > INT32_MAX || entries_pos < 0 || n > UINT32_MAX || link > UINT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "chain_from(): a bad descriptor, position or link");
+        return NULL;
+    }
+    if (n == 0) {
+        return PyList_New(0);
+    }
+    return walk((int)fd, entries_pos, n, (uint32_t)link, (uint32_t)digest, base);
 }
 
 static PyMethodDef indexcore_functions[] = {
     {"chain", (PyCFunction)(void (*)(void))chain, METH_FASTCALL, chain_doc},
+    {"chain_from", (PyCFunction)(void (*)(void))chain_from, METH_FASTCALL, chain_from_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,5 +1,5 @@
 """Type stub of the compiled twins of :class:`logtrove.storage.derived.blockentries.PyPending`
-and :func:`logtrove.storage.derived.keyindex.py_chain`."""
+and :func:`logtrove.storage.derived.keyindex.py_chain` / ``py_chain_from``."""
 
 from logtrove.records.batch import Buffer
 
@@ -7,6 +7,9 @@ XXHASH_VERSION: int
 
 def chain(
     fd: int, table_position: int, slots: int, entry_count: int, digest: int, base_offset: int
+) -> list[int]: ...
+def chain_from(
+    fd: int, entries_position: int, entry_count: int, link: int, digest: int, base_offset: int
 ) -> list[int]: ...
 
 class Pending:

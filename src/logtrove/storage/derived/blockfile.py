@@ -49,6 +49,7 @@ class Block:
     payload_position: int
     payload_length: int
     version: int = VERSION
+    crc: int = 0  # the payload's CRC32C, as its header states it
 
     @property
     def file_end(self) -> int:
@@ -72,15 +73,53 @@ def read_blocks(
     chain from ``base_offset``, ends past ``max_position`` of the log (a stale index of a
     longer, replaced log), or (with ``verify``) fails its CRC.
     """
+    return list(read_blocks_after(path, kind, base_offset, max_position=max_position, verify=verify).blocks)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedBlocks:
+    """What :func:`read_blocks_after` returned: the valid blocks of the file with inode
+    ``inode`` (0: no file)."""
+
+    inode: int
+    blocks: tuple[Block, ...]
+
+
+def read_blocks_after(
+    path: Path,
+    kind: int,
+    base_offset: int,
+    *,
+    max_position: int | None = None,
+    verify: bool = True,
+    checked: CheckedBlocks | None = None,
+) -> CheckedBlocks:
+    """:func:`read_blocks`, resuming after the blocks an earlier call ``checked`` when
+    the file is the same one (inode), still holds them, and the last of them ends within
+    ``max_position``: blocks are never changed once written and a file is only ever cut
+    after its valid blocks, so blocks once checked stay valid while the file is the same.
+    A reader of a growing segment then checks each block's CRC once, not at every new
+    block."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
-        return []
+        return CheckedBlocks(0, ())
     try:
-        size = os.fstat(fd).st_size
+        st = os.fstat(fd)
+        size = st.st_size
         blocks: list[Block] = []
         pos = 0
         expect_offset, last_position = base_offset, 0
+        if (
+            checked is not None
+            and checked.inode == st.st_ino
+            and checked.blocks
+            and checked.blocks[-1].file_end <= size
+            and (max_position is None or checked.blocks[-1].end_position <= max_position)
+        ):
+            blocks = list(checked.blocks)
+            last = blocks[-1]
+            pos, expect_offset, last_position = last.file_end, last.end_offset, last.end_position
         while pos + BLOCK_HEADER.size <= size:
             raw = os.pread(fd, BLOCK_HEADER.size, pos)
             magic, k, version, _, start, end, end_pos, length, crc = BLOCK_HEADER.unpack(raw)
@@ -98,10 +137,10 @@ def read_blocks(
                 break
             if verify and crc32c.crc32c(os.pread(fd, length, payload_pos)) != crc:
                 break
-            blocks.append(Block(k, start, end, end_pos, payload_pos, length, version))
+            blocks.append(Block(k, start, end, end_pos, payload_pos, length, version, crc))
             expect_offset, last_position = end, end_pos
             pos = payload_pos + length
-        return blocks
+        return CheckedBlocks(st.st_ino, tuple(blocks))
     finally:
         os.close(fd)
 

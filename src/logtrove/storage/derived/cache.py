@@ -9,13 +9,21 @@ kind                        key                                    budget
 ==========================  =====================================  ===================
 :data:`.views.VIEWS`        a segment's file and its three         4,096 views
                             derived files' (inode, size)
+:data:`.views.CHECKED`      a segment's file (path, inode)         4,096 block lists
 :data:`.tagblocks.          a ``.tagidx`` file's version and its   4,096 lists
 TAG_FILES`                  segment's file
 :data:`.tagblocks.          a ``.tagidx`` block: file, inode,      16 M entries
 TAG_BLOCKS`                 payload place, offsets                 (8 bytes each)
+:data:`.slottables.         a ``.keyidx`` block: file, inode,      256 MiB
+SLOT_TABLES`                payload place, CRC                     (4 bytes a slot)
 ==========================  =====================================  ===================
 
-A kind never evicts its newest entry, so one oversized block is still cached.
+A kind never evicts its newest entry, so one oversized block is still cached. Slot
+tables are admitted differently (:meth:`ReaderCache.put_if_room`): every key lookup
+probes every block, newest first, so past its budget an LRU would evict each table just
+before it is next needed and read a whole table per probe; instead a table is cached
+only when it fits once stale tables (of files deleted or replaced) are dropped, and a
+lookup probes the blocks that did not fit through the file, as without the cache.
 """
 
 from __future__ import annotations
@@ -82,6 +90,35 @@ class ReaderCache:
                 _, (_, dropped) = entries.popitem(last=False)
                 total -= dropped
             self._weights[kind.name] = total
+
+    def put_if_room(
+        self, kind: Kind[V], key: Hashable, value: V, weight: int, *, stale: Callable[[Hashable], bool]
+    ) -> bool:
+        """Cache ``value`` if it fits in the kind's budget once the least recently used
+        entries that ``stale`` (given their key) says will never be asked for again are
+        dropped, oldest first up to the first live one; no live entry is evicted. True
+        when cached."""
+        with self._lock:
+            entries = self._entries.setdefault(kind.name, OrderedDict())
+            total = self._weights.get(kind.name, 0)
+            if key in entries:
+                return True
+            while total + weight > kind.budget and entries:
+                oldest = next(iter(entries))
+                if not stale(oldest):
+                    break
+                total -= entries.pop(oldest)[1]
+            self._weights[kind.name] = total
+            if total + weight > kind.budget:
+                return False
+            entries[key] = (value, weight)
+            self._weights[kind.name] = total + weight
+            return True
+
+    def keys(self, kind: Kind[V]) -> list[Hashable]:
+        """The keys cached for ``kind``, least recently used first."""
+        with self._lock:
+            return list(self._entries.get(kind.name, ()))
 
     def clear(self) -> None:
         """Forget every entry."""

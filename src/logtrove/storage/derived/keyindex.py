@@ -148,15 +148,28 @@ def py_chain(fd: int, table_position: int, slots: int, n: int, digest: int, base
         or not 0 <= n <= _U32
     ):
         raise ValueError("chain(): a bad descriptor, position or slot count")
+    if n == 0:
+        return []
+    (link,) = _SLOT.unpack(_pread_all(fd, 4, table_position + 4 * ((digest >> 32) & (slots - 1))))
+    return py_chain_from(fd, table_position + 4 * slots, n, link, digest, base_offset)
+
+
+def py_chain_from(
+    fd: int, entries_position: int, n: int, link: int, digest: int, base_offset: int
+) -> list[int]:
+    """What :func:`py_chain` answers once it has read the slot: the chain from ``link`` (a
+    slot's value, the newest entry number + 1, 0 for an empty slot) through the ``n``
+    entries at ``entries_position``. For a caller that holds the block's slot table in
+    memory (:mod:`.slottables`); defines the compiled ``_indexcore.chain_from``."""
+    if fd < 0 or entries_position < 0 or not 0 <= n <= _U32 or not 0 <= link <= _U32:
+        raise ValueError("chain_from(): a bad descriptor, position or link")
     out: list[int] = []
     if n == 0:
         return out
-    entries_pos = table_position + 4 * slots
     want = digest & _U32
-    (link,) = _SLOT.unpack(_pread_all(fd, 4, table_position + 4 * ((digest >> 32) & (slots - 1))))
     steps = 0
     while link and steps <= n:
-        stored, rel, prev = _ENTRY.unpack(_pread_all(fd, 12, entries_pos + 12 * (link - 1)))
+        stored, rel, prev = _ENTRY.unpack(_pread_all(fd, 12, entries_position + 12 * (link - 1)))
         if stored == want:
             out.append(base_offset + rel)
         if prev >= link:  # links only point backwards; anything else is corruption
@@ -175,6 +188,9 @@ def _pread_all(fd: int, length: int, position: int) -> bytes:
 
 chain: Callable[[int, int, int, int, int, int], list[int]] = (
     native("logtrove.storage.derived._indexcore", "chain") or py_chain
+)
+chain_from: Callable[[int, int, int, int, int, int], list[int]] = (
+    native("logtrove.storage.derived._indexcore", "chain_from") or py_chain_from
 )
 
 

@@ -2,7 +2,9 @@
 
 :func:`index_view` loads the blocks the three files agree on (:func:`common_blocks`,
 CRC-checked) and keeps the result in the readers' cache (:mod:`.cache`) per file version,
-so repeated queries pay the check once. The view states how far the segment is indexed
+so repeated queries pay the check once; a reload after the indexer appended a block
+checks and decodes only the blocks the last load of the same files had not
+(:data:`CHECKED`). The view states how far the segment is indexed
 (``end_offset`` / ``end_position``); the log after that must be scanned. It never raises
 for missing or damaged files: the indexed prefix is then shorter.
 """
@@ -16,26 +18,44 @@ from dataclasses import dataclass
 
 from logtrove.storage import Segment
 from logtrove.storage.derived import keyindex, skipindex, tagindex
-from logtrove.storage.derived.blockfile import Block, read_blocks, valid_length
+from logtrove.storage.derived.blockfile import Block, CheckedBlocks, read_blocks_after, valid_length
 from logtrove.storage.derived.cache import READERS, Kind
 from logtrove.storage.derived.paths import FILES, derived_path, derived_paths
+from logtrove.storage.derived.slottables import BlockPlace, probe, slot_table
 
 
 def common_blocks(segment: Segment, *, verify: bool = True) -> dict[int, list[Block]]:
     """The blocks of the three files, cut to the longest prefix they agree on."""
-    lists = {
-        kind: read_blocks(
-            derived_path(segment, suffix), kind, segment.base_offset, max_position=segment.size, verify=verify
+    return _agreed(_read_files(segment, verify=verify))
+
+
+def _read_files(
+    segment: Segment, *, verify: bool = True, checked: dict[int, CheckedBlocks] | None = None
+) -> dict[int, CheckedBlocks]:
+    """Each file's valid blocks, reading on after those ``checked`` before (see
+    :func:`read_blocks_after`)."""
+    return {
+        kind: read_blocks_after(
+            derived_path(segment, suffix),
+            kind,
+            segment.base_offset,
+            max_position=segment.size,
+            verify=verify,
+            checked=None if checked is None else checked.get(kind),
         )
         for kind, suffix in FILES
     }
+
+
+def _agreed(files: dict[int, CheckedBlocks]) -> dict[int, list[Block]]:
+    lists = {kind: f.blocks for kind, f in files.items()}
     n = 0
     while all(len(blocks) > n for blocks in lists.values()):
         spans = {(b[n].start_offset, b[n].end_offset, b[n].end_position) for b in lists.values()}
         if len(spans) != 1:
             break
         n += 1
-    return {kind: blocks[:n] for kind, blocks in lists.items()}
+    return {kind: list(blocks[:n]) for kind, blocks in lists.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +69,8 @@ class KeyBlock:
     names: tuple[str, ...]
     counts_position: int
     counts: tuple[int, int] | None = None  # (slots, entries), read when the view loads
+    place: BlockPlace | None = None  # where the view found it: lets its slot table be cached
+    block: Block | None = None  # the block it was decoded from (a reload reuses it)
 
     def indexes_id(self, id_header: str) -> bool:
         return bool(self.names) and self.names[0] == id_header
@@ -66,6 +88,7 @@ class SkipBlock:
     start_position: int
     end_position: int
     summary: skipindex.SkipSummary
+    block: Block | None = None  # the block it was decoded from (a reload reuses it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +100,9 @@ class IndexView:
     end_position: int
     key_blocks: tuple[KeyBlock, ...]
     skip_blocks: tuple[SkipBlock, ...]
+    # the key blocks' slot tables this view fetched (None: probed through the file), by
+    # counts position; shared by the copies index_view makes for other Segment objects
+    slot_tables: dict[int, bytes | None] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     def candidates(self, block: KeyBlock, digest: int) -> Iterator[int]:
         """Offsets of entries whose hash matches ``digest`` in ``block``, newest first."""
@@ -86,23 +112,37 @@ class IndexView:
     def key_reader(self) -> KeyReader:
         """A reader of this segment's ``.keyidx`` that opens the file once, at its first
         lookup, for every block a search walks (close it, or use it in a ``with``)."""
-        return KeyReader(derived_paths(self.segment)[0], self.segment.base_offset)
+        return KeyReader(derived_paths(self.segment)[0], self.segment.base_offset, self.slot_tables)
 
 
 class KeyReader:
     """Hash-chain lookups in one ``.keyidx`` through one descriptor, opened lazily (a
-    search that skips every block opens nothing) and held until :meth:`close`."""
+    search that skips every block opens nothing) and held until :meth:`close`. A block's
+    slot is read from its slot table in memory (:mod:`.slottables`) when the table is
+    cached or fits, else from the file. ``tables`` keeps what was fetched for the view's
+    blocks, so a later lookup through the same view asks the shared cache nothing."""
 
-    def __init__(self, path: str, base_offset: int) -> None:
+    def __init__(self, path: str, base_offset: int, tables: dict[int, bytes | None] | None = None) -> None:
         self.path = path
         self.base_offset = base_offset
+        self._tables: dict[int, bytes | None] = {} if tables is None else tables
         self._fd: int | None = None
 
     def candidates(self, block: KeyBlock, digest: int) -> list[int]:
         """Offsets of entries whose hash matches ``digest`` in ``block``, newest first."""
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDONLY)
-        return keyindex.candidates(self._fd, block.counts_position, self.base_offset, digest, block.counts)
+        fd = self._fd
+        if fd is None:
+            fd = self._fd = os.open(self.path, os.O_RDONLY)
+        place = block.place
+        if place is not None:
+            table = self._tables.get(place.counts_position, b"")
+            if table == b"":
+                table = self._tables[place.counts_position] = slot_table(
+                    fd, self.path, os.fstat(fd).st_ino, place
+                )
+            if table is not None:
+                return probe(fd, table, place, digest, self.base_offset)
+        return keyindex.candidates(fd, block.counts_position, self.base_offset, digest, block.counts)
 
     def close(self) -> None:
         if self._fd is not None:
@@ -163,24 +203,80 @@ def index_view(segment: Segment) -> IndexView:
     return view
 
 
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    files: dict[int, CheckedBlocks]  # each file's valid blocks, CRCs checked
+    view: IndexView  # the view made of them
+
+
+CHECKED: Kind[_Checked] = Kind("checked blocks", 4096)
+"""The blocks last checked per segment file (path, inode), with the view made of them:
+a reload after the indexer added a block checks and decodes only the new blocks."""
+
+
 def _load(segment: Segment, files: tuple[object, ...]) -> tuple[IndexView, bool]:
     """The view, and whether it took every block the three files held (their sizes as
-    ``files`` gives them, stat'ed before the blocks were read)."""
-    blocks = common_blocks(segment)
+    ``files`` gives them, stat'ed before the blocks were read). Blocks checked by the
+    previous load of the same segment file are not checked again (:func:`read_blocks_after`)
+    and the previous view's decoded blocks are reused for them."""
+    previous = READERS.get(CHECKED, files[:2])
+    checked = _read_files(segment, checked=None if previous is None else previous.files)
+    blocks = _agreed(checked)
     file_sizes = files[3::2]
     whole = all(  # a missing file (None) holds no block
         valid_length(blocks[kind]) == (size or 0)
         for kind, size in zip((keyindex.KIND, skipindex.KIND, tagindex.KIND), file_sizes, strict=True)
     )
+    view = _view(segment, blocks, None if previous is None else previous.view)
+    READERS.put(CHECKED, files[:2], _Checked(checked, view))
+    return view, whole
+
+
+def _reusable(blocks: list[Block], view: IndexView | None, kind: int) -> int:
+    """How many of the first ``blocks`` (of file ``kind``) are the very blocks ``view``
+    was made of (the same objects: carried over by :func:`read_blocks_after`)."""
+    if view is None:
+        return 0
+    old = (
+        [kb.block for kb in view.key_blocks]
+        if kind == keyindex.KIND
+        else [sb.block for sb in view.skip_blocks]
+    )
+    n = 0
+    while n < min(len(old), len(blocks)) and old[n] is blocks[n]:
+        n += 1
+    return n
+
+
+def _view(segment: Segment, blocks: dict[int, list[Block]], previous: IndexView | None) -> IndexView:
+    """The view of the agreed ``blocks``, reusing ``previous``'s decoded blocks (and the
+    slot tables it fetched) for the blocks it was made of."""
     key_list = blocks[keyindex.KIND]
     if not key_list:
-        return IndexView(segment, segment.base_offset, 0, (), ()), whole
-    key_blocks = []
+        return IndexView(segment, segment.base_offset, 0, (), ())
+    old_keys = () if previous is None else previous.key_blocks
+    old_skips = () if previous is None else previous.skip_blocks
+    keep = min(
+        _reusable(key_list, previous, keyindex.KIND),
+        _reusable(blocks[skipindex.KIND], previous, skipindex.KIND),
+    )
+    key_blocks = list(old_keys[:keep])
     fd = os.open(derived_path(segment, keyindex.SUFFIX), os.O_RDONLY)
     try:
-        start_pos = 0
-        for block in key_list:
+        start_pos = key_list[keep - 1].end_position if keep else 0
+        for block in key_list[keep:]:
             names, counts_position = keyindex.read_names(fd, block)
+            counts = keyindex.read_counts(fd, counts_position)
+            place = BlockPlace(
+                block.start_offset,
+                block.end_offset,
+                block.end_position,
+                block.payload_position,
+                block.payload_length,
+                block.crc,
+                counts_position,
+                *counts,
+            )
             key_blocks.append(
                 KeyBlock(
                     block.start_offset,
@@ -189,26 +285,35 @@ def _load(segment: Segment, files: tuple[object, ...]) -> tuple[IndexView, bool]
                     block.end_position,
                     names,
                     counts_position,
-                    keyindex.read_counts(fd, counts_position),
+                    counts,
+                    place,
+                    block,
                 )
             )
             start_pos = block.end_position
     finally:
         os.close(fd)
-    skip_blocks = _skip_blocks(segment, blocks[skipindex.KIND])
+    first = key_list[keep - 1].end_position if keep else 0
+    skip_blocks = old_skips[:keep] + _skip_blocks(segment, blocks[skipindex.KIND][keep:], first)
+    tables = {} if previous is None else previous.slot_tables
+    kept = {
+        kb.counts_position: tables[kb.counts_position]
+        for kb in old_keys[:keep]
+        if kb.counts_position in tables
+    }
     last = key_list[-1]
-    return IndexView(segment, last.end_offset, last.end_position, tuple(key_blocks), skip_blocks), whole
+    return IndexView(segment, last.end_offset, last.end_position, tuple(key_blocks), skip_blocks, kept)
 
 
-def _skip_blocks(segment: Segment, blocks: list[Block]) -> tuple[SkipBlock, ...]:
+def _skip_blocks(segment: Segment, blocks: list[Block], start_pos: int) -> tuple[SkipBlock, ...]:
+    """The ``.skip`` blocks ``blocks``, decoded; the first starts at log position ``start_pos``."""
     out = []
     fd = os.open(derived_path(segment, skipindex.SUFFIX), os.O_RDONLY)
     try:
-        start_pos = 0
         for block in blocks:
             summary = skipindex.decode_payload(os.pread(fd, block.payload_length, block.payload_position))
             out.append(
-                SkipBlock(block.start_offset, block.end_offset, start_pos, block.end_position, summary)
+                SkipBlock(block.start_offset, block.end_offset, start_pos, block.end_position, summary, block)
             )
             start_pos = block.end_position
     finally:
