@@ -16,6 +16,14 @@ after a crash, therefore adds each record exactly once. Read the table with
 
 ``since`` is where the first run starts (later runs continue from the checkpoint);
 ``until`` drops records stamped at or after it (they count as exported).
+
+The table's files are written without sorting the rows by date and hour: each task keeps
+one open Parquet writer per date and hour it meets, up to :data:`OUTPUT_WRITERS` (a day's
+hours: a task over records of one day never sorts), and only past that many does Spark
+sort the rest of the task's rows (``spark.sql.maxConcurrentOutputFileWriters``; a session
+that sets it keeps its own value). Either
+way a task writes one file per date and hour, as the sort alone did, and the file sink's
+commit protocol is the same. The sort took a quarter of an export's time.
 """
 
 from __future__ import annotations
@@ -32,6 +40,8 @@ from logtrove.spark.ranges import DirectCatalog, plan_batch
 SETTINGS_FILE = "_logtrove_export.json"
 CHECKPOINT_DIR = "_checkpoint"
 SAMPLE_PER_PARTITION = 1000
+CONCURRENT_WRITERS_CONF = "spark.sql.maxConcurrentOutputFileWriters"
+OUTPUT_WRITERS = 24
 
 
 @dataclass(frozen=True)
@@ -139,6 +149,20 @@ def table_rows(spark: Any, table: Path) -> int:
     return int(spark.read.parquet(str(table)).count())
 
 
+def _start_unsorted(spark: Any, writer: Any) -> Any:
+    """Start the streaming query with :data:`OUTPUT_WRITERS` concurrent output writers (see
+    the module's doc), unless the session sets ``spark.sql.maxConcurrentOutputFileWriters``
+    itself (``0`` asks for the sort); the session's setting is left as it was (the query keeps
+    its own copy of the session's settings, taken when it starts)."""
+    if spark.conf.get(CONCURRENT_WRITERS_CONF, None) is not None:
+        return writer.start()
+    spark.conf.set(CONCURRENT_WRITERS_CONF, str(OUTPUT_WRITERS))
+    try:
+        return writer.start()
+    finally:
+        spark.conf.unset(CONCURRENT_WRITERS_CONF)
+
+
 def export_topic(spark: Any, spec: ExportSpec) -> ExportResult:
     """Run one export (until caught up, or forever with ``stream``)."""
     from pyspark.sql import functions as sf
@@ -166,7 +190,7 @@ def export_topic(spark: Any, spec: ExportSpec) -> ExportResult:
         writer = writer.trigger(processingTime=f"{spec.trigger_seconds} seconds")
     else:
         writer = writer.trigger(availableNow=True)
-    query = writer.start()
+    query = _start_unsorted(spark, writer)
     try:
         query.awaitTermination()
     finally:
