@@ -21,7 +21,7 @@ The table's files are written without sorting the rows by date and hour: each ta
 one open Parquet writer per date and hour it meets, up to :data:`OUTPUT_WRITERS` (a day's
 hours: a task over records of one day never sorts), and only past that many does Spark
 sort the rest of the task's rows (``spark.sql.maxConcurrentOutputFileWriters``; a session
-that sets it keeps its own value). Either
+that sets it keeps its own value, and the setting is the session's again after the run). Either
 way a task writes one file per date and hour, as the sort alone did, and the file sink's
 commit protocol is the same. The sort took a quarter of an export's time.
 """
@@ -29,6 +29,8 @@ commit protocol is the same. The sort took a quarter of an export's time.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -149,16 +151,18 @@ def table_rows(spark: Any, table: Path) -> int:
     return int(spark.read.parquet(str(table)).count())
 
 
-def _start_unsorted(spark: Any, writer: Any) -> Any:
-    """Start the streaming query with :data:`OUTPUT_WRITERS` concurrent output writers (see
-    the module's doc), unless the session sets ``spark.sql.maxConcurrentOutputFileWriters``
-    itself (``0`` asks for the sort); the session's setting is left as it was (the query keeps
-    its own copy of the session's settings, taken when it starts)."""
+@contextmanager
+def _unsorted_writes(spark: Any) -> Iterator[None]:
+    """While the query runs, :data:`OUTPUT_WRITERS` concurrent output writers (see the
+    module's doc), unless the session sets ``spark.sql.maxConcurrentOutputFileWriters``
+    itself (``0`` asks for the sort). The file sink reads the setting from the session at
+    every micro-batch, so it is set for the whole query and unset when the query is over."""
     if spark.conf.get(CONCURRENT_WRITERS_CONF, None) is not None:
-        return writer.start()
+        yield
+        return
     spark.conf.set(CONCURRENT_WRITERS_CONF, str(OUTPUT_WRITERS))
     try:
-        return writer.start()
+        yield
     finally:
         spark.conf.unset(CONCURRENT_WRITERS_CONF)
 
@@ -190,12 +194,13 @@ def export_topic(spark: Any, spec: ExportSpec) -> ExportResult:
         writer = writer.trigger(processingTime=f"{spec.trigger_seconds} seconds")
     else:
         writer = writer.trigger(availableNow=True)
-    query = _start_unsorted(spark, writer)
-    try:
-        query.awaitTermination()
-    finally:
-        if query.isActive:
-            query.stop()
+    with _unsorted_writes(spark):
+        query = writer.start()
+        try:
+            query.awaitTermination()
+        finally:
+            if query.isActive:
+                query.stop()
     progress = query.recentProgress
     rows = table_rows(spark, spec.to) - before
     batches = len({p.get("batchId") for p in progress if p.get("numInputRows", 0)})
