@@ -16,22 +16,11 @@ after a crash, therefore adds each record exactly once. Read the table with
 
 ``since`` is where the first run starts (later runs continue from the checkpoint);
 ``until`` drops records stamped at or after it (they count as exported).
-
-The table's files are written without sorting the rows by date and hour: each task keeps
-one open Parquet writer per date and hour it meets, up to :data:`OUTPUT_WRITERS` (a day's
-hours: a task over records of one day never sorts), and only past that many does Spark
-sort the rest of the task's rows (``spark.sql.maxConcurrentOutputFileWriters``; a session
-that sets it keeps its own value, and the setting is the session's again after the run).
-Either way a task writes one file per date and hour, as the sort alone did, and the file
-sink's commit protocol is the same. (A JFR profile put the sort at a quarter of an
-export's JVM time; on 1 M records of one hour it was 3-9 % of the samples.)
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,8 +32,6 @@ from logtrove.spark.ranges import DirectCatalog, plan_batch
 SETTINGS_FILE = "_logtrove_export.json"
 CHECKPOINT_DIR = "_checkpoint"
 SAMPLE_PER_PARTITION = 1000
-CONCURRENT_WRITERS_CONF = "spark.sql.maxConcurrentOutputFileWriters"
-OUTPUT_WRITERS = 24
 
 
 @dataclass(frozen=True)
@@ -152,23 +139,6 @@ def table_rows(spark: Any, table: Path) -> int:
     return int(spark.read.parquet(str(table)).count())
 
 
-@contextmanager
-def _unsorted_writes(spark: Any) -> Iterator[None]:
-    """While the query runs, :data:`OUTPUT_WRITERS` concurrent output writers (see the
-    module's doc), unless the session sets ``spark.sql.maxConcurrentOutputFileWriters``
-    itself (``0`` asks for the sort). The file sink reads the setting from the session it
-    was made with, not from the query's copy of the settings taken at start, so it is set
-    for the whole query and unset when the query is over."""
-    if spark.conf.get(CONCURRENT_WRITERS_CONF, None) is not None:
-        yield
-        return
-    spark.conf.set(CONCURRENT_WRITERS_CONF, str(OUTPUT_WRITERS))
-    try:
-        yield
-    finally:
-        spark.conf.unset(CONCURRENT_WRITERS_CONF)
-
-
 def export_topic(spark: Any, spec: ExportSpec) -> ExportResult:
     """Run one export (until caught up, or forever with ``stream``)."""
     from pyspark.sql import functions as sf
@@ -196,13 +166,12 @@ def export_topic(spark: Any, spec: ExportSpec) -> ExportResult:
         writer = writer.trigger(processingTime=f"{spec.trigger_seconds} seconds")
     else:
         writer = writer.trigger(availableNow=True)
-    with _unsorted_writes(spark):
-        query = writer.start()
-        try:
-            query.awaitTermination()
-        finally:
-            if query.isActive:
-                query.stop()
+    query = writer.start()
+    try:
+        query.awaitTermination()
+    finally:
+        if query.isActive:
+            query.stop()
     progress = query.recentProgress
     rows = table_rows(spark, spec.to) - before
     batches = len({p.get("batchId") for p in progress if p.get("numInputRows", 0)})
