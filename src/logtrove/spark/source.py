@@ -31,7 +31,7 @@ import gc
 import json
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
@@ -46,7 +46,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from logtrove.spark import direct
-from logtrove.spark.columns import spark_schema
+from logtrove.spark.columns import column_names, requested_columns, spark_schema
 from logtrove.spark.options import ReadOptions
 from logtrove.spark.ranges import (
     Catalog,
@@ -125,7 +125,22 @@ def freeze_imported() -> bool:
     return True
 
 
-def _read(options: ReadOptions, part: RangePartition) -> Iterator[Any]:
+def _columns(options: ReadOptions, schema: Any) -> tuple[ReadOptions, tuple[str, ...] | None]:
+    """The options to decode with (``headers`` only when the schema has it) and the
+    columns to keep, or ``None`` when the decoded batches are already the schema's."""
+    names = requested_columns(schema)
+    options = replace(options, include_headers="headers" in names)
+    return options, None if names == tuple(column_names(options.include_headers)) else names
+
+
+def _read(options: ReadOptions, part: RangePartition, columns: tuple[str, ...] | None) -> Iterator[Any]:
+    batches = _decoded(options, part)
+    if columns is None:
+        return batches
+    return (batch.select(columns) for batch in batches)
+
+
+def _decoded(options: ReadOptions, part: RangePartition) -> Iterator[Any]:
     freeze_imported()
     if options.path:
         return direct.read_range(
@@ -155,8 +170,8 @@ def _read(options: ReadOptions, part: RangePartition) -> Iterator[Any]:
 
 
 class LogtroveReader(DataSourceReader):
-    def __init__(self, options: ReadOptions) -> None:
-        self.options = options
+    def __init__(self, options: ReadOptions, schema: Any) -> None:
+        self.options, self.columns = _columns(options, schema)
 
     def partitions(self) -> Sequence[InputPartition]:
         catalog, closer = _open_catalog(self.options)
@@ -167,7 +182,11 @@ class LogtroveReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         # an empty plan reaches here as Spark's placeholder InputPartition(None)
-        return _read(self.options, partition) if isinstance(partition, RangePartition) else iter(())
+        return (
+            _read(self.options, partition, self.columns)
+            if isinstance(partition, RangePartition)
+            else iter(())
+        )
 
 
 Offsets = dict[str, dict[str, int]]
@@ -181,8 +200,8 @@ class LogtroveStreamReader(DataSourceStreamReader):
     :class:`ReadAllAvailable` and gets everything present at that moment.
     """
 
-    def __init__(self, options: ReadOptions) -> None:
-        self.options = options
+    def __init__(self, options: ReadOptions, schema: Any) -> None:
+        self.options, self.columns = _columns(options, schema)
 
     def _latest(self) -> Offsets:
         catalog, closer = _open_catalog(self.options)
@@ -232,7 +251,11 @@ class LogtroveStreamReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         # an empty plan reaches here as Spark's placeholder InputPartition(None)
-        return _read(self.options, partition) if isinstance(partition, RangePartition) else iter(())
+        return (
+            _read(self.options, partition, self.columns)
+            if isinstance(partition, RangePartition)
+            else iter(())
+        )
 
     def commit(self, end: Offsets) -> None:
         """Nothing to release: offsets live in Spark's checkpoint, the log keeps the data."""
@@ -311,10 +334,10 @@ class LogtroveDataSource(DataSource):
         return spark_schema(include.lower() in ("true", "1", "yes"))
 
     def reader(self, schema: Any) -> LogtroveReader:
-        return LogtroveReader(ReadOptions.parse(dict(self.options)))
+        return LogtroveReader(ReadOptions.parse(dict(self.options)), schema)
 
     def streamReader(self, schema: Any) -> LogtroveStreamReader:  # noqa: N802
-        return LogtroveStreamReader(ReadOptions.parse(dict(self.options), streaming=True))
+        return LogtroveStreamReader(ReadOptions.parse(dict(self.options), streaming=True), schema)
 
     def writer(self, schema: Any, overwrite: bool) -> LogtroveWriter:
         from logtrove.spark.writer import WriteOptions
