@@ -16,5 +16,9 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "installing system packages: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >/dev/null
-apt-get install -y -qq "${missing[@]}" >/dev/null
+# Two checkouts set up at once (a clone's `make test` beside `make run`) must not fail on
+# apt's lock: wait for each other, and for any other apt, up to 15 minutes.
+exec 9>/tmp/logtrove-apt.lock
+flock -w 900 9
+apt-get -o DPkg::Lock::Timeout=900 update -qq >/dev/null
+apt-get -o DPkg::Lock::Timeout=900 install -y -qq "${missing[@]}" >/dev/null
