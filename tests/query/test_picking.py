@@ -6,6 +6,7 @@ readers answer as before (the records before the damage, then a warning)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import crc32c
@@ -15,7 +16,7 @@ from logtrove.query import KeyQuery, QueryEngine, RangeQuery
 from logtrove.records import Compression, NewRecord, Record, RecordsError, build_batch, iter_records
 from logtrove.records.batch import CRC_START
 from logtrove.records.varint import encode_varint
-from logtrove.storage import Storage
+from logtrove.storage import Segment, Storage
 from logtrove.storage.derived.indexer import Indexer
 
 T0 = 1_763_800_000_000
@@ -157,3 +158,78 @@ def test_the_batch_holding_an_offset_is_the_one_the_segment_finds(tmp_path: Path
         )
     finally:
         storage.close()
+
+
+def general_read(seg: Segment, offset: int) -> object:
+    """What a candidate check answered before the compiled walk: the batch the segment
+    finds, then the record picked from it (row-wise where the picker refuses it)."""
+    from logtrove.query.model import Stats
+    from logtrove.query.picking import RecordReader, batch_holding
+
+    stats = Stats()
+    held = batch_holding(seg, offset)
+    try:
+        got = (
+            None
+            if held is None or held[1].base_offset > offset
+            else RecordReader(seg, stats)._pick(*held, offset)
+        )
+    except RecordsError as exc:
+        return f"{type(exc).__name__}: {exc}", stats.bytes_scanned
+    return got, stats.bytes_scanned
+
+
+def compacted(path: Path, interval: str) -> None:
+    """24 batches of 5 records, every fourth LZ4-compressed, batch 7 larger than a
+    candidate's first read (32 KiB), then compacted: gaps between the batches."""
+    from logtrove.storage.cleaner import Cleaner
+
+    storage = Storage.open(path)
+    storage.create_topic(TOPIC, 1, {"cleanup.policy": "compact", "index.interval.bytes": interval})
+    log = storage.log(TOPIC, 0)
+    n = 0
+    for b in range(24):
+        pad = b"x" * (40_000 if b == 7 else 20)
+        records = [
+            NewRecord(b"v%d-" % (n + i) + pad, b"k%d" % ((n + i) % 11), (("h", b"%d" % i),)) for i in range(5)
+        ]
+        n += 5
+        log.append(build_batch(records, compression=Compression.LZ4 if b % 4 == 1 else Compression.NONE))
+    log.roll()
+    Cleaner(storage).clean(log)
+    storage.close()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda p: compacted(p, "1"),  # every batch indexed: the first read is one batch
+        lambda p: compacted(p, "5000"),
+        lambda p: compacted(p, "100000"),  # no entry: reads from the segment's start
+        lambda p: write(p, damaged_batch=4),  # a record the pickers refuse
+        lambda p: write(p, append_time=True),
+    ],
+    ids=["compacted-every-batch-indexed", "compacted-some", "compacted-none", "damaged", "log-append-time"],
+)
+def test_a_candidate_check_gives_what_reading_its_batch_gives(
+    tmp_path: Path, make: Callable[[Path], None]
+) -> None:
+    """For every offset, :meth:`RecordReader.record_at` (one read into its buffer and one
+    compiled call where they decide) answers what the general read answers (the batch
+    the segment finds, then the record picked from it), with the same bytes counted."""
+    from logtrove.query.model import Stats
+    from logtrove.query.picking import RecordReader
+
+    make(tmp_path)
+    reader = Storage.open(tmp_path, read_only=True)
+    try:
+        for seg in reader.log(TOPIC, 0).segments:
+            for offset in range(seg.base_offset - 1, seg.next_offset + 2):
+                stats = Stats()
+                try:
+                    got: object = RecordReader(seg, stats).record_at(offset)
+                except RecordsError as exc:
+                    got = f"{type(exc).__name__}: {exc}"
+                assert (got, stats.bytes_scanned) == general_read(seg, offset), offset
+    finally:
+        reader.close()

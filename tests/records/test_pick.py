@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.records.helpers import with_payload
+from tests.records.helpers import patch_header, with_payload
 
 from logtrove.records import (
+    Compression,
     CorruptRecordError,
     NewRecord,
     Record,
@@ -19,7 +20,14 @@ from logtrove.records import (
     read_header,
 )
 from logtrove.records.batch import ATTR_TIMESTAMP_TYPE
-from logtrove.records.pick import NATIVE, first_stamped, py_pick_offset, py_pick_window, py_time_bounds
+from logtrove.records.pick import (
+    NATIVE,
+    first_stamped,
+    py_find_record,
+    py_pick_offset,
+    py_pick_window,
+    py_time_bounds,
+)
 from logtrove.records.record import batch_payload, decode_record, encode_record, record_span, timestamp_bounds
 from logtrove.records.varint import encode_varint
 
@@ -312,3 +320,95 @@ def test_first_stamped_is_the_row_wise_walk(recs: list[NewRecord], damage: bool,
     except RecordsError as exc:
         got = type(exc)
     assert got == first_rowwise(batch, min_offset, timestamp)
+
+
+def both_find(buf: bytes, room: int, offset: int) -> object:
+    assert NATIVE is not None
+    results = [outcome(f, buf, room, offset) for f in (py_find_record, NATIVE[3])]
+    assert results[0] == results[1], results
+    return results[0]
+
+
+def log_of(batches: list[list[NewRecord]], data: st.DataObject) -> tuple[bytes, list[int]]:
+    """Batches back to back as a log holds them, some compressed, some stamped at append
+    time, with gaps between their offsets (as compaction leaves); and each batch's base."""
+    out, bases, base = bytearray(), [], BASE_OFFSET
+    for recs in batches:
+        base += data.draw(st.integers(0, 3))
+        codec = data.draw(st.sampled_from([Compression.NONE, Compression.NONE, Compression.GZIP]))
+        batch = build_batch(recs, base_offset=base, compression=codec)
+        if data.draw(st.booleans()):
+            batch = patch_header(batch, attributes=read_header(batch).attributes | ATTR_TIMESTAMP_TYPE)
+        bases.append(base)
+        out += batch
+        base += len(recs)
+    return bytes(out), bases
+
+
+def expected_find(log: bytes, n: int, room: int, offset: int) -> object:
+    """What ``find_record`` must answer, from the row-wise readers: the batches of
+    ``log[:room]`` walked by header to the first whose last offset is ≥ ``offset``."""
+    rel = 0
+    while rel + 61 <= n:
+        header = read_header(log, rel)
+        if header.size > room - rel:
+            return -1
+        if header.last_offset < offset:
+            rel += header.size
+            continue
+        if header.size > n - rel:
+            return -1
+        if header.base_offset > offset:
+            return None
+        if header.compression is not Compression.NONE:
+            return rel
+        hits = [r for r in iter_records(log, rel, header) if r.offset == offset]
+        return header.size, (hits[0] if hits else None)
+    return -1
+
+
+@SETTINGS
+@given(st.lists(st.lists(records, min_size=1, max_size=6), min_size=1, max_size=5), st.data())
+def test_a_candidate_is_found_among_whole_batches_as_the_row_wise_readers_find_it(
+    batches: list[list[NewRecord]], data: st.DataObject
+) -> None:
+    log, bases = log_of(batches, data)
+    n = data.draw(st.integers(0, len(log)))  # the first read may end mid-batch
+    room = data.draw(st.sampled_from([len(log), n, data.draw(st.integers(0, len(log)))]))
+    room = max(room, n)
+    offset = data.draw(st.integers(BASE_OFFSET - 2, bases[-1] + len(batches[-1]) + 2))
+    got = both_find(log[:n], room, offset)
+    if isinstance(got, tuple) and got[1] is not None:
+        got = got[0], Record(*got[1])
+    assert got == expected_find(log, n, room, offset)
+
+
+@SETTINGS
+@given(st.lists(st.lists(records, min_size=1, max_size=4), min_size=1, max_size=4), st.data())
+def test_twins_find_alike_in_damaged_logs(batches: list[list[NewRecord]], data: st.DataObject) -> None:
+    log, bases = log_of(batches, data)
+    bad = damaged(log, data)
+    room = data.draw(st.integers(len(bad) - 2, len(bad) + 100))
+    offset = data.draw(st.integers(BASE_OFFSET - 2, bases[-1] + 6))
+    both_find(bad, room, offset)
+
+
+@SETTINGS
+@given(st.binary(max_size=300), st.integers(-5, 300), st.integers(-5, 5))
+def test_twins_find_alike_in_random_bytes(buf: bytes, room: int, offset: int) -> None:
+    both_find(buf, room, offset)
+
+
+def test_find_record_answers_each_case() -> None:
+    plain = build_batch([NewRecord(b"a", b"k"), NewRecord(b"b", b"k")], base_offset=10)
+    packed = build_batch([NewRecord(b"c", b"k")], base_offset=20, compression=Compression.GZIP)
+    log = plain + packed
+    at_11 = both_find(log, len(log), 11)
+    assert isinstance(at_11, tuple) and at_11[0] == len(plain)
+    assert Record(*at_11[1]) == list(iter_records(plain, 0))[1]
+    assert both_find(log, len(log), 15) is None  # in the gap before offset 20
+    assert both_find(log, len(log), 20) == len(plain)  # compressed: the caller decompresses
+    assert both_find(log[: len(plain) + 30], len(log), 20) == -1  # that batch is cut short
+    assert both_find(log, len(log) - 1, 20) == -1  # it runs past the log
+    assert both_find(log, len(log), 21) == -1  # past every batch
+    assert both_find(b"\x00" * 10, 100, 0) == -1

@@ -25,7 +25,7 @@ from logtrove.query.tail import append_time, batches_in, tail_bounds
 from logtrove.records import HEADER_SIZE, BatchHeader, Record, RecordsError, iter_records, read_header
 from logtrove.records.batch import MIN_BATCH_LENGTH
 from logtrove.records.compression import Compression
-from logtrove.records.pick import pick_offset, pick_window
+from logtrove.records.pick import find_record, pick_offset, pick_window
 from logtrove.records.record import batch_payload, decode_record, record_span, timestamp_bounds
 from logtrove.storage import Segment
 from logtrove.storage.derived.views import index_view
@@ -72,18 +72,47 @@ def batch_holding(seg: Segment, offset: int) -> tuple[int, BatchHeader, bytes, i
 class RecordReader:
     """Records of one segment at given offsets, for checking key-index candidates: the
     batch holding each is read, and only the record asked for is decoded. The last
-    decompressed payload is kept (candidates of one batch come in a row, newest first)."""
+    decompressed payload is kept (candidates of one batch come in a row, newest first).
+
+    A candidate costs one ``pread`` into a buffer the reader keeps and one compiled call
+    (:func:`~logtrove.records.pick.find_record`), which walks the batch headers read and
+    picks the record from an uncompressed batch; what it leaves undecided (a compressed
+    batch, one it refuses, one past the first read) goes the general way below."""
 
     def __init__(self, seg: Segment, stats: Stats) -> None:
         self.seg = seg
         self.stats = stats
         self._last: tuple[int, bytes] | None = None  # position, decompressed payload
+        self._buf = bytearray(_FIRST_READ)
+        self._view = memoryview(self._buf)
 
     def record_at(self, offset: int) -> Record | None:
-        found = batch_holding(self.seg, offset)
-        if found is None or found[1].base_offset > offset:
+        seg = self.seg
+        start, following = seg.offset_index.positions_around(offset)
+        room = seg.size - start
+        first = _FIRST_READ if following is None else min(following - start, _FIRST_READ)
+        want = min(max(first, HEADER_SIZE), room)
+        if want >= HEADER_SIZE:
+            view = self._view[:want]
+            found = find_record(view[: seg.read_into(view, start)], room, offset)
+            if found is None:
+                return None
+            if isinstance(found, tuple):
+                self.stats.bytes_scanned += found[0]
+                return None if found[1] is None else Record(*found[1])
+            if found >= 0:
+                header = read_header(self._buf, found)
+                return self._pick(
+                    start + found, header, bytes(self._view[found : found + header.size]), 0, offset
+                )
+        held = batch_holding(seg, offset)
+        if held is None or held[1].base_offset > offset:
             return None
-        position, header, buf, rel = found
+        return self._pick(*held, offset)
+
+    def _pick(self, position: int, header: BatchHeader, buf: bytes, rel: int, offset: int) -> Record | None:
+        """The record at ``offset`` of the batch at ``rel`` in ``buf`` (at ``position`` in
+        the log), which holds it."""
         self.stats.bytes_scanned += header.size
         if header.compression is Compression.NONE:
             payload: bytes | memoryview = memoryview(buf)[rel + HEADER_SIZE : rel + header.size]

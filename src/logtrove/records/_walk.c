@@ -528,6 +528,39 @@ PyDoc_STRVAR(pick_offset_doc,
              "first record at or after it has a larger offset or there is none. Records after it\n"
              "are not read. See logtrove.records.pick.py_pick_offset.");
 
+/* The record at `offset` in the records section b[0:end], as pick_offset gives it:
+ * a new reference to the record tuple or to None, or NULL with ValueError set. */
+static PyObject *
+pick_in(const uint8_t *b, Py_ssize_t end, int64_t base_offset, int64_t base_ts, int append, int64_t append_ts,
+        int64_t offset)
+{
+    Py_ssize_t p = 0, count = 0, rec_end;
+    int64_t ts_delta, off_delta, previous = 0;
+    for (; p < end; p = rec_end, count++) {
+        if (frame(b, end, &p, count, &rec_end, &ts_delta, &off_delta) < 0) {
+            return NULL;
+        }
+        if (count > 0 && off_delta <= previous) {
+            return bad_record(count, "its offset delta does not rise");
+        }
+        previous = off_delta;
+        int64_t at, ts = append_ts;
+        if (__builtin_add_overflow(base_offset, off_delta, &at) ||
+            (!append && __builtin_add_overflow(base_ts, ts_delta, &ts))) {
+            return bad_record(count, "its offset or timestamp does not fit 64 bits");
+        }
+        if (at < offset) {
+            continue;
+        }
+        if (at > offset) {
+            break;
+        }
+        PyObject *record = NULL;
+        return record_fields(b, rec_end, p, count, at, ts, &record) == 0 ? record : NULL;
+    }
+    return Py_NewRef(Py_None);
+}
+
 static PyObject *
 pick_offset(PyObject *Py_UNUSED(module), PyObject *args)
 {
@@ -537,41 +570,98 @@ pick_offset(PyObject *Py_UNUSED(module), PyObject *args)
     if (!PyArg_ParseTuple(args, "y*LLOL", &buf, &base_offset, &base_ts, &append_obj, &offset)) {
         return NULL;
     }
-    const uint8_t *b = buf.buf;
-    Py_ssize_t end = buf.len, p = 0, count = 0, rec_end;
-    int64_t append_ts, ts_delta, off_delta, previous = 0;
+    int64_t append_ts;
     PyObject *out = NULL;
-    if (int64_arg(append_obj, 0, &append_ts) < 0) {
-        goto done;
+    if (int64_arg(append_obj, 0, &append_ts) == 0) {
+        out = pick_in(buf.buf, buf.len, base_offset, base_ts, append_obj != Py_None, append_ts, offset);
     }
-    for (; p < end; p = rec_end, count++) {
-        if (frame(b, end, &p, count, &rec_end, &ts_delta, &off_delta) < 0) {
-            goto done;
-        }
-        if (count > 0 && off_delta <= previous) {
-            bad_record(count, "its offset delta does not rise");
-            goto done;
-        }
-        previous = off_delta;
-        int64_t at, ts = append_ts;
-        if (__builtin_add_overflow((int64_t)base_offset, off_delta, &at) ||
-            (append_obj == Py_None && __builtin_add_overflow((int64_t)base_ts, ts_delta, &ts))) {
-            bad_record(count, "its offset or timestamp does not fit 64 bits");
-            goto done;
-        }
-        if (at < offset) {
-            continue;
-        }
-        if (at > offset) {
+    PyBuffer_Release(&buf);
+    return out;
+}
+
+/* RecordBatch v2 header fields find_record reads (big-endian, at these byte positions). */
+#define BATCH_HEADER_SIZE 61
+#define BATCH_LOG_OVERHEAD 12
+#define BATCH_ATTR_CODEC 0x07
+#define BATCH_ATTR_LOG_APPEND_TIME 0x08
+
+static inline int64_t
+be64(const uint8_t *b)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) {
+        v = (v << 8) | b[i];
+    }
+    return (int64_t)v;
+}
+
+static inline int32_t
+be32(const uint8_t *b)
+{
+    return (int32_t)(((uint32_t)b[0] << 24) | ((uint32_t)b[1] << 16) | ((uint32_t)b[2] << 8) | b[3]);
+}
+
+PyDoc_STRVAR(find_record_doc,
+             "find_record(buf, room, offset)\n--\n\n"
+             "The record at offset among the batches that start at buf[0] (read from a log\n"
+             "that holds room bytes from there): None when the batch holding it starts past it;\n"
+             "(batch size, record or None) when an uncompressed batch wholly in buf decides it;\n"
+             "the batch's position in buf when it holds the offset but is compressed or refused\n"
+             "by pick_offset; -1 when buf does not decide. See\n"
+             "logtrove.records.pick.py_find_record.");
+
+static PyObject *
+find_record(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer buf;
+    Py_ssize_t room;
+    long long offset;
+    if (!PyArg_ParseTuple(args, "y*nL", &buf, &room, &offset)) {
+        return NULL;
+    }
+    const uint8_t *b = buf.buf;
+    Py_ssize_t n = buf.len, rel = 0;
+    PyObject *out = NULL;
+    while (rel <= n - BATCH_HEADER_SIZE) {
+        const uint8_t *h = b + rel;
+        int64_t base_offset = be64(h), last;
+        int32_t batch_length = be32(h + 8), last_delta = be32(h + 23);
+        int attributes = (h[21] << 8) | h[22];
+        if (h[16] != 2 || batch_length < BATCH_HEADER_SIZE - BATCH_LOG_OVERHEAD ||
+            (Py_ssize_t)batch_length + BATCH_LOG_OVERHEAD > room - rel ||
+            __builtin_add_overflow(base_offset, (int64_t)last_delta, &last)) {
             break;
         }
-        PyObject *record = NULL;
-        if (record_fields(b, rec_end, p, count, at, ts, &record) == 0) {
-            out = record;
+        Py_ssize_t size = (Py_ssize_t)batch_length + BATCH_LOG_OVERHEAD;
+        if (last < offset) {
+            rel += size;
+            continue;
         }
+        if (size > n - rel) {
+            break;
+        }
+        if (base_offset > offset) {
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
+        if ((attributes & BATCH_ATTR_CODEC) != 0) {
+            out = PyLong_FromSsize_t(rel);
+            goto done;
+        }
+        int append = (attributes & BATCH_ATTR_LOG_APPEND_TIME) != 0;
+        PyObject *record = pick_in(h + BATCH_HEADER_SIZE, size - BATCH_HEADER_SIZE, base_offset, be64(h + 27),
+                                   append, append ? be64(h + 35) : 0, offset);
+        if (record == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_ValueError)) {
+                PyErr_Clear();
+                out = PyLong_FromSsize_t(rel);
+            }
+            goto done;
+        }
+        out = Py_BuildValue("(nN)", size, record);
         goto done;
     }
-    out = Py_NewRef(Py_None);
+    out = PyLong_FromLong(-1);
 done:
     PyBuffer_Release(&buf);
     return out;
@@ -621,6 +711,7 @@ static PyMethodDef walk_methods[] = {
     {"first_at_or_after", first_at_or_after, METH_VARARGS, first_at_or_after_doc},
     {"pick_window", pick_window, METH_VARARGS, pick_window_doc},
     {"pick_offset", pick_offset, METH_VARARGS, pick_offset_doc},
+    {"find_record", find_record, METH_VARARGS, find_record_doc},
     {"time_bounds", time_bounds, METH_VARARGS, time_bounds_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -27,4 +27,11 @@ def pick_window(
 def pick_offset(
     payload: Buffer, base_offset: int, base_ts: int, append_ts: int | None, offset: int, /
 ) -> tuple[int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]] | None: ...
+def find_record(
+    buf: Buffer, room: int, offset: int, /
+) -> (
+    tuple[int, tuple[int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]] | None]
+    | int
+    | None
+): ...
 def time_bounds(payload: Buffer, base_ts: int, /) -> tuple[int, int]: ...

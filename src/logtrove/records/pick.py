@@ -31,7 +31,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from logtrove.native import native
-from logtrove.records.batch import ATTR_TIMESTAMP_TYPE, BatchHeader, Buffer
+from logtrove.records.batch import (
+    ATTR_TIMESTAMP_TYPE,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    Buffer,
+)
 from logtrove.records.errors import RecordsError
 from logtrove.records.record import Record, batch_payload, iter_records
 
@@ -213,6 +222,57 @@ def py_pick_offset(
     return None
 
 
+FoundRecord = tuple[int, "RecordTuple | None"] | int | None
+
+
+def py_find_record(buf: Buffer, room: int, offset: int) -> FoundRecord:
+    """The record at ``offset`` among the batches that start at ``buf[0]``, read from a
+    log that holds ``room`` bytes from there (``buf`` may end mid-batch): a key lookup's
+    candidate check in one call.
+
+    The batches are walked by their headers as :func:`logtrove.query.picking.batch_holding`
+    walks them, to the first whose last offset is ≥ ``offset``. Answers:
+
+    * ``None``: that batch starts past ``offset`` (a compaction gap);
+    * ``(batch size, record or None)``: that batch is uncompressed and wholly in ``buf``,
+      and :func:`py_pick_offset` gave the record (or ``None``: no record at ``offset``);
+    * the batch's position in ``buf``: it is wholly in ``buf`` but compressed, or
+      :func:`py_pick_offset` refused it (the caller decompresses or reads it row-wise);
+    * ``-1``: ``buf`` does not decide (a header cut short, damaged or running past
+      ``room``, a batch ending past ``buf``, or no such batch in ``buf``): the caller
+      reads the log as before.
+    """
+    b = memoryview(buf).cast("B")
+    n, rel = len(b), 0
+    while rel <= n - HEADER_SIZE:
+        header = BatchHeader._make(HEADER.unpack_from(b, rel))
+        size = header.batch_length + LOG_OVERHEAD
+        last = header.base_offset + header.last_offset_delta
+        if (
+            header.magic != MAGIC_V2
+            or header.batch_length < MIN_BATCH_LENGTH
+            or size > room - rel
+            or not _INT64_MIN <= last <= _INT64_MAX
+        ):
+            break
+        if last < offset:
+            rel += size
+            continue
+        if size > n - rel:
+            break
+        if header.base_offset > offset:
+            return None
+        if header.attributes & 0x07:
+            return rel
+        append_ts = header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None
+        payload = b[rel + HEADER_SIZE : rel + size]
+        try:
+            return size, py_pick_offset(payload, header.base_offset, header.base_timestamp, append_ts, offset)
+        except ValueError:
+            return rel
+    return -1
+
+
 def py_time_bounds(payload: Buffer, base_ts: int) -> tuple[int, int]:
     """The smallest and largest record timestamp (``base_ts`` + delta) of a records
     section, from record lengths and timestamp deltas alone (the framing
@@ -237,15 +297,17 @@ def py_time_bounds(payload: Buffer, base_ts: int) -> tuple[int, int]:
 PickWindow = Callable[[Buffer, int, int, "int | None", "int | None", "int | None", int, int, int], WindowPick]
 PickOffset = Callable[[Buffer, int, int, "int | None", int], "RecordTuple | None"]
 TimeBounds = Callable[[Buffer, int], tuple[int, int]]
+FindRecord = Callable[[Buffer, int, int], FoundRecord]
 
 
-NATIVE: tuple[PickWindow, PickOffset, TimeBounds] | None = native(
-    "logtrove.records._walk", "pick_window", "pick_offset", "time_bounds"
+NATIVE: tuple[PickWindow, PickOffset, TimeBounds, FindRecord] | None = native(
+    "logtrove.records._walk", "pick_window", "pick_offset", "time_bounds", "find_record"
 )
 IMPLEMENTATION = "compiled" if NATIVE is not None else "python"
 pick_window: PickWindow = NATIVE[0] if NATIVE is not None else py_pick_window
 pick_offset: PickOffset = NATIVE[1] if NATIVE is not None else py_pick_offset
 time_bounds: TimeBounds = NATIVE[2] if NATIVE is not None else py_time_bounds
+find_record: FindRecord = NATIVE[3] if NATIVE is not None else py_find_record
 
 
 def first_stamped(data: Buffer, header: BatchHeader, min_offset: int, timestamp: int) -> Record | None:

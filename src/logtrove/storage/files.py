@@ -105,6 +105,13 @@ class SegmentFile:
         finally:
             self.pool.unpin(self)
 
+    def preadv(self, buf: bytearray | memoryview, position: int) -> int:
+        fd = self.pool.pin(self)
+        try:
+            return os.preadv(fd, [buf], position)
+        finally:
+            self.pool.unpin(self)
+
     def pwritev(self, buffers: list[bytes | bytearray | memoryview], position: int) -> int:
         fd = self.pool.pin(self)
         try:

@@ -321,6 +321,11 @@ class Segment:
         """``size`` bytes from ``position`` (fewer at the end of the file)."""
         return self._file.pread(size, position)
 
+    def read_into(self, buf: bytearray | memoryview, position: int) -> int:
+        """Fill ``buf`` from ``position`` (fewer bytes at the end of the file): how many
+        bytes were read. For readers that reuse one buffer per lookup."""
+        return self._file.preadv(buf, position)
+
     def batches(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each whole batch in ``[start, end)``, by headers only.
 
