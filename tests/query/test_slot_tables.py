@@ -15,6 +15,7 @@ import os
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +23,7 @@ from logtrove.query import KeyQuery, QueryEngine
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import PartitionLog, Storage
 from logtrove.storage.cleaner import Cleaner
-from logtrove.storage.derived import keyindex
+from logtrove.storage.derived import keyindex, slottables
 from logtrove.storage.derived.cache import READERS, Kind, ReaderCache
 from logtrove.storage.derived.indexer import Indexer, PartitionIndexer
 from logtrove.storage.derived.paths import derived_path
@@ -63,6 +64,42 @@ def test_lookups_read_slots_from_cached_tables_and_stay_exact(tmp_path: Path) ->
         blocks = sum(len(index_view(seg).key_blocks) for seg in log.segments)
         assert blocks > 5 and cached_tables() == blocks
         assert_lookups_exact(storage, "t", log)  # every slot from memory now
+
+
+def test_lookups_stay_exact_when_only_some_tables_fit_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A segment whose blocks' tables do not all fit is probed block by block, the blocks
+    that fit from memory, the others through the file; where all fit, every block in one
+    compiled call: the same answers."""
+    with Storage.open(tmp_path) as storage:
+        storage.create_topic("t", 1, {"segment.bytes": "30000"})
+        log = storage.log("t", 0)
+        append(log, [KEYS[i % 7 * i % len(KEYS)] for i in range(900)], 0)
+        PartitionIndexer(log, block_records=100).step(10**9, flush_tail=True)
+        READERS.clear()
+        one_table = len(slot_table_of(log))
+        monkeypatch.setattr(slottables, "SLOT_TABLES", Kind("slot tables", 3 * one_table))
+        assert_lookups_exact(storage, "t", log)
+        plans = [index_view(seg).probes for seg in log.segments]
+        assert [None] in plans and any(p and p[0] is not None for p in plans)  # some whole, some not
+        assert_lookups_exact(storage, "t", log)
+
+
+def slot_table_of(log: PartitionLog) -> bytes:
+    """The slot table of the first key block of ``log``, read from its file."""
+    view = index_view(log.segments[0])
+    place = view.key_blocks[0].place
+    assert place is not None
+    path = derived_path(log.segments[0], keyindex.SUFFIX)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        table = slot_table(fd, str(path), os.fstat(fd).st_ino, place)
+    finally:
+        os.close(fd)
+    assert table is not None
+    READERS.clear()
+    return table
 
 
 def test_a_compaction_swap_replaces_the_tables_of_the_rewritten_segments(tmp_path: Path) -> None:

@@ -161,3 +161,76 @@ def test_a_walk_from_a_slot_held_in_memory_answers_what_the_walk_from_the_file_d
         assert twins[0] == twins[1]
     finally:
         os.close(fd)
+
+
+COMPILED_PROBES = native("logtrove.storage.derived._indexcore", "probe_tables")
+
+
+def answer(fn: object, *args: object) -> object:
+    try:
+        return fn(*args)  # type: ignore[operator]
+    except ValueError as e:
+        return ("ValueError", str(e))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    blocks=st.lists(digest_lists.filter(bool), min_size=1, max_size=5),
+    pick=st.integers(0, 10_000),
+    probe=st.integers(0, 2**64 - 1),
+    cut=st.one_of(st.none(), st.integers(0, 10_000)),
+)
+def test_probing_every_block_in_one_call_answers_what_each_blocks_walk_does(
+    tmp_path: Path, blocks: list[list[int]], pick: int, probe: int, cut: int | None
+) -> None:
+    """One file of several blocks (each: counts, slot table, entries), maybe cut short:
+    both twins of ``probe_tables`` give, per block, what ``py_chain`` gives reading the
+    slot from the file (or the same error)."""
+    assert COMPILED_PROBES is not None and keyindex.probe_tables is COMPILED_PROBES
+    data, places = b"", []
+    for i, digests in enumerate(blocks):
+        table = keyindex.encode_table(array("Q", digests), array("I", range(i, i + 3 * len(digests), 3)))
+        slots, n = struct.unpack_from(">II", table)
+        places.append((len(data), slots, n, table[8 : 8 + 4 * slots]))
+        data += table
+    path = tmp_path / "blocks.keyidx"
+    path.write_bytes(data if cut is None else data[: cut % (len(data) + 1)])
+    everything = [d for digests in blocks for d in digests]
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for digest in (probe, everything[pick % len(everything)]):
+            probes = tuple((table, pos + 8 + 4 * slots, n) for pos, slots, n, table in places)
+            twins = [answer(f, fd, probes, digest, BASE) for f in (keyindex.py_probe_tables, COMPILED_PROBES)]
+            assert twins[0] == twins[1]
+            if cut is None:  # the file whole: each block as the walk from the file finds it
+                assert twins[0] == [
+                    keyindex.py_chain(fd, pos + 8, slots, n, digest, BASE) for pos, slots, n, _ in places
+                ]
+    finally:
+        os.close(fd)
+
+
+def test_bad_probes_are_refused_alike(tmp_path: Path) -> None:
+    path = tmp_path / "empty.keyidx"
+    path.write_bytes(b"")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for probe_tables in (keyindex.py_probe_tables, COMPILED_PROBES):
+            assert probe_tables(fd, (), 5, 0) == []
+            assert probe_tables(fd, ((b"\x00" * 8, 0, 3),), 5, 0) == [[]]  # an empty slot reads nothing
+            for probes, message in [
+                (((b"\x00" * 12, 0, 1),), "bad slot table"),  # 3 slots: not a power of two
+                (((b"", 0, 1),), "bad slot table"),
+                (((b"\x00" * 4, -1, 1),), "bad slot table"),
+                (((b"\x00" * 4, 0, 2**32),), "bad slot table"),
+                (((b"\x00" * 4, 0),), "a probe is not"),
+                ((("table", 0, 1),), "a probe is not"),
+            ]:
+                with pytest.raises(ValueError, match=message):
+                    probe_tables(fd, probes, 0, 0)  # type: ignore[arg-type]
+            with pytest.raises(ValueError, match="bad descriptor or probes"):
+                probe_tables(-1, (), 0, 0)
+            with pytest.raises(ValueError, match="ends inside a hash chain"):
+                probe_tables(fd, ((b"\x00\x00\x00\x01", 0, 1),), 0, 0)  # a link into an empty file
+    finally:
+        os.close(fd)

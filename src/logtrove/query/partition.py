@@ -165,6 +165,7 @@ def lookup_newest_first(
         if view.end_position < seg.size and (before is None or view.end_offset < before):
             yield from _tail_matches(log, seg, view.end_position, attr, keep, stats, reader)
         with view.key_reader() as keys:  # one opening of the .keyidx per segment
+            probed: list[list[int]] | None = None  # every block's candidates, at the first probe
             for i in reversed(range(len(view.key_blocks))):
                 kb = view.key_blocks[i]
                 if before is not None and kb.start_offset >= before:
@@ -178,8 +179,10 @@ def lookup_newest_first(
                     found = scan_records(seg, kb.start_position, kb.end_position, stats, attr.needle)
                     yield from reversed([r for r in found if keep(r)])
                     continue
+                if probed is None:
+                    probed = keys.probe_all(view.key_blocks, attr.digest) or []
                 last = None
-                for offset in keys.candidates(kb, attr.digest):
+                for offset in probed[i] if probed else keys.candidates(kb, attr.digest):
                     if offset == last or (before is not None and offset >= before):
                         continue
                     if offset < first:

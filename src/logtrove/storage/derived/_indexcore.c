@@ -813,9 +813,72 @@ chain_from(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return walk((int)fd, entries_pos, n, (uint32_t)link, (uint32_t)digest, base);
 }
 
+PyDoc_STRVAR(probe_tables_doc,
+"probe_tables(fd, probes, digest, base_offset) -> list[list[int]]\n\n"
+"chain_from() for each (slot table, entries_position, entry_count) of the tuple probes,\n"
+"the slot read from its table held in memory: one list per probe, in order, empty for an\n"
+"empty slot. One call for every key block of a segment.");
+
+static PyObject *
+probe_tables(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "probe_tables() takes 4 arguments");
+        return NULL;
+    }
+    long fd = PyLong_AsLong(args[0]);
+    unsigned long long digest = PyLong_AsUnsignedLongLong(args[2]);
+    long long base = PyLong_AsLongLong(args[3]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *probes = args[1];
+    if (fd < 0 || fd > INT32_MAX || !PyTuple_Check(probes)) {
+        PyErr_SetString(PyExc_ValueError, "probe_tables(): a bad descriptor or probes");
+        return NULL;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(probes);
+    PyObject *out = PyList_New(count);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *probe = PyTuple_GET_ITEM(probes, i);
+        if (!PyTuple_Check(probe) || PyTuple_GET_SIZE(probe) != 3 || !PyBytes_Check(PyTuple_GET_ITEM(probe, 0))) {
+            PyErr_SetString(PyExc_ValueError, "probe_tables(): a probe is not (table, entries_position, entry_count)");
+            goto failed;
+        }
+        PyObject *table = PyTuple_GET_ITEM(probe, 0);
+        long long entries_pos = PyLong_AsLongLong(PyTuple_GET_ITEM(probe, 1));
+        unsigned long long n = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(probe, 2));
+        if (PyErr_Occurred()) {
+            goto failed;
+        }
+        Py_ssize_t length = PyBytes_GET_SIZE(table);
+        unsigned long long slots = (unsigned long long)length / 4;
+        if (length % 4 != 0 || slots == 0 || (slots & (slots - 1)) != 0 || entries_pos < 0 || n > UINT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "probe_tables(): a bad slot table, position or entry count");
+            goto failed;
+        }
+        const unsigned char *slot = (const unsigned char *)PyBytes_AS_STRING(table) + 4 * ((digest >> 32) & (slots - 1));
+        uint32_t link = be32(slot);
+        PyObject *found = link == 0 || n == 0 ? PyList_New(0) : walk((int)fd, entries_pos, n, link, (uint32_t)digest, base);
+        if (found == NULL) {
+            goto failed;
+        }
+        PyList_SET_ITEM(out, i, found);
+    }
+    return out;
+failed:
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef indexcore_functions[] = {
     {"chain", (PyCFunction)(void (*)(void))chain, METH_FASTCALL, chain_doc},
     {"chain_from", (PyCFunction)(void (*)(void))chain_from, METH_FASTCALL, chain_from_doc},
+    {"probe_tables", (PyCFunction)(void (*)(void))probe_tables, METH_FASTCALL, probe_tables_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,5 +1,6 @@
 """Type stub of the compiled twins of :class:`logtrove.storage.derived.blockentries.PyPending`
-and :func:`logtrove.storage.derived.keyindex.py_chain` / ``py_chain_from``."""
+and :func:`logtrove.storage.derived.keyindex.py_chain` / ``py_chain_from`` /
+``py_probe_tables``."""
 
 from logtrove.records.batch import Buffer
 
@@ -11,6 +12,9 @@ def chain(
 def chain_from(
     fd: int, entries_position: int, entry_count: int, link: int, digest: int, base_offset: int
 ) -> list[int]: ...
+def probe_tables(
+    fd: int, probes: tuple[tuple[bytes, int, int], ...], digest: int, base_offset: int
+) -> list[list[int]]: ...
 
 class Pending:
     def __init__(self, id_name: bytes, tag_name: bytes, indexed: dict[bytes, bytes]) -> None: ...

@@ -179,6 +179,30 @@ def py_chain_from(
     return out
 
 
+Probe = tuple[bytes, int, int]
+"""A key block as :func:`probe_tables` probes it: its slot table held in memory, where its
+entries start in the file, and how many there are."""
+
+
+def py_probe_tables(fd: int, probes: tuple[Probe, ...], digest: int, base_offset: int) -> list[list[int]]:
+    """:func:`py_chain_from` for each probe, its slot read from the table it holds: one
+    list of offsets per probe, in order, empty for an empty slot. A lookup probes every
+    key block of a segment in one call; defines the compiled ``_indexcore.probe_tables``."""
+    if fd < 0 or not isinstance(probes, tuple):
+        raise ValueError("probe_tables(): a bad descriptor or probes")
+    out: list[list[int]] = []
+    for probe in probes:
+        if not (isinstance(probe, tuple) and len(probe) == 3 and isinstance(probe[0], bytes)):
+            raise ValueError("probe_tables(): a probe is not (table, entries_position, entry_count)")
+        table, entries_position, n = probe
+        slots = len(table) // 4
+        if len(table) % 4 or slots == 0 or slots & (slots - 1) or entries_position < 0 or not 0 <= n <= _U32:
+            raise ValueError("probe_tables(): a bad slot table, position or entry count")
+        (link,) = struct.unpack_from(">I", table, 4 * ((digest >> 32) & (slots - 1)))
+        out.append(py_chain_from(fd, entries_position, n, link, digest, base_offset) if link and n else [])
+    return out
+
+
 def _pread_all(fd: int, length: int, position: int) -> bytes:
     data = os.pread(fd, length, position)
     if len(data) != length:
@@ -191,6 +215,9 @@ chain: Callable[[int, int, int, int, int, int], list[int]] = (
 )
 chain_from: Callable[[int, int, int, int, int, int], list[int]] = (
     native("logtrove.storage.derived._indexcore", "chain_from") or py_chain_from
+)
+probe_tables: Callable[[int, tuple[Probe, ...], int, int], list[list[int]]] = (
+    native("logtrove.storage.derived._indexcore", "probe_tables") or py_probe_tables
 )
 
 

@@ -121,5 +121,9 @@ def probe(fd: int, table: bytes, place: BlockPlace, digest: int, base_offset: in
     (link,) = _SLOT.unpack_from(table, 4 * slot)
     if link == 0:
         return []
-    entries_position = place.counts_position + _COUNTS.size + 4 * place.slots
-    return keyindex.chain_from(fd, entries_position, place.entries, link, digest, base_offset)
+    return keyindex.chain_from(fd, entries_position(place), place.entries, link, digest, base_offset)
+
+
+def entries_position(place: BlockPlace) -> int:
+    """Where the block's hash-chain entries start in the file: after its counts and slots."""
+    return place.counts_position + _COUNTS.size + 4 * place.slots

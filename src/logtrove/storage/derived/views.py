@@ -21,7 +21,7 @@ from logtrove.storage.derived import keyindex, skipindex, tagindex
 from logtrove.storage.derived.blockfile import Block, CheckedBlocks, read_blocks_after, valid_length
 from logtrove.storage.derived.cache import READERS, Kind
 from logtrove.storage.derived.paths import FILES, derived_path, derived_paths
-from logtrove.storage.derived.slottables import BlockPlace, probe, slot_table
+from logtrove.storage.derived.slottables import BlockPlace, entries_position, probe, slot_table
 
 
 def common_blocks(segment: Segment, *, verify: bool = True) -> dict[int, list[Block]]:
@@ -103,6 +103,11 @@ class IndexView:
     # the key blocks' slot tables this view fetched (None: probed through the file), by
     # counts position; shared by the copies index_view makes for other Segment objects
     slot_tables: dict[int, bytes | None] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    # the key blocks as one compiled call probes them all (KeyReader.probe_all), made at
+    # the first lookup: empty until then, [None] when a block is probed through the file
+    probes: list[tuple[keyindex.Probe, ...] | None] = dataclasses.field(
+        default_factory=list, compare=False, repr=False
+    )
 
     def candidates(self, block: KeyBlock, digest: int) -> Iterator[int]:
         """Offsets of entries whose hash matches ``digest`` in ``block``, newest first."""
@@ -112,7 +117,9 @@ class IndexView:
     def key_reader(self) -> KeyReader:
         """A reader of this segment's ``.keyidx`` that opens the file once, at its first
         lookup, for every block a search walks (close it, or use it in a ``with``)."""
-        return KeyReader(derived_paths(self.segment)[0], self.segment.base_offset, self.slot_tables)
+        return KeyReader(
+            derived_paths(self.segment)[0], self.segment.base_offset, self.slot_tables, self.probes
+        )
 
 
 class KeyReader:
@@ -122,27 +129,60 @@ class KeyReader:
     cached or fits, else from the file. ``tables`` keeps what was fetched for the view's
     blocks, so a later lookup through the same view asks the shared cache nothing."""
 
-    def __init__(self, path: str, base_offset: int, tables: dict[int, bytes | None] | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        base_offset: int,
+        tables: dict[int, bytes | None] | None = None,
+        probes: list[tuple[keyindex.Probe, ...] | None] | None = None,
+    ) -> None:
         self.path = path
         self.base_offset = base_offset
         self._tables: dict[int, bytes | None] = {} if tables is None else tables
+        self._probes: list[tuple[keyindex.Probe, ...] | None] = [] if probes is None else probes
         self._fd: int | None = None
+
+    def _open(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDONLY)
+        return self._fd
+
+    def _table(self, fd: int, place: BlockPlace) -> bytes | None:
+        table = self._tables.get(place.counts_position, b"")
+        if table == b"":
+            table = self._tables[place.counts_position] = slot_table(
+                fd, self.path, os.fstat(fd).st_ino, place
+            )
+        return table
 
     def candidates(self, block: KeyBlock, digest: int) -> list[int]:
         """Offsets of entries whose hash matches ``digest`` in ``block``, newest first."""
-        fd = self._fd
-        if fd is None:
-            fd = self._fd = os.open(self.path, os.O_RDONLY)
+        fd = self._open()
         place = block.place
         if place is not None:
-            table = self._tables.get(place.counts_position, b"")
-            if table == b"":
-                table = self._tables[place.counts_position] = slot_table(
-                    fd, self.path, os.fstat(fd).st_ino, place
-                )
+            table = self._table(fd, place)
             if table is not None:
                 return probe(fd, table, place, digest, self.base_offset)
         return keyindex.candidates(fd, block.counts_position, self.base_offset, digest, block.counts)
+
+    def probe_all(self, blocks: tuple[KeyBlock, ...], digest: int) -> list[list[int]] | None:
+        """:meth:`candidates` of every one of the view's ``blocks``, in one compiled call
+        (:func:`~.keyindex.probe_tables`) over their slot tables in memory; ``None`` when a
+        block's table is not held (it did not fit the cache): then ask block by block."""
+        fd = self._open()
+        if not self._probes:
+            self._probes.append(self._plan(fd, blocks))
+        plan = self._probes[0]
+        return None if plan is None else keyindex.probe_tables(fd, plan, digest, self.base_offset)
+
+    def _plan(self, fd: int, blocks: tuple[KeyBlock, ...]) -> tuple[keyindex.Probe, ...] | None:
+        probes = []
+        for block in blocks:
+            table = None if block.place is None else self._table(fd, block.place)
+            if table is None or block.place is None:
+                return None
+            probes.append((table, entries_position(block.place), block.place.entries))
+        return tuple(probes)
 
     def close(self) -> None:
         if self._fd is not None:
