@@ -9,7 +9,10 @@ overrides both.
 
 Latencies take ``BENCH_QUERY_SAMPLES`` warm samples per query type (default 1,000; 200
 under ``BENCH_QUICK``) after 50 unmeasured warm-up queries, and report p50 / p99 / p999 /
-max with the load average before and after each type (the machine may be shared).
+max with the load average before and after each type (the machine may be shared), and
+the queries' own CPU time (p50 / p99) with the share of queries, and of the slowest 1 %,
+during which the kernel gave the query's core to another process (an involuntary context
+switch): a wall-time tail far above the CPU-time tail is time spent waiting for a core.
 ``BENCH_QUERY_DATA=DIR`` builds the data set in DIR once and reuses it on later runs (so
 two code versions can be measured back to back on the same files);
 ``BENCH_QUERY_LATENCY_ONLY=1`` skips the baselines and content sections, and
@@ -45,6 +48,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import resource
 import shutil
 import signal
 import subprocess
@@ -149,14 +153,24 @@ def latencies(engine: QueryEngine, make: Callable[[random.Random], Query], runs:
     for _ in range(min(WARMUP, runs)):
         engine.run(make(rng)).all()
     load_before = os.getloadavg()[0]
-    samples = []
+    samples, cpu, preempted = [], [], []
     for _ in range(runs):
         q = make(rng)
+        switches, cpu_start = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw, time.process_time()
         took, _ = timed(lambda q=q: engine.run(q).all())
+        cpu.append(time.process_time() - cpu_start)
+        preempted.append(resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw > switches)
         samples.append(took)
     out: dict[str, Any] = summary_us(samples)
     out["p999_us"] = round(percentile([s * 1e6 for s in samples], 99.9), 1)
     out["max_us"] = round(max(samples) * 1e6, 1)
+    # the query's own CPU time, and how often the kernel took its core away mid-query
+    # (an involuntary context switch): wall time past the CPU time is waiting for a core
+    out["cpu_p50_us"] = round(percentile([c * 1e6 for c in cpu], 50), 1)
+    out["cpu_p99_us"] = round(percentile([c * 1e6 for c in cpu], 99), 1)
+    slowest = sorted(range(runs), key=samples.__getitem__)[-max(1, runs // 100) :]
+    out["preempted_share"] = round(sum(preempted) / runs, 3)
+    out["preempted_share_slowest_1pct"] = round(sum(preempted[i] for i in slowest) / len(slowest), 3)
     out["loadavg_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     return out
 
