@@ -125,6 +125,11 @@ def in_window_bounds(lo: int, hi: int, start_ms: int | None, end_ms: int | None)
     return (start_ms is None or hi >= start_ms) and (end_ms is None or lo < end_ms)
 
 
+_PROBED_AT_ONCE = 4
+"""Key blocks probed in one compiled call, newest first: enough to spare most calls, few
+enough that a lookup stopping at its limit early probes little it does not need."""
+
+
 def lookup_newest_first(
     log: PartitionLog,
     attr: Attribute,
@@ -165,7 +170,8 @@ def lookup_newest_first(
         if view.end_position < seg.size and (before is None or view.end_offset < before):
             yield from _tail_matches(log, seg, view.end_position, attr, keep, stats, reader)
         with view.key_reader() as keys:  # one opening of the .keyidx per segment
-            probed: list[list[int]] | None = None  # every block's candidates, at the first probe
+            probed: list[list[int]] | None = None  # candidates of blocks [low, low + len(probed))
+            low = 0
             for i in reversed(range(len(view.key_blocks))):
                 kb = view.key_blocks[i]
                 if before is not None and kb.start_offset >= before:
@@ -179,10 +185,11 @@ def lookup_newest_first(
                     found = scan_records(seg, kb.start_position, kb.end_position, stats, attr.needle)
                     yield from reversed([r for r in found if keep(r)])
                     continue
-                if probed is None:
-                    probed = keys.probe_all(view.key_blocks, attr.digest) or []
+                if probed is None or (probed and i < low):  # the next few blocks, in one call
+                    low = max(0, i + 1 - _PROBED_AT_ONCE)
+                    probed = keys.probe_all(view.key_blocks, attr.digest, low, i + 1) or []
                 last = None
-                for offset in probed[i] if probed else keys.candidates(kb, attr.digest):
+                for offset in probed[i - low] if probed else keys.candidates(kb, attr.digest):
                     if offset == last or (before is not None and offset >= before):
                         continue
                     if offset < first:

@@ -165,15 +165,17 @@ class KeyReader:
                 return probe(fd, table, place, digest, self.base_offset)
         return keyindex.candidates(fd, block.counts_position, self.base_offset, digest, block.counts)
 
-    def probe_all(self, blocks: tuple[KeyBlock, ...], digest: int) -> list[list[int]] | None:
-        """:meth:`candidates` of every one of the view's ``blocks``, in one compiled call
+    def probe_all(
+        self, blocks: tuple[KeyBlock, ...], digest: int, low: int = 0, high: int | None = None
+    ) -> list[list[int]] | None:
+        """:meth:`candidates` of the view's ``blocks[low:high]``, in one compiled call
         (:func:`~.keyindex.probe_tables`) over their slot tables in memory; ``None`` when a
         block's table is not held (it did not fit the cache): then ask block by block."""
         fd = self._open()
         if not self._probes:
             self._probes.append(self._plan(fd, blocks))
         plan = self._probes[0]
-        return None if plan is None else keyindex.probe_tables(fd, plan, digest, self.base_offset)
+        return None if plan is None else keyindex.probe_tables(fd, plan[low:high], digest, self.base_offset)
 
     def _plan(self, fd: int, blocks: tuple[KeyBlock, ...]) -> tuple[keyindex.Probe, ...] | None:
         probes = []
