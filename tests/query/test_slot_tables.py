@@ -53,13 +53,20 @@ def cached_tables() -> int:
     return len(READERS.keys(SLOT_TABLES))
 
 
+def indexed_log(storage: Storage) -> PartitionLog:
+    """Topic ``t``: 900 records over several segments, indexed in blocks of 100; the
+    readers' cache emptied."""
+    storage.create_topic("t", 1, {"segment.bytes": "30000"})
+    log = storage.log("t", 0)
+    append(log, [KEYS[i % 7 * i % len(KEYS)] for i in range(900)], 0)
+    PartitionIndexer(log, block_records=100).step(10**9, flush_tail=True)
+    READERS.clear()
+    return log
+
+
 def test_lookups_read_slots_from_cached_tables_and_stay_exact(tmp_path: Path) -> None:
     with Storage.open(tmp_path) as storage:
-        storage.create_topic("t", 1, {"segment.bytes": "30000"})
-        log = storage.log("t", 0)
-        append(log, [KEYS[i % 7 * i % len(KEYS)] for i in range(900)], 0)
-        PartitionIndexer(log, block_records=100).step(10**9, flush_tail=True)
-        READERS.clear()
+        log = indexed_log(storage)
         assert_lookups_exact(storage, "t", log)
         blocks = sum(len(index_view(seg).key_blocks) for seg in log.segments)
         assert blocks > 5 and cached_tables() == blocks
@@ -73,11 +80,7 @@ def test_lookups_stay_exact_when_only_some_tables_fit_the_cache(
     that fit from memory, the others through the file; where all fit, every block in one
     compiled call: the same answers."""
     with Storage.open(tmp_path) as storage:
-        storage.create_topic("t", 1, {"segment.bytes": "30000"})
-        log = storage.log("t", 0)
-        append(log, [KEYS[i % 7 * i % len(KEYS)] for i in range(900)], 0)
-        PartitionIndexer(log, block_records=100).step(10**9, flush_tail=True)
-        READERS.clear()
+        log = indexed_log(storage)
         one_table = len(slot_table_of(log))
         monkeypatch.setattr(slottables, "SLOT_TABLES", Kind("slot tables", 3 * one_table))
         assert_lookups_exact(storage, "t", log)
