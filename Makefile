@@ -36,6 +36,7 @@ test-slow: install
 
 lint: install
 	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 	$(BIN)/lint-imports
 
 typecheck: install
