@@ -77,8 +77,9 @@ class RecordReader:
 
     A candidate costs one ``pread`` into a buffer the reader keeps and one compiled call
     (:func:`~logtrove.records.pick.find_record`), which walks the batch headers read and
-    picks the record from an uncompressed batch; what it leaves undecided (a compressed
-    batch, one it refuses, one past the first read) goes the general way below."""
+    picks the record from an uncompressed batch. A compressed batch, or one it refuses, is
+    picked from that buffer by :meth:`_pick`; only when the read does not decide (a batch
+    or header past it, a damaged header) is the log read again by :func:`batch_holding`."""
 
     def __init__(self, seg: Segment, stats: Stats) -> None:
         self.seg = seg

@@ -3,7 +3,9 @@
 A point lookup wants one record of a batch (:func:`pick_offset`); a time-range scan wants
 the records stamped inside a window, and most batches it reads have none
 (:func:`pick_window`); the unindexed tail of a busy partition is summarised by its
-timestamps once (:func:`time_bounds`). They read the batch's decompressed records section (the layout is
+timestamps once (:func:`time_bounds`); a key lookup's candidate is found among the batches
+of one read of the log, and picked from an uncompressed one, in one call
+(:func:`find_record`). They read the batch's decompressed records section (the layout is
 drawn in :mod:`logtrove.records.record`) and give records as plain tuples
 ``(offset, timestamp, key, value, headers)``, the fields of
 :class:`~logtrove.records.Record`, exactly as :func:`~logtrove.records.iter_records`
@@ -33,6 +35,7 @@ from collections.abc import Callable
 from logtrove.native import native
 from logtrove.records.batch import (
     ATTR_TIMESTAMP_TYPE,
+    CODEC_BITS,
     HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -262,7 +265,7 @@ def py_find_record(buf: Buffer, room: int, offset: int) -> FoundRecord:
             break
         if header.base_offset > offset:
             return None
-        if header.attributes & 0x07:
+        if header.attributes & CODEC_BITS:
             return rel
         append_ts = header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None
         payload = b[rel + HEADER_SIZE : rel + size]

@@ -180,10 +180,11 @@ class KeyReader:
     def _plan(self, fd: int, blocks: tuple[KeyBlock, ...]) -> tuple[keyindex.Probe, ...] | None:
         probes = []
         for block in blocks:
-            table = None if block.place is None else self._table(fd, block.place)
-            if table is None or block.place is None:
+            place = block.place
+            table = None if place is None else self._table(fd, place)
+            if place is None or table is None:
                 return None
-            probes.append((table, entries_position(block.place), block.place.entries))
+            probes.append((table, entries_position(place), place.entries))
         return tuple(probes)
 
     def close(self) -> None:
