@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.storage.keyidx_layouts import rewrite_as_version_3
 
 from logtrove.query import KeyQuery, QueryEngine
 from logtrove.records import NewRecord, build_batch
@@ -247,3 +248,32 @@ def test_lookups_equal_a_brute_force_scan_after_any_appends_indexing_and_truncat
                 assert isinstance(arg, int)
                 truncate_partition(storage, "t", 0, log.log_end_offset * arg // 100)
             assert_lookups_exact(storage, "t", log)
+
+
+@pytest.mark.parametrize("cached", [True, False])
+def test_an_index_an_older_version_began_is_read_and_continued_exactly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cached: bool
+) -> None:
+    """Key blocks of version 3 (chained entries), as an older logtrove left them, then
+    blocks of version 4 (grouped by slot) appended to the same files by this indexer:
+    every lookup equals a brute-force scan, with the slot tables in memory or not."""
+    if not cached:
+        monkeypatch.setattr(slottables, "SLOT_TABLES", Kind("slot tables", 0))
+    with Storage.open(tmp_path) as storage:
+        log = indexed_log(storage)
+        rewritten = sum(
+            rewrite_as_version_3(derived_path(seg, keyindex.SUFFIX), seg.base_offset) for seg in log.segments
+        )
+        READERS.clear()
+        assert rewritten > 5
+        assert_lookups_exact(storage, "t", log)
+        append(log, [KEYS[i * 5 % len(KEYS)] for i in range(300)], log.log_end_offset)
+        PartitionIndexer(log, block_records=100).step(10**9, flush_tail=True)
+        READERS.clear()
+        active = log.segments[-1]
+        versions = {kb.block.version for kb in index_view(active).key_blocks if kb.block is not None}
+        assert versions == {3, 4} or len(log.segments) > 3  # the newest segment holds both, or rolled
+        every = {kb.block.version for seg in log.segments for kb in index_view(seg).key_blocks if kb.block}
+        assert every == {3, 4}
+        assert_lookups_exact(storage, "t", log)
+        assert_lookups_exact(storage, "t", log)  # again, from what the first lookups cached

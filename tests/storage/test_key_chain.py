@@ -1,6 +1,7 @@
-"""The compiled hash-chain walk of a ``.keyidx`` block and its pure-Python twin agree.
+"""The compiled hash-chain walk of a chained ``.keyidx`` block (versions 1-3, still read)
+and its pure-Python twin agree.
 
-Tables are built by the writer's own :func:`keyindex.encode_table` from random digests
+Tables are built by the old writer (:func:`encode_chained_table`) from random digests
 (many sharing a slot, some equal), written to a real file, and walked by both
 implementations for digests that are and are not in the table. Every answer must equal
 a brute-force scan of the entries; damaged files (cut short, links rewritten to point
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.storage.keyidx_layouts import encode_chained_table
 
 from logtrove.native import native
 from logtrove.storage.derived import keyindex
@@ -62,7 +64,7 @@ digest_lists = st.lists(
 def test_both_walks_find_exactly_the_entries_with_the_probed_hash(
     tmp_path: Path, digests: list[int], probe: int, pick: int
 ) -> None:
-    table = keyindex.encode_table(array("Q", digests), array("I", range(0, 3 * len(digests), 3)))
+    table = encode_chained_table(array("Q", digests), array("I", range(0, 3 * len(digests), 3)))
     path = tmp_path / "block.keyidx"
     path.write_bytes(table)  # slot and entry counts, then the slot table at byte 8
     asked = [probe] + ([digests[pick % len(digests)]] if digests else [])
@@ -89,7 +91,7 @@ def test_both_walks_find_exactly_the_entries_with_the_probed_hash(
 def test_damaged_tables_give_the_same_answer_or_the_same_error(
     tmp_path: Path, digests: list[int], cut: int, poke: int, link: int, probe_pick: int
 ) -> None:
-    table = bytearray(keyindex.encode_table(array("Q", digests), array("I", range(len(digests)))))
+    table = bytearray(encode_chained_table(array("Q", digests), array("I", range(len(digests)))))
     slots, n = struct.unpack_from(">II", table)
     entries = 8 + 4 * slots
     struct.pack_into(">I", table, entries + 12 * (poke % n) + 8, link)  # a previous link rewritten
@@ -109,7 +111,7 @@ def test_bad_arguments_are_refused_alike(tmp_path: Path) -> None:
                 with pytest.raises(ValueError, match="bad descriptor, position or slot count"):
                     walk(*args)
             assert walk(fd, 0, 4, 0, 0, 0) == []  # no entries: nothing is read
-            with pytest.raises(ValueError, match="ends inside a hash chain"):
+            with pytest.raises(ValueError, match="ends inside a block's entries"):
                 walk(fd, 0, 4, 1, 0, 0)
     finally:
         os.close(fd)
@@ -129,7 +131,7 @@ def test_a_walk_from_a_slot_held_in_memory_answers_what_the_walk_from_the_file_d
     tmp_path: Path, digests: list[int], link: int, pick: int, cut: int
 ) -> None:
     assert COMPILED_FROM is not None and keyindex.chain_from is COMPILED_FROM
-    table = keyindex.encode_table(array("Q", digests), array("I", range(0, 3 * len(digests), 3)))
+    table = encode_chained_table(array("Q", digests), array("I", range(0, 3 * len(digests), 3)))
     slots, n = struct.unpack_from(">II", table)
     path = tmp_path / "block.keyidx"
     path.write_bytes(table[: 8 + cut % (len(table) - 7)])  # maybe cut short
@@ -189,7 +191,7 @@ def test_probing_every_block_in_one_call_answers_what_each_blocks_walk_does(
     assert COMPILED_PROBES is not None and keyindex.probe_tables is COMPILED_PROBES
     data, places = b"", []
     for i, digests in enumerate(blocks):
-        table = keyindex.encode_table(array("Q", digests), array("I", range(i, i + 3 * len(digests), 3)))
+        table = encode_chained_table(array("Q", digests), array("I", range(i, i + 3 * len(digests), 3)))
         slots, n = struct.unpack_from(">II", table)
         places.append((len(data), slots, n, table[8 : 8 + 4 * slots]))
         data += table
@@ -199,7 +201,7 @@ def test_probing_every_block_in_one_call_answers_what_each_blocks_walk_does(
     fd = os.open(path, os.O_RDONLY)
     try:
         for digest in (probe, everything[pick % len(everything)]):
-            probes = tuple((table, pos + 8 + 4 * slots, n) for pos, slots, n, table in places)
+            probes = tuple((table, pos + 8 + 4 * slots, n, False) for pos, slots, n, table in places)
             twins = [answer(f, fd, probes, digest, BASE) for f in (keyindex.py_probe_tables, COMPILED_PROBES)]
             assert twins[0] == twins[1]
             if cut is None:  # the file whole: each block as the walk from the file finds it
@@ -217,20 +219,24 @@ def test_bad_probes_are_refused_alike(tmp_path: Path) -> None:
     try:
         for probe_tables in (keyindex.py_probe_tables, COMPILED_PROBES):
             assert probe_tables(fd, (), 5, 0) == []
-            assert probe_tables(fd, ((b"\x00" * 8, 0, 3),), 5, 0) == [[]]  # an empty slot reads nothing
+            for grouped in (False, True):
+                assert probe_tables(fd, ((b"\x00" * 8, 0, 3, grouped),), 5, 0) == [[]]  # nothing read
             for probes, message in [
-                (((b"\x00" * 12, 0, 1),), "bad slot table"),  # 3 slots: not a power of two
-                (((b"", 0, 1),), "bad slot table"),
-                (((b"\x00" * 4, -1, 1),), "bad slot table"),
-                (((b"\x00" * 4, 0, 2**32),), "bad slot table"),
-                (((b"\x00" * 4, 0),), "a probe is not"),
-                ((("table", 0, 1),), "a probe is not"),
+                (((b"\x00" * 12, 0, 1, False),), "bad slot table"),  # 3 slots: not a power of two
+                (((b"", 0, 1, True),), "bad slot table"),
+                (((b"\x00" * 4, -1, 1, False),), "bad slot table"),
+                (((b"\x00" * 4, 0, 2**32, True),), "bad slot table"),
+                (((b"\x00" * 4, 0, 1),), "a probe is not"),  # the layout left out
+                (((b"\x00" * 4, 0, 1, 1),), "a probe is not"),  # not a bool
+                ((("table", 0, 1, False),), "a probe is not"),
             ]:
                 with pytest.raises(ValueError, match=message):
                     probe_tables(fd, probes, 0, 0)  # type: ignore[arg-type]
             with pytest.raises(ValueError, match="bad descriptor or probes"):
                 probe_tables(-1, (), 0, 0)
-            with pytest.raises(ValueError, match="ends inside a hash chain"):
-                probe_tables(fd, ((b"\x00\x00\x00\x01", 0, 1),), 0, 0)  # a link into an empty file
+            with pytest.raises(ValueError, match="ends inside a block's entries"):
+                probe_tables(fd, ((b"\x00\x00\x00\x01", 0, 1, False),), 0, 0)  # a link into an empty file
+            with pytest.raises(ValueError, match="ends inside a block's entries"):
+                probe_tables(fd, ((b"\x00\x00\x00\x01", 0, 1, True),), 0, 0)  # a slot's entry, ditto
     finally:
         os.close(fd)

@@ -144,7 +144,8 @@ def tail_bounds(seg: Segment, start: int, end: int) -> tuple[int, int, int]:
 _KEY_CHUNK = 256 * 1024  # tail bytes gathered before they are indexed in memory
 _KEY_BYTES = 64 << 20  # the tables of all tails together
 _COUNTS = struct.Struct(">II")
-_ENTRY = struct.Struct(">III")
+_SLOT = struct.Struct(">I")
+_PAIR = struct.Struct(">II")
 _U32 = 0xFFFFFFFF
 
 
@@ -236,22 +237,15 @@ def _trim(keep: tuple[str, int, int, tuple[str, ...]]) -> None:
                 total -= sum(len(t) for t in _keys.pop(old).tables)
 
 
-def table_candidates(table: bytes, base_offset: int, digest: int) -> Iterator[int]:
+def table_candidates(table: bytes, base_offset: int, digest: int) -> list[int]:
     """Offsets whose entry hash equals ``digest``'s in one table of
-    :func:`tail_key_tables`, newest first (as :func:`logtrove.storage.derived.keyindex.candidates`
-    walks a block's chain)."""
+    :func:`tail_key_tables`, newest first (the entries of its slot, as
+    :func:`logtrove.storage.derived.keyindex.candidates` reads a block's)."""
     slots, n = _COUNTS.unpack_from(table, 0)
-    if n == 0:
-        return
+    s = (digest >> 32) & (slots - 1)
+    (end,) = _SLOT.unpack_from(table, _COUNTS.size + 4 * s)
+    (start,) = _SLOT.unpack_from(table, _COUNTS.size + 4 * (s - 1)) if s else (0,)
     entries = _COUNTS.size + 4 * slots
     want = digest & _U32
-    (link,) = struct.unpack_from(">I", table, _COUNTS.size + 4 * ((digest >> 32) & (slots - 1)))
-    steps = 0
-    while link and steps <= n:
-        stored, rel, prev = _ENTRY.unpack_from(table, entries + 12 * (link - 1))
-        if stored == want:
-            yield base_offset + rel
-        if prev >= link:
-            return
-        link = prev
-        steps += 1
+    raw = memoryview(table)[entries + 8 * start : entries + 8 * min(end, n)]
+    return [base_offset + rel for stored, rel in _PAIR.iter_unpack(raw) if stored == want]

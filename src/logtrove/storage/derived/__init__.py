@@ -10,14 +10,14 @@ from the ``.log`` file, and a missing or damaged file is rebuilt, never fatal::
     (thread, or the    .skip    time bounds and value-token  ◀──┐
      child process)             Bloom filter (.skipindex)       ├── index_view (query)
                        .keyidx  key / ID / header hash       ◀──┘
-                                chains (.keyindex)
+                                tables (.keyindex)
 
 ======================  ==================================================================
 module                  job
 ======================  ==================================================================
 :mod:`.paths`           where the three files live, and their write order
 :mod:`.blockfile`       the block framing they share (header, CRC, chain of blocks)
-:mod:`.keyindex`        ``.keyidx`` payload: hash chains of keys, IDs and indexed headers
+:mod:`.keyindex`        ``.keyidx`` payload: hash tables of keys, IDs and indexed headers
 :mod:`.tagindex`        ``.tagidx`` payload: one (offset, tag hash) entry per tagged record
 :mod:`.skipindex`       ``.skip`` payload: record count, time bounds, token Bloom filter
 :mod:`.blockentries`    what one block needs from its records, collected per batch (the

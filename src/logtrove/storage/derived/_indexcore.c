@@ -5,7 +5,8 @@
  * batches: the hashes of keys, client message IDs and indexed headers with their
  * relative offsets (for `.keyidx`), tagged records (for `.tagidx`), the time bounds and
  * the set of value tokens (for `.skip`). It then encodes those parts of the blocks.
- * `chain` walks one hash chain of a written `.keyidx` block for the query side.
+ * `probe_tables`, `chain` and `chain_from` read the candidates of written `.keyidx` blocks
+ * for the query side.
  * It is the compiled twin of `logtrove.storage.derived.blockentries.PyPending`, which defines the
  * behaviour and the formats; tests/storage/test_pending.py checks that both produce
  * the same bytes for the same batches.
@@ -525,7 +526,8 @@ Pending_add(Pending *self, PyObject *const *args, Py_ssize_t nargs)
 
 PyDoc_STRVAR(Pending_key_table_doc,
              "key_table()\n--\n\n"
-             "The .keyidx payload after its names: slot count, entry count, slots, entries.");
+             "The .keyidx payload after its names: slot count, entry count, slot ends, and the\n"
+             "entries grouped by slot, newest first in each (keyindex.encode_table's bytes).");
 
 static PyObject *
 Pending_key_table(Pending *self, PyObject *Py_UNUSED(ignored))
@@ -540,32 +542,37 @@ Pending_key_table(Pending *self, PyObject *Py_UNUSED(ignored))
         slots <<= 1;
     }
     size_t mask = slots - 1;
-    uint32_t *table = PyMem_Calloc(slots, sizeof(uint32_t));
-    if (table == NULL) {
+    /* a counting sort by slot: sizes, then ends, then each entry placed from its slot's
+     * end backwards, oldest first, so that each slot's entries end up newest first */
+    uint32_t *cursor = PyMem_Calloc(slots, sizeof(uint32_t));
+    if (cursor == NULL) {
         return PyErr_NoMemory();
     }
-    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(8 + 4 * slots + 12 * (size_t)n));
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(8 + 4 * slots + 8 * (size_t)n));
     if (out == NULL) {
-        PyMem_Free(table);
+        PyMem_Free(cursor);
         return NULL;
     }
     unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
     put_be32(o, (uint32_t)slots);
     put_be32(o + 4, (uint32_t)n);
-    unsigned char *e = o + 8 + 4 * slots;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        cursor[(size_t)(self->key_digests.v[i] >> 32) & mask]++;
+    }
+    uint32_t end = 0;
+    for (size_t s = 0; s < slots; s++) {
+        end += cursor[s];
+        cursor[s] = end;
+        put_be32(o + 8 + 4 * s, end);
+    }
+    unsigned char *entries = o + 8 + 4 * slots;
     for (Py_ssize_t i = 0; i < n; i++) {
         uint64_t d = self->key_digests.v[i];
-        size_t s = (size_t)(d >> 32) & mask;
+        unsigned char *e = entries + 8 * (size_t)--cursor[(size_t)(d >> 32) & mask];
         put_be32(e, (uint32_t)d);
         put_be32(e + 4, self->key_rel.v[i]);
-        put_be32(e + 8, table[s]);
-        table[s] = (uint32_t)(i + 1);
-        e += 12;
     }
-    for (size_t s = 0; s < slots; s++) {
-        put_be32(o + 8 + 4 * s, table[s]);
-    }
-    PyMem_Free(table);
+    PyMem_Free(cursor);
     return out;
 }
 
@@ -677,12 +684,13 @@ static PyTypeObject PendingType = {
     .tp_members = Pending_members,
 };
 
-/* ---- hash-chain lookups in a .keyidx block ------------------------------------------
- * The compiled twins of logtrove.storage.derived.keyindex.py_chain and py_chain_from: the
- * same preads in the same order (a slot unless the caller holds the slot table, then each
- * entry of its chain, newest first), the same result and the same errors, without a
- * Python object per step. A query probes every key block of every segment it reads, so
- * these few small reads run hundreds of times a query. */
+/* ---- lookups in a .keyidx block -----------------------------------------------------
+ * The compiled twins of logtrove.storage.derived.keyindex.py_chain, py_chain_from and
+ * py_probe_tables: the same preads in the same order (a grouped block's slot in one read;
+ * a chained block's slot unless the caller holds the slot table, then each entry of its
+ * chain, newest first), the same result and the same errors, without a Python object per
+ * step. A query probes every key block of every segment it reads, so these few small
+ * reads run hundreds of times a query. */
 
 
 static uint32_t
@@ -704,7 +712,7 @@ pread_all(int fd, unsigned char *buf, size_t len, long long pos)
         return -1;
     }
     if ((size_t)got != len) {
-        PyErr_Format(PyExc_ValueError, "the key index ends inside a hash chain, at byte %lld", pos);
+        PyErr_Format(PyExc_ValueError, "the key index ends inside a block's entries, at byte %lld", pos);
         return -1;
     }
     return 0;
@@ -741,6 +749,56 @@ walk(int fd, long long entries_pos, unsigned long long n, uint32_t link, uint32_
         link = prev;
     }
     return out;
+}
+
+/* The grouped entries [start, end) of one slot (clamped to the block's n entries), read
+ * in one pread, those whose stored hash is `want` kept in their order (newest first); a
+ * new list, or NULL with a Python error set. */
+static PyObject *
+slot_entries(int fd, long long entries_pos, unsigned long long n, uint32_t start, uint32_t end, uint32_t want,
+             long long base)
+{
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        return NULL;
+    }
+    if (end > n) {
+        end = (uint32_t)n;
+    }
+    if (start >= end) {
+        return out;
+    }
+    size_t length = 8 * (size_t)(end - start);
+    unsigned char small[4096];
+    unsigned char *buf = length <= sizeof small ? small : PyMem_Malloc(length);
+    if (buf == NULL) {
+        Py_DECREF(out);
+        return PyErr_NoMemory();
+    }
+    if (pread_all(fd, buf, length, entries_pos + 8 * (long long)start) < 0) {
+        goto failed;
+    }
+    for (const unsigned char *e = buf; e < buf + length; e += 8) {
+        if (be32(e) != want) {
+            continue;
+        }
+        PyObject *offset = PyLong_FromLongLong(base + (long long)be32(e + 4));
+        if (offset == NULL || PyList_Append(out, offset) < 0) {
+            Py_XDECREF(offset);
+            goto failed;
+        }
+        Py_DECREF(offset);
+    }
+    if (buf != small) {
+        PyMem_Free(buf);
+    }
+    return out;
+failed:
+    if (buf != small) {
+        PyMem_Free(buf);
+    }
+    Py_DECREF(out);
+    return NULL;
 }
 
 PyDoc_STRVAR(chain_doc,
@@ -815,9 +873,10 @@ chain_from(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 PyDoc_STRVAR(probe_tables_doc,
 "probe_tables(fd, probes, digest, base_offset) -> list[list[int]]\n\n"
-"chain_from() for each (slot table, entries_position, entry_count) of the tuple probes,\n"
-"the slot read from its table held in memory: one list per probe, in order, empty for an\n"
-"empty slot. One call for every key block of a segment.");
+"The candidates of each (slot table, entries_position, entry_count, grouped) of the tuple\n"
+"probes, the slot read from its table held in memory: a grouped block's slot entries in\n"
+"one read, a chained block's chain as chain_from() walks it. One list per probe, in\n"
+"order, empty for an empty slot. One call for several key blocks of a segment.");
 
 static PyObject *
 probe_tables(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -845,8 +904,10 @@ probe_tables(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *probe = PyTuple_GET_ITEM(probes, i);
-        if (!PyTuple_Check(probe) || PyTuple_GET_SIZE(probe) != 3 || !PyBytes_Check(PyTuple_GET_ITEM(probe, 0))) {
-            PyErr_SetString(PyExc_ValueError, "probe_tables(): a probe is not (table, entries_position, entry_count)");
+        if (!PyTuple_Check(probe) || PyTuple_GET_SIZE(probe) != 4 || !PyBytes_Check(PyTuple_GET_ITEM(probe, 0)) ||
+            !PyBool_Check(PyTuple_GET_ITEM(probe, 3))) {
+            PyErr_SetString(PyExc_ValueError,
+                            "probe_tables(): a probe is not (table, entries_position, entry_count, grouped)");
             goto failed;
         }
         PyObject *table = PyTuple_GET_ITEM(probe, 0);
@@ -861,9 +922,16 @@ probe_tables(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             PyErr_SetString(PyExc_ValueError, "probe_tables(): a bad slot table, position or entry count");
             goto failed;
         }
-        const unsigned char *slot = (const unsigned char *)PyBytes_AS_STRING(table) + 4 * ((digest >> 32) & (slots - 1));
+        unsigned long long s = (digest >> 32) & (slots - 1);
+        const unsigned char *slot = (const unsigned char *)PyBytes_AS_STRING(table) + 4 * s;
         uint32_t link = be32(slot);
-        PyObject *found = link == 0 || n == 0 ? PyList_New(0) : walk((int)fd, entries_pos, n, link, (uint32_t)digest, base);
+        PyObject *found;
+        if (PyTuple_GET_ITEM(probe, 3) == Py_True) {
+            uint32_t start = s ? be32(slot - 4) : 0;
+            found = slot_entries((int)fd, entries_pos, n, start, link, (uint32_t)digest, base);
+        } else {
+            found = link == 0 || n == 0 ? PyList_New(0) : walk((int)fd, entries_pos, n, link, (uint32_t)digest, base);
+        }
         if (found == NULL) {
             goto failed;
         }

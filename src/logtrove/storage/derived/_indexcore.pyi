@@ -13,7 +13,7 @@ def chain_from(
     fd: int, entries_position: int, entry_count: int, link: int, digest: int, base_offset: int
 ) -> list[int]: ...
 def probe_tables(
-    fd: int, probes: tuple[tuple[bytes, int, int], ...], digest: int, base_offset: int
+    fd: int, probes: tuple[tuple[bytes, int, int, bool], ...], digest: int, base_offset: int
 ) -> list[list[int]]: ...
 
 class Pending:

@@ -34,7 +34,9 @@ import crc32c
 
 BLOCK_HEADER = struct.Struct(">4sBBHqqqII")
 MAGIC = b"LTB1"
-VERSION = 3  # 2: a ``.tagidx`` payload lists the block's tags, 3: with their record counts
+VERSION = 4
+"""The version blocks are written with: 2, a ``.tagidx`` payload lists the block's tags; 3,
+with their record counts; 4, a ``.keyidx`` payload groups its entries by slot."""
 MIN_VERSION = 1  # blocks of every version from here on are read; payload readers branch on it
 
 

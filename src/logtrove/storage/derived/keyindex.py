@@ -1,17 +1,25 @@
 """``.keyidx``: a hash-chain index of record keys, client message IDs and indexed headers.
 
 One file per segment, made of blocks (:mod:`.blockfile`, kind ``K``). The payload of a
-block is RocketMQ's IndexFile layout, sized to the block's own entries::
+block is a hash table sized to the block's own entries, its entries grouped by slot
+(block version ≥ 4, :data:`GROUPED_VERSION`)::
 
     ┌────────────────────┬──────────────────────────────────────────────┐
     │ name count     u16 │ names: (length u16, UTF-8) × name count      │
     ├────────────────────┼────────────────────┬─────────────────────────┘
     │ slot count     u32 │ entry count    u32 │
     ├────────────────────┴────────────────────┤
-    │ slots: newest entry number + 1     u32  │ × slot count (0 = empty), a power of two
-    ├──────────────┬──────────────────┬───────┴────────────────┐
-    │ hash     u32 │ relative offset u32 │ previous entry + 1 u32 │ × entry count, offset order
-    └──────────────┴──────────────────┴────────────────────────┘
+    │ slots: end of the slot's entries   u32  │ × slot count, a power of two
+    ├──────────────┬──────────────────────────┤
+    │ hash     u32 │ relative offset      u32 │ × entry count, by slot, newest first in each
+    └──────────────┴──────────────────────────┘
+
+Slot ``s`` holds entries ``[slots[s - 1], slots[s])`` (from 0 for the first slot): a probe
+reads its slot's entries in one ``pread``, however many keys share the slot. (Blocks
+before version 4 chain them, RocketMQ's IndexFile layout: a slot holds its newest entry
+number + 1, and each 12-byte entry of ``(hash, relative offset, previous entry + 1)``,
+in offset order, links to an older one of its slot; a probe then reads entry by entry.
+Those blocks are still read; none is written.)
 
 What is hashed (xxh3-64 of a namespaced input, so one file serves every attribute):
 ``k:`` + key, ``i:`` + message ID, ``h:<name>:`` + header value. The low 32 bits are
@@ -21,14 +29,16 @@ The names are what the block indexed: the message-ID header first, then the inde
 headers (``index.headers`` at indexing time). A block does not answer for a header it
 did not index; its range is scanned instead (the topic config may have changed).
 
-Invariants: entries are in increasing record offset; an entry's ``previous`` link points
-to an older entry of the same slot, so walking a chain from its slot yields candidates
-newest first. Entries are candidates only: equal hashes happen, and every hit must be
-checked against the record (the query layer does). No entry is ever dropped.
+Invariants: the slot ends never decrease and the last is the entry count; within a slot,
+entries are in decreasing record offset, so a probe yields candidates newest first.
+Entries are candidates only: equal hashes happen, and every hit must be checked against
+the record (the query layer does). No entry is ever dropped. A damaged table cannot make
+a probe read outside its block's entries (its ends are clamped to the entry count).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import struct
 from array import array
@@ -41,8 +51,11 @@ from logtrove.storage.derived.blockfile import Block
 
 KIND = ord("K")
 SUFFIX = ".keyidx"
+GROUPED_VERSION = 4
+"""The first block version whose entries are grouped by slot (before it: chained)."""
 _COUNTS = struct.Struct(">II")
-_ENTRY = struct.Struct(">III")
+_ENTRY = struct.Struct(">III")  # a chained entry: hash, relative offset, previous entry + 1
+_PAIR = struct.Struct(">II")  # a grouped entry: hash, relative offset
 _SLOT = struct.Struct(">I")
 _U16 = struct.Struct(">H")
 _U32 = 0xFFFFFFFF
@@ -95,27 +108,27 @@ def encode_payload(names: tuple[str, ...], digests: array[int], rel_offsets: arr
 
 
 def encode_table(digests: array[int], rel_offsets: array[int]) -> bytes:
-    """The payload after the names: slot and entry counts, the slot table and the
-    chained entries, for entries given in offset order."""
+    """The payload after the names: slot and entry counts, the slot ends and the entries
+    grouped by slot, newest first in each, for entries given in offset order. Defines the
+    bytes of the compiled ``Pending.key_table``."""
     n = len(digests)
     slots = 1
     while slots < n:
         slots <<= 1
     mask = slots - 1
-    table = [0] * slots
-    prev = [0] * n
-    for i, s in enumerate([(d >> 32) & mask for d in digests]):
-        prev[i] = table[s]
-        table[s] = i + 1
-    entries = array("I", bytes(12 * n))
-    entries[0::3] = array("I", [d & _U32 for d in digests])
-    entries[1::3] = rel_offsets
-    entries[2::3] = array("I", prev)
-    table_array = array("I", table)
+    slot_of = [(d >> 32) & mask for d in digests]
+    sizes = [0] * slots
+    for s in slot_of:
+        sizes[s] += 1
+    order = sorted(range(n), key=lambda i: (slot_of[i], -i))
+    entries = array("I", bytes(8 * n))
+    entries[0::2] = array("I", [digests[i] & _U32 for i in order])
+    entries[1::2] = array("I", [rel_offsets[i] for i in order])
+    ends = array("I", itertools.accumulate(sizes))
     if _native_little_endian():
-        table_array.byteswap()
+        ends.byteswap()
         entries.byteswap()
-    return _COUNTS.pack(slots, n) + table_array.tobytes() + entries.tobytes()
+    return _COUNTS.pack(slots, n) + ends.tobytes() + entries.tobytes()
 
 
 def _native_little_endian() -> bool:
@@ -123,13 +136,44 @@ def _native_little_endian() -> bool:
 
 
 def candidates(
-    fd: int, counts_position: int, base_offset: int, digest: int, counts: tuple[int, int] | None = None
+    fd: int,
+    counts_position: int,
+    base_offset: int,
+    digest: int,
+    counts: tuple[int, int] | None = None,
+    *,
+    grouped: bool = True,
 ) -> list[int]:
     """Absolute offsets whose entry hash equals ``digest``'s, newest first, in the block
-    whose slot counts are at ``counts_position`` (from :func:`read_names`); ``counts``,
-    when the caller read them already (:func:`read_counts`), saves reading them again."""
+    whose slot counts are at ``counts_position`` (from :func:`read_names`), read through
+    the file: its entries grouped by slot (``grouped``: block version ≥ 4) or chained.
+    ``counts``, when the caller read them already (:func:`read_counts`), saves reading
+    them again."""
     slots, n = counts if counts is not None else read_counts(fd, counts_position)
-    return chain(fd, counts_position + _COUNTS.size, slots, n, digest, base_offset)
+    table_position = counts_position + _COUNTS.size
+    if not grouped:
+        return chain(fd, table_position, slots, n, digest, base_offset)
+    if slots <= 0 or slots & (slots - 1) or n == 0:
+        return []
+    s = (digest >> 32) & (slots - 1)
+    raw = _pread_all(fd, 8 if s else 4, table_position + 4 * (s - 1 if s else 0))
+    start, end = _PAIR.unpack(raw) if s else (0, *_SLOT.unpack(raw))
+    return py_slot_entries(fd, table_position + 4 * slots, n, start, end, digest, base_offset)
+
+
+def py_slot_entries(
+    fd: int, entries_position: int, n: int, start: int, end: int, digest: int, base_offset: int
+) -> list[int]:
+    """The offsets of the grouped entries ``[start, end)`` (one slot's, clamped to the
+    block's ``n`` entries) at ``entries_position`` whose stored hash is ``digest``'s low 32
+    bits, in their order (newest first): one ``pread``. How :func:`py_probe_tables` reads
+    a grouped block's slot."""
+    end = min(end, n)
+    if start >= end:
+        return []
+    raw = _pread_all(fd, 8 * (end - start), entries_position + 8 * start)
+    want = digest & _U32
+    return [base_offset + rel for stored, rel in _PAIR.iter_unpack(raw) if stored == want]
 
 
 def py_chain(fd: int, table_position: int, slots: int, n: int, digest: int, base_offset: int) -> list[int]:
@@ -179,34 +223,49 @@ def py_chain_from(
     return out
 
 
-Probe = tuple[bytes, int, int]
+Probe = tuple[bytes, int, int, bool]
 """A key block as :func:`probe_tables` probes it: its slot table held in memory, where its
-entries start in the file, and how many there are."""
+entries start in the file, how many there are, and whether they are grouped by slot
+(block version ≥ 4) or chained."""
 
 
 def py_probe_tables(fd: int, probes: tuple[Probe, ...], digest: int, base_offset: int) -> list[list[int]]:
-    """:func:`py_chain_from` for each probe, its slot read from the table it holds: one
-    list of offsets per probe, in order, empty for an empty slot. A lookup probes every
-    key block of a segment in one call; defines the compiled ``_indexcore.probe_tables``."""
+    """The candidates of each probed block, its slot read from the table it holds: one
+    list of offsets per probe, in order, empty for an empty slot (nothing read). A grouped
+    block's slot is read in one ``pread`` (:func:`py_slot_entries`), a chained block's
+    chain entry by entry (:func:`py_chain_from`). A lookup probes several key blocks of a
+    segment in one call; defines the compiled ``_indexcore.probe_tables``."""
     if fd < 0 or not isinstance(probes, tuple):
         raise ValueError("probe_tables(): a bad descriptor or probes")
     out: list[list[int]] = []
     for probe in probes:
-        if not (isinstance(probe, tuple) and len(probe) == 3 and isinstance(probe[0], bytes)):
-            raise ValueError("probe_tables(): a probe is not (table, entries_position, entry_count)")
-        table, entries_position, n = probe
+        if not (
+            isinstance(probe, tuple)
+            and len(probe) == 4
+            and isinstance(probe[0], bytes)
+            and isinstance(probe[3], bool)
+        ):
+            raise ValueError("probe_tables(): a probe is not (table, entries_position, entry_count, grouped)")
+        table, entries_position, n, grouped = probe
         slots = len(table) // 4
         if len(table) % 4 or slots == 0 or slots & (slots - 1) or entries_position < 0 or not 0 <= n <= _U32:
             raise ValueError("probe_tables(): a bad slot table, position or entry count")
-        (link,) = struct.unpack_from(">I", table, 4 * ((digest >> 32) & (slots - 1)))
-        out.append(py_chain_from(fd, entries_position, n, link, digest, base_offset) if link and n else [])
+        s = (digest >> 32) & (slots - 1)
+        (link,) = _SLOT.unpack_from(table, 4 * s)
+        if not grouped:
+            out.append(
+                py_chain_from(fd, entries_position, n, link, digest, base_offset) if link and n else []
+            )
+            continue
+        (start,) = _SLOT.unpack_from(table, 4 * (s - 1)) if s else (0,)
+        out.append(py_slot_entries(fd, entries_position, n, start, link, digest, base_offset))
     return out
 
 
 def _pread_all(fd: int, length: int, position: int) -> bytes:
     data = os.pread(fd, length, position)
     if len(data) != length:
-        raise ValueError(f"the key index ends inside a hash chain, at byte {position}")
+        raise ValueError(f"the key index ends inside a block's entries, at byte {position}")
     return data
 
 
@@ -225,13 +284,3 @@ def read_counts(fd: int, counts_position: int) -> tuple[int, int]:
     """(slot count, entry count) of the block whose counts are at ``counts_position``."""
     slots, n = _COUNTS.unpack(os.pread(fd, _COUNTS.size, counts_position))
     return slots, n
-
-
-def read_entries(fd: int, block: Block) -> tuple[array[int], array[int]]:
-    """(stored 32-bit hashes, relative offsets) of every entry of a block, in order."""
-    _, counts_position = read_names(fd, block)
-    slots, n = _COUNTS.unpack(os.pread(fd, _COUNTS.size, counts_position))
-    raw = array("I", os.pread(fd, 12 * n, counts_position + _COUNTS.size + 4 * slots))
-    if _native_little_endian():
-        raw.byteswap()
-    return raw[0::3], raw[1::3]

@@ -1,9 +1,10 @@
 """The slot tables of ``.keyidx`` blocks, held in memory so that a probe reads no slot.
 
 A key lookup probes every key block of every segment it reads: through the file, one
-``pread`` of the slot (4 bytes) then one per entry of its chain. About half the slots of a
-block are empty (a table has the next power of two above its entry count), so with the
-table in memory half the probes read nothing and the rest one ``pread`` less.
+``pread`` of the slot's bounds then one of its entries (for a chained block of before
+version 4, one per entry of its chain). About half the slots of a block are empty (a table
+has the next power of two above its entry count), so with the table in memory half the
+probes read nothing and the rest one ``pread`` less.
 
 Why a cached table stays right: a block is written once and never changed
 (:mod:`.blockfile`); a file is only appended to, cut after its last valid block, or
@@ -37,7 +38,6 @@ SLOT_TABLES: Kind[bytes] = Kind("key slot tables", 256 << 20)
 """Slot tables (big-endian u32 each) by :class:`TableKey`, weighed in bytes."""
 
 _COUNTS = struct.Struct(">II")
-_SLOT = struct.Struct(">I")
 
 
 class TableKey(NamedTuple):
@@ -62,6 +62,7 @@ class BlockPlace(NamedTuple):
     counts_position: int
     slots: int
     entries: int
+    grouped: bool  # the entries are grouped by slot (block version ≥ 4), not chained
 
 
 def slot_table(fd: int, path: str, inode: int, place: BlockPlace) -> bytes | None:
@@ -114,16 +115,7 @@ def is_stale(key: Hashable) -> bool:
         return True
 
 
-def probe(fd: int, table: bytes, place: BlockPlace, digest: int, base_offset: int) -> list[int]:
-    """What :func:`.keyindex.candidates` answers for the block, its slot read from
-    ``table``: no ``pread`` at all when the slot is empty."""
-    slot = (digest >> 32) & (place.slots - 1)
-    (link,) = _SLOT.unpack_from(table, 4 * slot)
-    if link == 0:
-        return []
-    return keyindex.chain_from(fd, entries_position(place), place.entries, link, digest, base_offset)
-
-
-def entries_position(place: BlockPlace) -> int:
-    """Where the block's hash-chain entries start in the file: after its counts and slots."""
-    return place.counts_position + _COUNTS.size + 4 * place.slots
+def as_probe(table: bytes, place: BlockPlace) -> keyindex.Probe:
+    """The block at ``place`` as :func:`.keyindex.probe_tables` probes it, with its slot
+    ``table`` held in memory."""
+    return (table, place.counts_position + _COUNTS.size + 4 * place.slots, place.entries, place.grouped)

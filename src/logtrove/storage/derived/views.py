@@ -21,7 +21,7 @@ from logtrove.storage.derived import keyindex, skipindex, tagindex
 from logtrove.storage.derived.blockfile import Block, CheckedBlocks, read_blocks_after, valid_length
 from logtrove.storage.derived.cache import READERS, Kind
 from logtrove.storage.derived.paths import FILES, derived_path, derived_paths
-from logtrove.storage.derived.slottables import BlockPlace, entries_position, probe, slot_table
+from logtrove.storage.derived.slottables import BlockPlace, as_probe, slot_table
 
 
 def common_blocks(segment: Segment, *, verify: bool = True) -> dict[int, list[Block]]:
@@ -71,6 +71,11 @@ class KeyBlock:
     counts: tuple[int, int] | None = None  # (slots, entries), read when the view loads
     place: BlockPlace | None = None  # where the view found it: lets its slot table be cached
     block: Block | None = None  # the block it was decoded from (a reload reuses it)
+
+    @property
+    def grouped(self) -> bool:
+        """Whether the block's entries are grouped by slot (see :mod:`.keyindex`)."""
+        return self.block is None or self.block.version >= keyindex.GROUPED_VERSION
 
     def indexes_id(self, id_header: str) -> bool:
         return bool(self.names) and self.names[0] == id_header
@@ -162,8 +167,10 @@ class KeyReader:
         if place is not None:
             table = self._table(fd, place)
             if table is not None:
-                return probe(fd, table, place, digest, self.base_offset)
-        return keyindex.candidates(fd, block.counts_position, self.base_offset, digest, block.counts)
+                return keyindex.probe_tables(fd, (as_probe(table, place),), digest, self.base_offset)[0]
+        return keyindex.candidates(
+            fd, block.counts_position, self.base_offset, digest, block.counts, grouped=block.grouped
+        )
 
     def probe_all(
         self, blocks: tuple[KeyBlock, ...], digest: int, low: int = 0, high: int | None = None
@@ -184,7 +191,7 @@ class KeyReader:
             table = None if place is None else self._table(fd, place)
             if place is None or table is None:
                 return None
-            probes.append((table, entries_position(place), place.entries))
+            probes.append(as_probe(table, place))
         return tuple(probes)
 
     def close(self) -> None:
@@ -319,6 +326,7 @@ def _view(segment: Segment, blocks: dict[int, list[Block]], previous: IndexView 
                 block.crc,
                 counts_position,
                 *counts,
+                block.version >= keyindex.GROUPED_VERSION,
             )
             key_blocks.append(
                 KeyBlock(
