@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.storage.keyidx_layouts import rewrite_as_version_3
 
 from logtrove.query import KeyQuery, QueryEngine
 from logtrove.records import NewRecord, build_batch
@@ -31,6 +30,7 @@ from logtrove.storage.derived.paths import derived_path
 from logtrove.storage.derived.slottables import SLOT_TABLES, TableKey, is_stale, slot_table
 from logtrove.storage.derived.views import index_view
 from logtrove.storage.truncate import truncate_partition
+from logtrove.testing.old_formats import rewrite_as_version_3
 
 KEYS = [b"k%d" % i for i in range(12)]
 

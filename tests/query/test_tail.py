@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from logtrove.query import HeaderQuery, IdQuery, KeyQuery, QueryEngine, RangeQuery, tail
 from logtrove.records import NewRecord, Record, build_batch
-from logtrove.storage import Storage
+from logtrove.storage import Segment, Storage, TopicConfig
 from logtrove.storage.derived.indexer import PartitionIndexer
 
 T0 = 1_763_800_000_000
@@ -151,4 +153,54 @@ def test_a_tail_growing_between_lookups_is_answered_from_tables_each_batch_parse
             entry = next(v for k, v in tail._keys.items() if k[0] == str(seg.log_path))
             assert len(tables) == len(entry.tables) + (entry.pending is not None)
             assert tail.tail_key_tables(seg, 0, seg.size, reader.log("t", 0).config)[1][-1] is tables[-1]
+        reader.close()
+
+
+def test_a_block_written_by_the_indexer_does_not_make_the_tail_be_parsed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The indexer writes blocks while a producer appends: the tail's start moves forward
+    into the tables already gathered. Only the batches appended since are parsed (the
+    tables the block covers go, the one it ends in stays), and the lookups give what a
+    full decode gives: no record the block holds is answered twice."""
+    parsed: list[int] = []
+    gather = tail._gather
+
+    def counting(keys: tail._TailKeys, seg: Segment, end: int, config: TopicConfig) -> None:
+        before = keys.pending_end
+        gather(keys, seg, end, config)
+        parsed.append(keys.pending_end - before)
+
+    monkeypatch.setattr(tail, "_gather", counting)
+    with Storage.open(tmp_path) as storage:
+        storage.create_topic("t", 1, {"index.headers": "user"})
+        log = storage.log("t", 0)
+        for batch in keyed(0, 5000):  # about 750 KB: several pieces
+            log.append(batch)
+        reader = Storage.open(tmp_path, read_only=True)
+        engine = QueryEngine(reader)
+
+        def lookups() -> int:
+            """Parsed bytes of the lookups of a few keys, checked against a full decode."""
+            parsed.clear()
+            reader.refresh()
+            records = everything(tmp_path)
+            for key in (b"k7", b"k31", b"k0"):
+                messages, _ = engine.run(KeyQuery("t", key)).all()
+                assert [m.offset for m in messages] == [r.offset for r in reversed(records) if r.key == key]
+            return sum(parsed)
+
+        size = log.segments[-1].size
+        assert lookups() == size  # the whole tail, once
+        for blocks in (1, 2, 4):  # the start moves: into the first piece, past it, past more
+            PartitionIndexer(log, block_records=1000).step(blocks * 1000)
+            assert lookups() == 0  # nothing appended: nothing parsed again
+            entry = next(v for k, v in tail._keys.items() if k[0] == str(log.segments[-1].log_path))
+            assert entry.start > 0 and all(end > entry.start for end in entry.ends)
+            assert entry.tables or blocks > 1  # the first block leaves tables after it
+            for batch in keyed(5000 + 1000 * blocks, 1000):
+                log.append(batch)
+            grown = log.segments[-1].size
+            assert lookups() == grown - size  # only what was appended
+            size = grown
         reader.close()

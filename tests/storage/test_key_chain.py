@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.storage.keyidx_layouts import encode_chained_table
 
 from logtrove.native import native
 from logtrove.storage.derived import keyindex
+from logtrove.testing.old_formats import encode_chained_table
 
 COMPILED = native("logtrove.storage.derived._indexcore", "chain")
 BASE = 1_000_000

@@ -17,11 +17,11 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.storage.keyidx_layouts import encode_chained_table, grouped_entries
 
 from logtrove.native import native
 from logtrove.query.tail import table_candidates
 from logtrove.storage.derived import keyindex
+from logtrove.testing.old_formats import encode_chained_table, grouped_entries
 
 COMPILED_PROBES = native("logtrove.storage.derived._indexcore", "probe_tables")
 BASE = 1_000_000

@@ -168,7 +168,7 @@ def lookup_newest_first(
         stats.segments_scanned += 1
         reader = RecordReader(seg, stats)
         if view.end_position < seg.size and (before is None or view.end_offset < before):
-            yield from _tail_matches(log, seg, view.end_position, attr, keep, stats, reader)
+            yield from _tail_matches(log, seg, view.end_position, view.end_offset, attr, keep, stats, reader)
         with view.key_reader() as keys:  # one opening of the .keyidx per segment
             probed: list[list[int]] | None = None  # candidates of blocks [low, low + len(probed))
             low = 0
@@ -207,14 +207,17 @@ def _tail_matches(
     log: PartitionLog,
     seg: Segment,
     start: int,
+    start_offset: int,
     attr: Attribute,
     keep: Callable[[Record], bool],
     stats: Stats,
     reader: RecordReader,
 ) -> Iterator[Record]:
-    """The records of the unindexed tail ``[start, seg.size)`` that ``keep`` keeps,
-    newest first: the tail's in-memory hash tables (:func:`tail_key_tables`) give
-    candidates, and what they do not cover yet is scanned for the needle."""
+    """The records of the unindexed tail ``[start, seg.size)`` (its first offset at least
+    ``start_offset``) that ``keep`` keeps, newest first: the tail's in-memory hash tables
+    (:func:`tail_key_tables`) give candidates, and what they do not cover yet is scanned
+    for the needle. The oldest table may reach back before ``start``: those offsets are
+    the index blocks' to answer, and are skipped here."""
     names = (log.config.message_id_header, *log.config.indexed_headers)
     covered, tables = start, list[bytes]()
     if attr.indexed_by(KeyBlock(0, 0, 0, 0, names, 0)):
@@ -225,6 +228,8 @@ def _tail_matches(
     for table in reversed(tables):
         last = None
         for offset in table_candidates(table, seg.base_offset, attr.digest):
+            if offset < start_offset:
+                break
             if offset == last or offset in found:
                 continue
             last = offset

@@ -13,10 +13,11 @@ The summary counts every record of the data batches (control batches hold no dat
 LogAppendTime batches count their append time), so "no record of the covered range is
 stamped in the window" holds whatever else the scan filters on. It stops growing at a
 batch it cannot read (damaged, or compressed past the decompression limit): from there
-the scan reads the log as before. Entries are keyed by the segment file (path, inode)
-and the tail's start position, which moves when the indexer writes a block (the entry
-for the old start is then dropped); a bounded LRU, and for the hash tables a byte
-budget, drop the rest.
+the scan reads the log as before. Time summaries are keyed by the segment file (path,
+inode) and the tail's start position, which moves when the indexer writes a block (the
+entry for the old start is then dropped); hash tables by the segment file, and a moved
+start drops only the tables the block covers. A bounded LRU, and for the hash tables a
+byte budget, drop the rest.
 
 Hash lookups searched the whole tail for their needle on every query likewise; the
 tail's keys, message IDs and indexed headers are now hashed in memory by the indexer's
@@ -151,16 +152,34 @@ _U32 = 0xFFFFFFFF
 
 @dataclass
 class _TailKeys:
-    end: int  # positions [start, end) are in ``tables``
+    start: int  # the tail's start the tables were last asked for; the oldest may begin before
+    end: int  # where the complete tables end, and ``pending`` begins
     tables: list[bytes] = field(default_factory=list)  # .keyidx tables, oldest first
+    ends: list[int] = field(default_factory=list)  # the position each of ``tables`` ends at
     pending: Pending | None = None  # the piece being gathered: [end, pending_end)
     pending_end: int = 0
     partial: bytes | None = None  # the table of ``pending`` as it stands at ``pending_end``
     stuck: bool = False  # a batch at ``pending_end`` could not be parsed: the rest is scanned
     lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def restart(self, start: int) -> None:
+        """Forget every table: gather again from ``start``."""
+        self.start = self.end = self.pending_end = start
+        self.tables, self.ends, self.pending, self.partial, self.stuck = [], [], None, None, False
 
-_keys: OrderedDict[tuple[str, int, int, tuple[str, ...]], _TailKeys] = OrderedDict()
+    def move_start(self, start: int) -> None:
+        """The indexer wrote a block: the tail now starts at ``start`` (within what the
+        tables cover). The tables that end at or before it go; the one it falls in stays
+        (the caller skips its offsets below the tail's), so what was gathered after the
+        block is not parsed again."""
+        drop = 0
+        while drop < len(self.ends) and self.ends[drop] <= start:
+            drop += 1
+        del self.tables[:drop], self.ends[:drop]
+        self.start = start
+
+
+_keys: OrderedDict[tuple[str, int, tuple[str, ...]], _TailKeys] = OrderedDict()
 
 
 def tail_key_tables(seg: Segment, start: int, end: int, config: TopicConfig) -> tuple[int, list[bytes]]:
@@ -172,24 +191,32 @@ def tail_key_tables(seg: Segment, start: int, end: int, config: TopicConfig) -> 
     :data:`_KEY_CHUNK` bytes becomes a table of its own, and the newest piece's table is
     made again only when batches were added to it since. Offsets in the tables are
     relative to the segment's base offset. ``[covered, end)`` is left to a scan: batches
-    not yet whole, or from a batch the parser refused on."""
+    not yet whole, or from a batch the parser refused on.
+
+    When the indexer writes a block, the tail's start moves forward into the tables: the
+    oldest table left may then hold records before ``start`` too, which the caller skips
+    by offset (they are the block's). Each segment file keeps one set of tables; a start
+    before them or past them, or a log shorter than they cover (truncated), gathers anew."""
     names = (config.message_id_header, *config.indexed_headers)
-    key = (str(seg.log_path), seg.inode, start, names)
+    key = (str(seg.log_path), seg.inode, names)
     with _tails_lock:
         keys = _keys.get(key)
         if keys is None:
-            for old in [k for k in _keys if k[:2] == key[:2]]:  # the indexer moved the start
-                del _keys[old]
-            keys = _keys[key] = _TailKeys(start, pending_end=start)
+            keys = _keys[key] = _TailKeys(start, start, pending_end=start)
             while len(_keys) > _ENTRIES:
                 _keys.popitem(last=False)
         else:
             _keys.move_to_end(key)
     with keys.lock:
+        if not keys.start <= start <= keys.pending_end or end < keys.pending_end:
+            keys.restart(start)
+        elif start > keys.start:
+            keys.move_start(start)
         if not keys.stuck and keys.pending_end < end:
             _gather(keys, seg, end, config)
             if keys.pending_end - keys.end >= _KEY_CHUNK and keys.pending is not None:
                 keys.tables.append(keys.pending.key_table())
+                keys.ends.append(keys.pending_end)
                 keys.end, keys.pending, keys.partial = keys.pending_end, None, None
                 _trim(key)
         tables = list(keys.tables)
@@ -225,7 +252,7 @@ def _gather(keys: _TailKeys, seg: Segment, end: int, config: TopicConfig) -> Non
         keys.pending_end, keys.partial = position, None
 
 
-def _trim(keep: tuple[str, int, int, tuple[str, ...]]) -> None:
+def _trim(keep: tuple[str, int, tuple[str, ...]]) -> None:
     """Drop the least recently used tables past :data:`_KEY_BYTES` (not ``keep``'s): a
     tail's tables take about 50 bytes a record, and the indexer leaves old tails behind."""
     with _tails_lock:

@@ -8,6 +8,7 @@ harness, a raw Kafka wire client, :func:`wait_until` and :func:`consume_until`.
 * :mod:`.wire`: :class:`WireClient`, requests with exact control over versions and bytes
 * :mod:`.wait`: :func:`wait_until`
 * :mod:`.consume`: :func:`consume_until`, a Kafka consumer read until enough records came
+* :mod:`.old_formats`: derived files as earlier versions wrote them (imported by name)
 """
 
 from logtrove.testing.broker import SERVE, BrokerProcess, HttpBrokerProcess, cli_in, free_port

@@ -1,6 +1,10 @@
-"""The ``.keyidx`` layout of block versions 1-3, which logtrove no longer writes but still
-reads: RocketMQ's chained table (see :mod:`logtrove.storage.derived.keyindex`). Tests make
-such tables and files with it, as an older logtrove left them in a data directory."""
+"""Derived files as earlier logtrove versions wrote them, which this one still reads: the
+tests and benchmarks that check it make them here.
+
+* :func:`encode_chained_table`, :func:`rewrite_as_version_3`: ``.keyidx`` blocks of
+  versions 1-3, RocketMQ's chained table (see :mod:`logtrove.storage.derived.keyindex`),
+  as an older logtrove left them in a data directory.
+"""
 
 from __future__ import annotations
 
