@@ -15,15 +15,16 @@ import struct
 from array import array
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from logtrove.native import native
-from logtrove.query.tail import table_candidates
 from logtrove.storage.derived import keyindex
 from logtrove.testing.old_formats import encode_chained_table, grouped_entries
 
 COMPILED_PROBES = native("logtrove.storage.derived._indexcore", "probe_tables")
+COMPILED_IN_MEMORY = native("logtrove.storage.derived._indexcore", "tables_candidates")
 BASE = 1_000_000
 
 digest_lists = st.lists(
@@ -72,7 +73,8 @@ def test_every_read_of_a_grouped_block_finds_exactly_the_entries_with_the_probed
             assert keyindex.py_probe_tables(fd, probes, digest, BASE) == [want]
             assert COMPILED_PROBES is not None and COMPILED_PROBES(fd, probes, digest, BASE) == [want]
             assert keyindex.candidates(fd, 0, BASE, digest) == want
-            assert table_candidates(table, BASE, digest) == want
+            for in_memory in (keyindex.py_tables_candidates, COMPILED_IN_MEMORY):
+                assert in_memory is not None and in_memory((table,), digest, BASE) == want
     finally:
         os.close(fd)
 
@@ -151,3 +153,56 @@ def test_one_call_probes_grouped_and_chained_blocks_of_one_file_each_as_its_layo
             assert probe_tables is not None and probe_tables(fd, tuple(probes), digest, BASE) == wanted
     finally:
         os.close(fd)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    tables=st.lists(
+        st.tuples(
+            digest_lists, st.lists(st.tuples(st.integers(0, 10**4), st.integers(0, 2**32 - 1)), max_size=3)
+        ),
+        max_size=5,
+    ),
+    cut=st.one_of(st.none(), st.integers(0, 10_000)),
+    pick=st.integers(0, 10_000),
+)
+def test_tables_held_in_memory_answer_alike_newest_table_first_whatever_their_damage(
+    tables: list[tuple[list[int], list[tuple[int, int]]]], cut: int | None, pick: int
+) -> None:
+    """The tail's tables, probed in one call: each table as its own probe gives, newest
+    table first; damaged slot ends read nothing outside the table, and a table cut short
+    raises the same ``ValueError`` in both twins."""
+    made = []
+    for digests, damage in tables:
+        table = bytearray(
+            keyindex.encode_table(array("Q", digests), array("I", range(0, 3 * len(digests), 3)))
+        )
+        slots, _ = struct.unpack_from(">II", table)
+        for where, value in damage:
+            struct.pack_into(">I", table, 8 + 4 * (where % slots), value)
+        made.append(bytes(table))
+    if cut is not None and made:
+        made[cut % len(made)] = made[cut % len(made)][: cut % (len(made[cut % len(made)]) + 1)]
+    everything = [d for digests, _ in tables for d in digests] or [0]
+    digest = everything[pick % len(everything)]
+    twins = [
+        answer(f, tuple(made), digest, BASE) for f in (keyindex.py_tables_candidates, COMPILED_IN_MEMORY)
+    ]
+    assert twins[0] == twins[1]
+    if cut is None:
+        each = [keyindex.py_tables_candidates((t,), digest, BASE) for t in reversed(made)]
+        assert twins[0] == [offset for found in each for offset in found]
+
+
+def test_tables_in_memory_refuse_what_is_not_a_table_alike() -> None:
+    for in_memory in (keyindex.py_tables_candidates, COMPILED_IN_MEMORY):
+        assert in_memory is not None and in_memory((), 5, 0) == []
+        for tables, message in [
+            ([b""], "not a tuple"),
+            ((b"\x00" * 7,), "not bytes holding its counts"),
+            (("table",), "not bytes holding its counts"),
+            ((b"\x00\x00\x00\x03\x00\x00\x00\x00" + b"\x00" * 12,), "shorter than its counts say"),  # 3 slots
+            ((b"\x00\x00\x00\x01\x00\x00\x00\x02" + b"\x00" * 4,), "shorter than its counts say"),
+        ]:
+            with pytest.raises(ValueError, match=message):
+                in_memory(tables, 0, 0)  # type: ignore[arg-type]

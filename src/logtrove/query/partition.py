@@ -19,7 +19,7 @@ from logtrove.query.fullparse import batch_decoder, matching_offsets
 from logtrove.query.model import Stats
 from logtrove.query.picking import RangeBatches, RecordReader, scan_window
 from logtrove.query.predicates import Predicate
-from logtrove.query.tail import chunked_batches, table_candidates, tail_key_tables
+from logtrove.query.tail import chunked_batches, tail_key_tables
 from logtrove.records import (
     HEADER_SIZE,
     BatchHeader,
@@ -31,6 +31,7 @@ from logtrove.records.columnar import Decoder
 from logtrove.records.compression import Compression
 from logtrove.records.record import batch_payload, timestamp_bounds
 from logtrove.storage import PartitionLog, Segment
+from logtrove.storage.derived import keyindex
 from logtrove.storage.derived.views import KeyBlock, index_view
 from logtrove.storage.txnview import CommittedView
 
@@ -225,20 +226,19 @@ def _tail_matches(
     scanned = [r for r in scan_records(seg, covered, seg.size, stats, attr.needle) if keep(r)]
     yield from reversed(scanned)
     found = {r.offset for r in scanned}  # a batch the tables' parser refused part-way is scanned
-    for table in reversed(tables):
-        last = None
-        for offset in table_candidates(table, seg.base_offset, attr.digest):
-            if offset < start_offset:
-                break
-            if offset == last or offset in found:
-                continue
-            last = offset
-            stats.index_candidates += 1
-            record = reader.record_at(offset)
-            if record is not None and keep(record):
-                yield record
-            elif record is not None and not attr.matches(record):
-                stats.index_false_hits += 1
+    last = None
+    for offset in keyindex.tables_candidates(tuple(tables), attr.digest, seg.base_offset):
+        if offset < start_offset:
+            break  # newest first, the tables too: the rest is the index blocks'
+        if offset == last or offset in found:
+            continue
+        last = offset
+        stats.index_candidates += 1
+        record = reader.record_at(offset)
+        if record is not None and keep(record):
+            yield record
+        elif record is not None and not attr.matches(record):
+            stats.index_false_hits += 1
 
 
 Progress = int

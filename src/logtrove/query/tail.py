@@ -29,7 +29,6 @@ index blocks' are.
 
 from __future__ import annotations
 
-import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -144,10 +143,6 @@ def tail_bounds(seg: Segment, start: int, end: int) -> tuple[int, int, int]:
 # -- keys, IDs and indexed headers of the tail -------------------------------------------------
 _KEY_CHUNK = 256 * 1024  # tail bytes gathered before they are indexed in memory
 _KEY_BYTES = 64 << 20  # the tables of all tails together
-_COUNTS = struct.Struct(">II")
-_SLOT = struct.Struct(">I")
-_PAIR = struct.Struct(">II")
-_U32 = 0xFFFFFFFF
 
 
 @dataclass
@@ -262,17 +257,3 @@ def _trim(keep: tuple[str, int, tuple[str, ...]]) -> None:
                 break
             if old != keep:
                 total -= sum(len(t) for t in _keys.pop(old).tables)
-
-
-def table_candidates(table: bytes, base_offset: int, digest: int) -> list[int]:
-    """Offsets whose entry hash equals ``digest``'s in one table of
-    :func:`tail_key_tables`, newest first (the entries of its slot, as
-    :func:`logtrove.storage.derived.keyindex.candidates` reads a block's)."""
-    slots, n = _COUNTS.unpack_from(table, 0)
-    s = (digest >> 32) & (slots - 1)
-    (end,) = _SLOT.unpack_from(table, _COUNTS.size + 4 * s)
-    (start,) = _SLOT.unpack_from(table, _COUNTS.size + 4 * (s - 1)) if s else (0,)
-    entries = _COUNTS.size + 4 * slots
-    want = digest & _U32
-    raw = memoryview(table)[entries + 8 * start : entries + 8 * min(end, n)]
-    return [base_offset + rel for stored, rel in _PAIR.iter_unpack(raw) if stored == want]

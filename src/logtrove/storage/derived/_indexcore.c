@@ -685,8 +685,8 @@ static PyTypeObject PendingType = {
 };
 
 /* ---- lookups in a .keyidx block -----------------------------------------------------
- * The compiled twins of logtrove.storage.derived.keyindex.py_chain, py_chain_from and
- * py_probe_tables: the same preads in the same order (a grouped block's slot in one read;
+ * The compiled twins of logtrove.storage.derived.keyindex.py_chain, py_chain_from,
+ * py_probe_tables and py_tables_candidates (which reads tables held in memory, not a file): the same preads in the same order (a grouped block's slot in one read;
  * a chained block's slot unless the caller holds the slot table, then each entry of its
  * chain, newest first), the same result and the same errors, without a Python object per
  * step. A query probes every key block of every segment it reads, so these few small
@@ -943,7 +943,74 @@ failed:
     return NULL;
 }
 
+PyDoc_STRVAR(tables_candidates_doc,
+"tables_candidates(tables, digest, base_offset) -> list[int]\n\n"
+"The candidates of whole grouped tables held in memory (the tuple tables, oldest first),\n"
+"newest table first, each table's slot entries in their order. A table too short for its\n"
+"counts raises ValueError; slot ends are clamped to its entries.");
+
+static PyObject *
+tables_candidates(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "tables_candidates() takes 3 arguments");
+        return NULL;
+    }
+    unsigned long long digest = PyLong_AsUnsignedLongLong(args[1]);
+    long long base = PyLong_AsLongLong(args[2]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *tables = args[0];
+    if (!PyTuple_Check(tables)) {
+        PyErr_SetString(PyExc_ValueError, "tables_candidates(): tables is not a tuple");
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        return NULL;
+    }
+    uint32_t want = (uint32_t)digest;
+    for (Py_ssize_t i = PyTuple_GET_SIZE(tables) - 1; i >= 0; i--) {
+        PyObject *table = PyTuple_GET_ITEM(tables, i);
+        if (!PyBytes_Check(table) || PyBytes_GET_SIZE(table) < 8) {
+            PyErr_SetString(PyExc_ValueError, "tables_candidates(): a table is not bytes holding its counts");
+            goto failed;
+        }
+        const unsigned char *t = (const unsigned char *)PyBytes_AS_STRING(table);
+        unsigned long long slots = be32(t), n = be32(t + 4);
+        if (slots == 0 || (slots & (slots - 1)) != 0 ||
+            (unsigned long long)PyBytes_GET_SIZE(table) < 8 + 4 * slots + 8 * n) {
+            PyErr_SetString(PyExc_ValueError, "tables_candidates(): a table shorter than its counts say");
+            goto failed;
+        }
+        unsigned long long s = (digest >> 32) & (slots - 1);
+        unsigned long long end = be32(t + 8 + 4 * s), start = s ? be32(t + 8 + 4 * (s - 1)) : 0;
+        if (end > n) {
+            end = n;
+        }
+        const unsigned char *entries = t + 8 + 4 * slots;
+        for (unsigned long long e = start; e < end; e++) {
+            if (be32(entries + 8 * e) != want) {
+                continue;
+            }
+            PyObject *offset = PyLong_FromLongLong(base + (long long)be32(entries + 8 * e + 4));
+            if (offset == NULL || PyList_Append(out, offset) < 0) {
+                Py_XDECREF(offset);
+                goto failed;
+            }
+            Py_DECREF(offset);
+        }
+    }
+    return out;
+failed:
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef indexcore_functions[] = {
+    {"tables_candidates", (PyCFunction)(void (*)(void))tables_candidates, METH_FASTCALL, tables_candidates_doc},
     {"chain", (PyCFunction)(void (*)(void))chain, METH_FASTCALL, chain_doc},
     {"chain_from", (PyCFunction)(void (*)(void))chain_from, METH_FASTCALL, chain_from_doc},
     {"probe_tables", (PyCFunction)(void (*)(void))probe_tables, METH_FASTCALL, probe_tables_doc},

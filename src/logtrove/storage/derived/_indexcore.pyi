@@ -1,6 +1,6 @@
 """Type stub of the compiled twins of :class:`logtrove.storage.derived.blockentries.PyPending`
 and :func:`logtrove.storage.derived.keyindex.py_chain` / ``py_chain_from`` /
-``py_probe_tables``."""
+``py_probe_tables`` / ``py_tables_candidates``."""
 
 from logtrove.records.batch import Buffer
 
@@ -15,6 +15,7 @@ def chain_from(
 def probe_tables(
     fd: int, probes: tuple[tuple[bytes, int, int, bool], ...], digest: int, base_offset: int
 ) -> list[list[int]]: ...
+def tables_candidates(tables: tuple[bytes, ...], digest: int, base_offset: int) -> list[int]: ...
 
 class Pending:
     def __init__(self, id_name: bytes, tag_name: bytes, indexed: dict[bytes, bytes]) -> None: ...

@@ -262,6 +262,31 @@ def py_probe_tables(fd: int, probes: tuple[Probe, ...], digest: int, base_offset
     return out
 
 
+def py_tables_candidates(tables: tuple[bytes, ...], digest: int, base_offset: int) -> list[int]:
+    """The candidates of whole grouped tables held in memory (each a payload after the
+    names, as :func:`encode_table` makes it: the query tail's tables), the newest table
+    (the last) first, each table's slot entries in their order (newest first). A table
+    too short for its counts raises ``ValueError``; slot ends are clamped to its entries.
+    Defines the compiled ``_indexcore.tables_candidates``."""
+    if not isinstance(tables, tuple):
+        raise ValueError("tables_candidates(): tables is not a tuple")
+    want = digest & _U32
+    out: list[int] = []
+    for table in reversed(tables):
+        if not isinstance(table, bytes) or len(table) < _COUNTS.size:
+            raise ValueError("tables_candidates(): a table is not bytes holding its counts")
+        slots, n = _COUNTS.unpack_from(table)
+        if slots == 0 or slots & (slots - 1) or len(table) < _COUNTS.size + 4 * slots + 8 * n:
+            raise ValueError("tables_candidates(): a table shorter than its counts say")
+        s = (digest >> 32) & (slots - 1)
+        (end,) = _SLOT.unpack_from(table, _COUNTS.size + 4 * s)
+        (start,) = _SLOT.unpack_from(table, _COUNTS.size + 4 * (s - 1)) if s else (0,)
+        entries = _COUNTS.size + 4 * slots
+        raw = memoryview(table)[entries + 8 * start : entries + 8 * max(start, min(end, n))]
+        out += [base_offset + rel for stored, rel in _PAIR.iter_unpack(raw) if stored == want]
+    return out
+
+
 def _pread_all(fd: int, length: int, position: int) -> bytes:
     data = os.pread(fd, length, position)
     if len(data) != length:
@@ -277,6 +302,9 @@ chain_from: Callable[[int, int, int, int, int, int], list[int]] = (
 )
 probe_tables: Callable[[int, tuple[Probe, ...], int, int], list[list[int]]] = (
     native("logtrove.storage.derived._indexcore", "probe_tables") or py_probe_tables
+)
+tables_candidates: Callable[[tuple[bytes, ...], int, int], list[int]] = (
+    native("logtrove.storage.derived._indexcore", "tables_candidates") or py_tables_candidates
 )
 
 
