@@ -11,8 +11,8 @@ time           the first record with timestamp ≥ T (time index, then a short s
 time range     from the first record ≥ T1, ``.skip`` blocks whose [min, max] miss
                [T1, T2) are skipped; records filtered by timestamp (clients may send
                them out of order, so the range is not cut at the first record ≥ T2)
-key / header   ``.keyidx`` hash chains newest first, each candidate checked against the
-/ client ID    record; the unindexed tail is scanned
+key / header   ``.keyidx`` hash slots newest first, each candidate checked against the
+/ client ID    record; the unindexed tail from in-memory tables, what they miss scanned
 content        batches read in order; ``.skip`` token filters and time bounds skip
                blocks, the raw-batch prefilter skips batches, records are parsed only
                in batches that can match; partitions in parallel threads

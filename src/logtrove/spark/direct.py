@@ -6,7 +6,7 @@ cleaner swaps segments (storage tolerates both). Records come back in offset ord
 Full scans decode batches straight into Arrow buffers (:func:`~logtrove.spark.columns.add_batch`,
 compiled when available: :mod:`logtrove.records.columnar`).
 The filter options are answered by the query engine (:mod:`logtrove.query`): ``key``,
-``id`` and ``tag`` through the ``.keyidx`` hash chains (candidates verified against the
+``id`` and ``tag`` through the ``.keyidx`` hash index (candidates verified against the
 record, the unindexed tail scanned), ``contains`` by its content scan with the ``.skip``
 token filters and raw-batch prefilter, bounded to the task's offset range. Every result
 is checked again here with the column semantics (the last header of a name is the

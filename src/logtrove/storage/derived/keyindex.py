@@ -1,4 +1,4 @@
-"""``.keyidx``: a hash-chain index of record keys, client message IDs and indexed headers.
+"""``.keyidx``: a hash index of record keys, client message IDs and indexed headers.
 
 One file per segment, made of blocks (:mod:`.blockfile`, kind ``K``). The payload of a
 block is a hash table sized to the block's own entries, its entries grouped by slot
