@@ -15,24 +15,21 @@ Saves ``bench/results/key-layouts.json``.
 
 from __future__ import annotations
 
-import json
 import os
-import random
 import shutil
-import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from _common import percentile, save
-from logtrove.query import HeaderQuery, IdQuery, KeyQuery, Query, QueryEngine
+from _common import save, summary_us
+from logtrove.query import Query, QueryEngine
 from logtrove.storage import Storage
 from logtrove.storage.derived import keyindex
 from logtrove.testing.old_formats import rewrite_as_version_3
+from query_fastpaths import QUERIES, hash_lookup_sets
 
 ROUNDS = 6
-QUERIES = 200
 
 
 def chained_copy(data: Path) -> Path:
@@ -77,16 +74,7 @@ def main() -> None:
         "grouped": QueryEngine(Storage.open(data / "data", read_only=True)),
         "chained": QueryEngine(Storage.open(chained / "data", read_only=True)),
     }
-    ids = json.loads((data / "ids.json").read_text())
-    rng = random.Random(1)
-    sets: dict[str, list[Query]] = {
-        "key_all_matches": [KeyQuery("q", b"key-%d" % rng.randrange(100_000)) for _ in range(QUERIES)],
-        "key_absent": [KeyQuery("q", b"absent-%d" % rng.randrange(10**9)) for _ in range(QUERIES)],
-        "client_id": [IdQuery("q", rng.choice(ids)) for _ in range(QUERIES)],
-        "header_limit_100": [
-            HeaderQuery("q", "user", b"user-%d" % rng.randrange(5000), limit=100) for _ in range(QUERIES)
-        ],
-    }
+    sets = hash_lookup_sets(data)
     results: dict[str, Any] = {"rounds": ROUNDS, "queries": QUERIES}
     for name, queries in sets.items():
         samples: dict[str, list[float]] = {label: [] for label in engines}
@@ -96,15 +84,7 @@ def main() -> None:
         for r in range(ROUNDS):
             for label in ("chained", "grouped") if r % 2 else ("grouped", "chained"):
                 samples[label] += timed(engines[label], queries)[0]
-        results[name] = {
-            label: {
-                "p50_us": round(percentile([x * 1e6 for x in s], 50), 1),
-                "p99_us": round(percentile([x * 1e6 for x in s], 99), 1),
-                "mean_us": round(statistics.mean(s) * 1e6, 1),
-                "n": len(s),
-            }
-            for label, s in samples.items()
-        }
+        results[name] = {label: summary_us(s) for label, s in samples.items()}
         print(name, results[name], flush=True)
     save("key-layouts", results)
 

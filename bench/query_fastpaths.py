@@ -22,13 +22,12 @@ from __future__ import annotations
 import json
 import os
 import random
-import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from _common import percentile, save
+from _common import save, summary_us
 from logtrove.query import HeaderQuery, IdQuery, KeyQuery, Query, QueryEngine, picking
 from logtrove.records import Record
 from logtrove.storage import Storage
@@ -67,14 +66,12 @@ def timed(engine: QueryEngine, queries: list[Query]) -> list[float]:
     return out
 
 
-def main() -> None:
-    data = Path(os.environ.get("BENCH_QUERY_DATA", ""))
-    if not (data / "data").is_dir():
-        sys.exit("set BENCH_QUERY_DATA to a data set bench/query_bench.py built and kept")
-    engine = QueryEngine(Storage.open(data / "data", read_only=True))
+def hash_lookup_sets(data: Path) -> dict[str, list[Query]]:
+    """The hash lookups both interleaved benchmarks time, :data:`QUERIES` of each type,
+    over the data set ``bench/query_bench.py`` built in ``data``."""
     ids = json.loads((data / "ids.json").read_text())
     rng = random.Random(1)
-    sets: dict[str, list[Query]] = {
+    return {
         "key_all_matches": [KeyQuery("q", b"key-%d" % rng.randrange(100_000)) for _ in range(QUERIES)],
         "key_absent": [KeyQuery("q", b"absent-%d" % rng.randrange(10**9)) for _ in range(QUERIES)],
         "client_id": [IdQuery("q", rng.choice(ids)) for _ in range(QUERIES)],
@@ -82,6 +79,14 @@ def main() -> None:
             HeaderQuery("q", "user", b"user-%d" % rng.randrange(5000), limit=100) for _ in range(QUERIES)
         ],
     }
+
+
+def main() -> None:
+    data = Path(os.environ.get("BENCH_QUERY_DATA", ""))
+    if not (data / "data").is_dir():
+        sys.exit("set BENCH_QUERY_DATA to a data set bench/query_bench.py built and kept")
+    engine = QueryEngine(Storage.open(data / "data", read_only=True))
+    sets = hash_lookup_sets(data)
     results: dict[str, Any] = {"rounds": ROUNDS, "queries": QUERIES}
     for name, queries in sets.items():
         samples: dict[str, list[float]] = {"before": [], "after": []}
@@ -93,15 +98,7 @@ def main() -> None:
                 use(label == "after")
                 samples[label] += timed(engine, queries)
         use(True)
-        results[name] = {
-            label: {
-                "p50_us": round(percentile([x * 1e6 for x in s], 50), 1),
-                "p99_us": round(percentile([x * 1e6 for x in s], 99), 1),
-                "mean_us": round(statistics.mean(s) * 1e6, 1),
-                "n": len(s),
-            }
-            for label, s in samples.items()
-        }
+        results[name] = {label: summary_us(s) for label, s in samples.items()}
         print(name, results[name], flush=True)
     save("query-fastpaths", results)
 

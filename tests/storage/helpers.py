@@ -9,6 +9,8 @@ import random
 from collections.abc import Iterator
 from pathlib import Path
 
+from hypothesis import strategies as st
+
 from logtrove.records import (
     Compression,
     NewRecord,
@@ -77,3 +79,15 @@ def open_topic(
     if not storage.has_topic(TOPIC):
         storage.create_topic(TOPIC, partitions, {k.replace("_", "."): v for k, v in configs.items()})
     return storage, storage.log(TOPIC, 0)
+
+
+digest_lists = st.lists(
+    st.one_of(
+        st.integers(0, 2**64 - 1),  # anywhere
+        st.integers(0, 7).map(lambda s: (s << 32) | 0xABC),  # few slots, equal low bits
+        st.sampled_from([0, 2**64 - 1, 0x1_0000_0001]),
+    ),
+    min_size=0,
+    max_size=300,
+)
+"""Hash digests for ``.keyidx`` tables: many sharing a slot, some equal."""

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.storage.helpers import digest_lists
 
 from logtrove.native import native
 from logtrove.storage.derived import keyindex
@@ -46,17 +47,6 @@ def walk_both(path: Path, table: bytes, digest: int) -> list[object]:
     finally:
         os.close(fd)
     return answers
-
-
-digest_lists = st.lists(
-    st.one_of(
-        st.integers(0, 2**64 - 1),  # anywhere
-        st.integers(0, 7).map(lambda s: (s << 32) | 0xABC),  # few slots, equal low bits
-        st.sampled_from([0, 2**64 - 1, 0x1_0000_0001]),
-    ),
-    min_size=0,
-    max_size=300,
-)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.storage.helpers import digest_lists
 
 from logtrove.native import native
 from logtrove.storage.derived import keyindex
@@ -26,16 +27,6 @@ from logtrove.testing.old_formats import encode_chained_table, grouped_entries
 COMPILED_PROBES = native("logtrove.storage.derived._indexcore", "probe_tables")
 COMPILED_IN_MEMORY = native("logtrove.storage.derived._indexcore", "tables_candidates")
 BASE = 1_000_000
-
-digest_lists = st.lists(
-    st.one_of(
-        st.integers(0, 2**64 - 1),  # anywhere
-        st.integers(0, 7).map(lambda s: (s << 32) | 0xABC),  # few slots, equal low bits
-        st.sampled_from([0, 2**64 - 1, 0x1_0000_0001]),
-    ),
-    min_size=0,
-    max_size=300,
-)
 
 
 def answer(fn: object, *args: object) -> object:

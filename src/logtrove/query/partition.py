@@ -196,12 +196,9 @@ def lookup_newest_first(
                     if offset < first:
                         break
                     last = offset
-                    stats.index_candidates += 1
-                    record = reader.record_at(offset)
-                    if record is not None and keep(record):
+                    record = _checked(reader, offset, attr, keep, stats)
+                    if record is not None:
                         yield record
-                    elif record is not None and not attr.matches(record):
-                        stats.index_false_hits += 1
 
 
 def _tail_matches(
@@ -233,12 +230,25 @@ def _tail_matches(
         if offset == last or offset in found:
             continue
         last = offset
-        stats.index_candidates += 1
-        record = reader.record_at(offset)
-        if record is not None and keep(record):
+        record = _checked(reader, offset, attr, keep, stats)
+        if record is not None:
             yield record
-        elif record is not None and not attr.matches(record):
-            stats.index_false_hits += 1
+
+
+def _checked(
+    reader: RecordReader, offset: int, attr: Attribute, keep: Callable[[Record], bool], stats: Stats
+) -> Record | None:
+    """The record at an index candidate's ``offset``, if ``keep`` keeps it. Counts the
+    candidate, and a false hit when the record is not the attribute's (equal hashes)."""
+    stats.index_candidates += 1
+    record = reader.record_at(offset)
+    if record is None:
+        return None
+    if keep(record):
+        return record
+    if not attr.matches(record):
+        stats.index_false_hits += 1
+    return None
 
 
 Progress = int

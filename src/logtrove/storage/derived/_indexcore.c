@@ -718,6 +718,19 @@ pread_all(int fd, unsigned char *buf, size_t len, long long pos)
     return 0;
 }
 
+/* Append the offset base + rel to the list out: 0, or -1 with a Python error set. */
+static int
+append_offset(PyObject *out, long long base, uint32_t rel)
+{
+    PyObject *offset = PyLong_FromLongLong(base + (long long)rel);
+    if (offset == NULL) {
+        return -1;
+    }
+    int failed = PyList_Append(out, offset);
+    Py_DECREF(offset);
+    return failed;
+}
+
 /* The chain from `link` on: each entry read, newest first, those whose stored hash is
  * `want` kept; a new list, or NULL with a Python error set. */
 static PyObject *
@@ -734,14 +747,9 @@ walk(int fd, long long entries_pos, unsigned long long n, uint32_t link, uint32_
             return NULL;
         }
         uint32_t stored = be32(buf), rel = be32(buf + 4), prev = be32(buf + 8);
-        if (stored == want) {
-            PyObject *offset = PyLong_FromLongLong(base + (long long)rel);
-            if (offset == NULL || PyList_Append(out, offset) < 0) {
-                Py_XDECREF(offset);
-                Py_DECREF(out);
-                return NULL;
-            }
-            Py_DECREF(offset);
+        if (stored == want && append_offset(out, base, rel) < 0) {
+            Py_DECREF(out);
+            return NULL;
         }
         if (prev >= link) { /* links only point backwards; anything else is corruption */
             break;
@@ -779,15 +787,9 @@ slot_entries(int fd, long long entries_pos, unsigned long long n, uint32_t start
         goto failed;
     }
     for (const unsigned char *e = buf; e < buf + length; e += 8) {
-        if (be32(e) != want) {
-            continue;
-        }
-        PyObject *offset = PyLong_FromLongLong(base + (long long)be32(e + 4));
-        if (offset == NULL || PyList_Append(out, offset) < 0) {
-            Py_XDECREF(offset);
+        if (be32(e) == want && append_offset(out, base, be32(e + 4)) < 0) {
             goto failed;
         }
-        Py_DECREF(offset);
     }
     if (buf != small) {
         PyMem_Free(buf);
@@ -992,15 +994,9 @@ tables_candidates(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         const unsigned char *entries = t + 8 + 4 * slots;
         for (unsigned long long e = start; e < end; e++) {
-            if (be32(entries + 8 * e) != want) {
-                continue;
-            }
-            PyObject *offset = PyLong_FromLongLong(base + (long long)be32(entries + 8 * e + 4));
-            if (offset == NULL || PyList_Append(out, offset) < 0) {
-                Py_XDECREF(offset);
+            if (be32(entries + 8 * e) == want && append_offset(out, base, be32(entries + 8 * e + 4)) < 0) {
                 goto failed;
             }
-            Py_DECREF(offset);
         }
     }
     return out;
