@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -13,7 +14,11 @@ from logtrove.cli.main import app
 from logtrove.query import MessageIdGenerator
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
+from logtrove.storage.derived import keyindex
+from logtrove.storage.derived.blockfile import read_blocks
+from logtrove.storage.derived.paths import derived_path
 from logtrove.testing import FakeClock
+from logtrove.testing.old_formats import rewrite_as_version_3
 
 runner = CliRunner()
 T0 = 1_763_800_000_000
@@ -149,3 +154,41 @@ def test_bad_input_gives_a_clear_error_and_nonzero_exit(data: str, args: list[st
     code, out, err = run(*args, "--data", data)
     assert code != 0
     assert message in (out + err).replace("\n", " ")
+
+
+def test_index_upgrade_rewrites_an_older_key_index_layout_and_lookups_stay_exact(tmp_path: Path) -> None:
+    path = tmp_path / "data"
+    with Storage.open(path) as storage:
+        storage.create_topic("t", 2, {"segment.bytes": "20000", "index.headers": "shop"})
+        for i in range(600):
+            record = NewRecord(b"v%d" % i, b"k%d" % (i % 13), (("shop", b"s%d" % (i % 5)),), T0 + i)
+            storage.log("t", i % 2).append(build_batch([record]))
+    assert run("index", "--data", str(path))[0] == 0
+    with Storage.open(path, read_only=True) as storage:
+        segments = [seg for p in (0, 1) for seg in storage.log("t", p).segments]
+        assert len(segments) >= 4
+        for seg in segments:  # as an older logtrove left them
+            rewrite_as_version_3(derived_path(seg, keyindex.SUFFIX), seg.base_offset)
+        expected = [r.offset for r in storage.log("t", 1).records() if r.key == b"k4"][::-1]
+
+    def versions() -> set[int]:
+        with Storage.open(path, read_only=True) as storage:
+            return {
+                b.version
+                for p in (0, 1)
+                for seg in storage.log("t", p).segments
+                for b in read_blocks(derived_path(seg, keyindex.SUFFIX), keyindex.KIND, seg.base_offset)
+            }
+
+    def found() -> list[int]:
+        code, out, _ = run("query", "t", "--key", "k4", "--partition", "1", "--json", "--data", str(path))
+        assert code == 0
+        return [int(str(m["offset"])) for m in lines(out)]
+
+    assert run("index", "--data", str(path))[0] == 0 and versions() == {3}  # read, kept as it is
+    assert found() == expected
+    code, out, _ = run("index", "--upgrade", "--data", str(path))
+    assert code == 0 and f"rewrote the indexes of {len(segments)} segments" in out
+    assert versions() == {4} and found() == expected
+    code, out, _ = run("index", "t", "--upgrade", "--data", str(path))
+    assert code == 0 and "rewrote the indexes of 0 segments" in out

@@ -9,6 +9,7 @@ import sys
 from typing import Annotated, Any
 
 import typer
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 from rich.table import Table
 
 from logtrove.cli.app import app
@@ -43,7 +44,8 @@ from logtrove.query import (
     TimeQuery,
 )
 from logtrove.query.predicates import Predicate
-from logtrove.storage.derived.indexer import Indexer
+from logtrove.storage import Storage, TopicInfo
+from logtrove.storage.derived.indexer import Indexer, build_segment_indexes, in_older_layout
 
 _VALUE_WIDTH = 80
 
@@ -308,12 +310,41 @@ def _print_table(topic: str, messages: list[Message], c: Completion) -> None:
 def index(
     topic: Annotated[str | None, typer.Argument(help="Only this topic (default: all).")] = None,
     data: DataOption = DEFAULT_DATA,
+    upgrade: Annotated[
+        bool,
+        typer.Option(
+            "--upgrade",
+            help="First rewrite the indexes an older logtrove wrote in an older layout (still read, "
+            "slower to probe); headers are indexed as index.headers says now.",
+        ),
+    ] = False,
 ) -> None:
     """Bring the key, tag and skip indexes up to date (the broker does this by itself;
     use this after writing with the CLI while no broker runs)."""
     with open_storage(data, read_only=False) as storage:
         if topic is not None:
             storage.topic(topic)
+        if upgrade:
+            _upgrade(storage, [storage.topic(topic)] if topic is not None else storage.topics())
         indexer = Indexer(storage, topics=None if topic is None else {topic})
         n = indexer.catch_up()
         console.print(f"indexed {n} records")
+
+
+def _upgrade(storage: Storage, topics: list[TopicInfo]) -> None:
+    """Rewrite every segment index of ``topics`` that holds blocks of an older layout."""
+    older = [
+        (t.config, seg)
+        for t in topics
+        for p in range(t.partitions)
+        for seg in storage.log(t.name, p).segments
+        if in_older_layout(seg)
+    ]
+    with Progress(
+        TextColumn("rewriting indexes"), BarColumn(), TaskProgressColumn(), console=console, transient=True
+    ) as progress:
+        task = progress.add_task("", total=len(older))
+        for config, seg in older:
+            build_segment_indexes(seg, config)
+            progress.advance(task)
+    console.print(f"rewrote the indexes of {len(older)} segments in the current layout")

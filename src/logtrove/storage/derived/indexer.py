@@ -39,7 +39,7 @@ from logtrove.storage import PartitionLog, Segment, Storage, StorageError, Topic
 from logtrove.storage.checkpoint import INDEX_OFFSET, CheckpointFile
 from logtrove.storage.derived import keyindex, skipindex, tagindex
 from logtrove.storage.derived.blockentries import new_pending
-from logtrove.storage.derived.blockfile import encode_block, valid_length
+from logtrove.storage.derived.blockfile import encode_block, read_blocks, valid_length
 from logtrove.storage.derived.paths import FILES, derived_path
 from logtrove.storage.derived.views import common_blocks
 
@@ -193,6 +193,16 @@ def build_segment_indexes(segment: Segment, config: TopicConfig) -> None:
         if builder.pending_end_position == before:
             break  # the rest is not a whole batch
     builder.flush()
+
+
+def in_older_layout(segment: Segment) -> bool:
+    """Whether ``segment``'s key index holds blocks of an older layout (chained entries,
+    before :data:`~.keyindex.GROUPED_VERSION`): still read, but slower to probe where many
+    values share a slot; :func:`build_segment_indexes` writes them afresh."""
+    blocks = read_blocks(
+        derived_path(segment, keyindex.SUFFIX), keyindex.KIND, segment.base_offset, verify=False
+    )
+    return any(block.version < keyindex.GROUPED_VERSION for block in blocks)
 
 
 class PartitionIndexer:
