@@ -204,3 +204,51 @@ def test_a_block_written_by_the_indexer_does_not_make_the_tail_be_parsed_again(
             assert lookups() == grown - size  # only what was appended
             size = grown
         reader.close()
+
+
+def test_a_block_written_by_the_indexer_does_not_make_the_time_summary_read_the_tail_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As for the hash tables: the summary's pieces the block covers go, the rest stay,
+    so a range scan after each block reads only what was appended since; the answers
+    stay those of a full decode (a late record with an old stamp in the tail included)."""
+    summarised: list[int] = []
+    summarise = tail._summarise
+
+    def counting(t: tail._Tail, seg: Segment, end: int) -> None:
+        before = t.end
+        summarise(t, seg, end)
+        summarised.append(t.end - before)
+
+    monkeypatch.setattr(tail, "_summarise", counting)
+    with Storage.open(tmp_path) as storage:
+        storage.create_topic("t", 1)
+        log = storage.log("t", 0)
+        append(storage, 0, 20_000, T0 + 100_000)  # about 1.5 MB: more than one piece
+        reader = Storage.open(tmp_path, read_only=True)
+        engine = QueryEngine(reader)
+
+        def scans() -> int:
+            """Bytes summarised by two range scans, checked against a full decode."""
+            summarised.clear()
+            reader.refresh()
+            records = everything(tmp_path)
+            for window in [(T0 + 20, T0 + 60), (T0 - 50, T0 + 100_100)]:
+                got, _ = ranged(engine, *window)
+                assert got == [r for r in records if window[0] <= r.timestamp < window[1]]
+            return sum(summarised)
+
+        size = log.segments[-1].size
+        assert scans() == size  # the whole tail, once
+        for blocks, late in ((1, False), (3, True), (12, False)):  # into a piece, past it, past more
+            PartitionIndexer(log, block_records=1000).step(blocks * 1000)
+            assert scans() == 0  # nothing appended: nothing read again
+            entry = tail._tails[(str(log.segments[-1].log_path), log.segments[-1].inode)]
+            assert entry.start > 0 and all(end > entry.start for end, _, _ in entry.pieces)
+            append(storage, 20_000 + 1000 * blocks, 500, T0 + 200_000)
+            if late:
+                log.append(build_batch([NewRecord(b"late", b"k", (), T0 + 30)]))  # an old stamp
+            grown = log.segments[-1].size
+            assert scans() == grown - size  # only what was appended
+            size = grown
+        reader.close()

@@ -13,11 +13,10 @@ The summary counts every record of the data batches (control batches hold no dat
 LogAppendTime batches count their append time), so "no record of the covered range is
 stamped in the window" holds whatever else the scan filters on. It stops growing at a
 batch it cannot read (damaged, or compressed past the decompression limit): from there
-the scan reads the log as before. Time summaries are keyed by the segment file (path,
-inode) and the tail's start position, which moves when the indexer writes a block (the
-entry for the old start is then dropped); hash tables by the segment file, and a moved
-start drops only the tables the block covers. A bounded LRU, and for the hash tables a
-byte budget, drop the rest.
+the scan reads the log as before. Both summaries are kept per segment file (path,
+inode), in pieces; the tail's start moves when the indexer writes a block, and that drops
+only the pieces the block covers. A bounded LRU, and for the hash tables a byte budget,
+drop the rest.
 
 Hash lookups searched the whole tail for their needle on every query likewise; the
 tail's keys, message IDs and indexed headers are now hashed in memory by the indexer's
@@ -49,11 +48,36 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 @dataclass
 class _Tail:
-    end: int  # positions [start, end) are summarised
+    start: int  # the tail's start last asked for; the oldest piece may begin before it
+    end: int  # positions up to ``end`` are summarised
+    pieces: list[tuple[int, int, int]] = field(default_factory=list)  # (end, lo, hi), oldest first
+    piece_start: int = 0  # the piece being summarised: [piece_start, end), stamped in [lo, hi]
     lo: int = _INT64_MAX
     hi: int = _INT64_MIN
     stuck: bool = False  # a batch at ``end`` could not be read: the summary stops there
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def restart(self, start: int) -> None:
+        """Forget the summary: summarise again from ``start``."""
+        self.start = self.end = self.piece_start = start
+        self.pieces, self.lo, self.hi, self.stuck = [], _INT64_MAX, _INT64_MIN, False
+
+    def move_start(self, start: int) -> None:
+        """The indexer wrote a block: the tail now starts at ``start``. The pieces that end
+        at or before it go; the one it falls in stays whole (its bounds, those of a few
+        records more, still bound the rest)."""
+        drop = 0
+        while drop < len(self.pieces) and self.pieces[drop][0] <= start:
+            drop += 1
+        del self.pieces[:drop]
+        self.start = start
+
+    def bounds(self) -> tuple[int, int]:
+        """(lo, hi) over the kept pieces and the one being summarised."""
+        return (
+            min([self.lo, *(lo for _, lo, _ in self.pieces)]),
+            max([self.hi, *(hi for _, _, hi in self.pieces)]),
+        )
 
 
 def append_time(header: BatchHeader) -> int | None:
@@ -101,43 +125,59 @@ def batches_in(seg: Segment, start: int, end: int) -> Iterator[tuple[BatchHeader
         yield header, chunk, rel
 
 
-_tails: OrderedDict[tuple[str, int, int], _Tail] = OrderedDict()
+_tails: OrderedDict[tuple[str, int], _Tail] = OrderedDict()
 _tails_lock = threading.Lock()
 
 
 def tail_bounds(seg: Segment, start: int, end: int) -> tuple[int, int, int]:
     """``(covered, lo, hi)``: every record of the data batches in ``[start, covered)`` of
     ``seg`` is stamped within ``[lo, hi]`` (``lo > hi`` when there is none), ``covered``
-    ≤ ``end``; only batches not summarised before are read."""
-    key = (str(seg.log_path), seg.inode, start)
+    ≤ ``end``; only batches not summarised before are read.
+
+    The summary is kept per segment file in pieces of :data:`_CHUNK` bytes, each with its
+    own bounds. When the indexer writes a block, the tail's start moves forward: the
+    pieces the block covers go and the rest stay, so the tail is not read again. A start
+    before the summary or past it summarises anew."""
+    key = (str(seg.log_path), seg.inode)
     with _tails_lock:
         tail = _tails.get(key)
         if tail is None:
-            for old in [k for k in _tails if k[:2] == key[:2]]:  # the indexer moved the start
-                del _tails[old]
-            tail = _tails[key] = _Tail(start)
+            tail = _tails[key] = _Tail(start, start, piece_start=start)
             while len(_tails) > _ENTRIES:
                 _tails.popitem(last=False)
         else:
             _tails.move_to_end(key)
     with tail.lock:
+        if not tail.start <= start <= tail.end:
+            tail.restart(start)
+        elif start > tail.start:
+            tail.move_start(start)
         if tail.end < end and not tail.stuck:
-            position = tail.end
-            for header, buf, rel in batches_in(seg, tail.end, end):
-                if not header.is_control:
-                    appended = append_time(header)
-                    try:
-                        if appended is not None:
-                            lo = hi = appended
-                        else:
-                            lo, hi = time_bounds(batch_payload(buf, header, rel), header.base_timestamp)
-                    except (ValueError, RecordsError):
-                        tail.stuck = True
-                        break
-                    tail.lo, tail.hi = min(tail.lo, lo), max(tail.hi, hi)
-                position += header.size
-                tail.end = position
-        return min(tail.end, end), tail.lo, tail.hi
+            _summarise(tail, seg, end)
+        return min(tail.end, end), *tail.bounds()
+
+
+def _summarise(tail: _Tail, seg: Segment, end: int) -> None:
+    """Add the whole batches of ``[tail.end, end)`` to the summary, closing a piece every
+    :data:`_CHUNK` bytes."""
+    position = tail.end
+    for header, buf, rel in batches_in(seg, tail.end, end):
+        if not header.is_control:
+            appended = append_time(header)
+            try:
+                if appended is not None:
+                    lo = hi = appended
+                else:
+                    lo, hi = time_bounds(batch_payload(buf, header, rel), header.base_timestamp)
+            except (ValueError, RecordsError):
+                tail.stuck = True
+                break
+            tail.lo, tail.hi = min(tail.lo, lo), max(tail.hi, hi)
+        position += header.size
+        tail.end = position
+        if position - tail.piece_start >= _CHUNK:
+            tail.pieces.append((position, tail.lo, tail.hi))
+            tail.piece_start, tail.lo, tail.hi = position, _INT64_MAX, _INT64_MIN
 
 
 # -- keys, IDs and indexed headers of the tail -------------------------------------------------
@@ -191,7 +231,8 @@ def tail_key_tables(seg: Segment, start: int, end: int, config: TopicConfig) -> 
     When the indexer writes a block, the tail's start moves forward into the tables: the
     oldest table left may then hold records before ``start`` too, which the caller skips
     by offset (they are the block's). Each segment file keeps one set of tables; a start
-    before them or past them, or a log shorter than they cover (truncated), gathers anew."""
+    before them or past them gathers anew. (A log is never cut in place under them: a
+    truncation replaces the segment file, which is another inode.)"""
     names = (config.message_id_header, *config.indexed_headers)
     key = (str(seg.log_path), seg.inode, names)
     with _tails_lock:
@@ -203,7 +244,7 @@ def tail_key_tables(seg: Segment, start: int, end: int, config: TopicConfig) -> 
         else:
             _keys.move_to_end(key)
     with keys.lock:
-        if not keys.start <= start <= keys.pending_end or end < keys.pending_end:
+        if not keys.start <= start <= keys.pending_end:
             keys.restart(start)
         elif start > keys.start:
             keys.move_start(start)
