@@ -13,7 +13,7 @@ LISTEN ?= 127.0.0.1:9092
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml setup.py src/logtrove/storage/derived/_indexcore.c src/logtrove/records/_walk.c src/logtrove/storage/cleaner/_passes.c src/logtrove/records/_columnar.c src/logtrove/records/_encoder.c src/logtrove/records/varint.h scripts/install-system-deps.sh
+$(STAMP): pyproject.toml setup.py src/logtrove/storage/derived/_indexcore.c src/logtrove/storage/derived/_keyindex.c src/logtrove/records/_walk.c src/logtrove/storage/cleaner/_passes.c src/logtrove/records/_columnar.c src/logtrove/records/_encoder.c src/logtrove/records/varint.h scripts/install-system-deps.sh
 	@bash scripts/install-system-deps.sh
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip

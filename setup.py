@@ -13,7 +13,7 @@ setup(
     ext_modules=[
         Extension(
             "logtrove.storage.derived._indexcore",
-            ["src/logtrove/storage/derived/_indexcore.c"],
+            ["src/logtrove/storage/derived/_indexcore.c", "src/logtrove/storage/derived/_keyindex.c"],
             depends=["src/logtrove/records/varint.h"],
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-missing-field-initializers"],
             optional=True,

@@ -81,6 +81,15 @@ def open_topic(
     return storage, storage.log(TOPIC, 0)
 
 
+def answer(fn: object, *args: object) -> object:
+    """What ``fn(*args)`` returns, or the ``ValueError`` it raised as ``("ValueError",
+    message)``: twins must agree on both."""
+    try:
+        return fn(*args)  # type: ignore[operator]
+    except ValueError as e:
+        return ("ValueError", str(e))
+
+
 digest_lists = st.lists(
     st.one_of(
         st.integers(0, 2**64 - 1),  # anywhere

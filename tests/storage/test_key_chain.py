@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.storage.helpers import digest_lists
+from tests.storage.helpers import answer, digest_lists
 
 from logtrove.native import native
 from logtrove.storage.derived import keyindex
@@ -156,13 +156,6 @@ def test_a_walk_from_a_slot_held_in_memory_answers_what_the_walk_from_the_file_d
 
 
 COMPILED_PROBES = native("logtrove.storage.derived._indexcore", "probe_tables")
-
-
-def answer(fn: object, *args: object) -> object:
-    try:
-        return fn(*args)  # type: ignore[operator]
-    except ValueError as e:
-        return ("ValueError", str(e))
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

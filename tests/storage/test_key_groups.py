@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.storage.helpers import digest_lists
+from tests.storage.helpers import answer, digest_lists
 
 from logtrove.native import native
 from logtrove.storage.derived import keyindex
@@ -27,13 +27,6 @@ from logtrove.testing.old_formats import encode_chained_table, grouped_entries
 COMPILED_PROBES = native("logtrove.storage.derived._indexcore", "probe_tables")
 COMPILED_IN_MEMORY = native("logtrove.storage.derived._indexcore", "tables_candidates")
 BASE = 1_000_000
-
-
-def answer(fn: object, *args: object) -> object:
-    try:
-        return fn(*args)  # type: ignore[operator]
-    except ValueError as e:
-        return ("ValueError", str(e))
 
 
 def expected(digests: list[int], slots: int, digest: int) -> list[int]:

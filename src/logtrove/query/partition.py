@@ -217,14 +217,14 @@ def _tail_matches(
     for the needle. The oldest table may reach back before ``start``: those offsets are
     the index blocks' to answer, and are skipped here."""
     names = (log.config.message_id_header, *log.config.indexed_headers)
-    covered, tables = start, list[bytes]()
+    covered, tables = start, tuple[bytes, ...]()
     if attr.indexed_by(KeyBlock(0, 0, 0, 0, names, 0)):
         covered, tables = tail_key_tables(seg, start, seg.size, log.config)
     scanned = [r for r in scan_records(seg, covered, seg.size, stats, attr.needle) if keep(r)]
     yield from reversed(scanned)
     found = {r.offset for r in scanned}  # a batch the tables' parser refused part-way is scanned
     last = None
-    for offset in keyindex.tables_candidates(tuple(tables), attr.digest, seg.base_offset):
+    for offset in keyindex.tables_candidates(tables, attr.digest, seg.base_offset):
         if offset < start_offset:
             break  # newest first, the tables too: the rest is the index blocks'
         if offset == last or offset in found:

@@ -28,6 +28,7 @@ index blocks' are.
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -66,10 +67,7 @@ class _Tail:
         """The indexer wrote a block: the tail now starts at ``start``. The pieces that end
         at or before it go; the one it falls in stays whole (its bounds, those of a few
         records more, still bound the rest)."""
-        drop = 0
-        while drop < len(self.pieces) and self.pieces[drop][0] <= start:
-            drop += 1
-        del self.pieces[:drop]
+        del self.pieces[: bisect.bisect_right(self.pieces, start, key=lambda piece: piece[0])]
         self.start = start
 
     def bounds(self) -> tuple[int, int]:
@@ -207,9 +205,7 @@ class _TailKeys:
         tables cover). The tables that end at or before it go; the one it falls in stays
         (the caller skips its offsets below the tail's), so what was gathered after the
         block is not parsed again."""
-        drop = 0
-        while drop < len(self.ends) and self.ends[drop] <= start:
-            drop += 1
+        drop = bisect.bisect_right(self.ends, start)
         del self.tables[:drop], self.ends[:drop]
         self.start = start
 
@@ -217,7 +213,7 @@ class _TailKeys:
 _keys: OrderedDict[tuple[str, int, tuple[str, ...]], _TailKeys] = OrderedDict()
 
 
-def tail_key_tables(seg: Segment, start: int, end: int, config: TopicConfig) -> tuple[int, list[bytes]]:
+def tail_key_tables(seg: Segment, start: int, end: int, config: TopicConfig) -> tuple[int, tuple[bytes, ...]]:
     """``(covered, tables)``: ``.keyidx`` hash tables (the layout of
     :mod:`logtrove.storage.derived.keyindex` after the names) of every key, message ID and
     indexed header of the data records in ``[start, covered)`` of ``seg``, oldest first,
@@ -255,11 +251,9 @@ def tail_key_tables(seg: Segment, start: int, end: int, config: TopicConfig) -> 
                 keys.ends.append(keys.pending_end)
                 keys.end, keys.pending, keys.partial = keys.pending_end, None, None
                 _trim(key)
-        tables = list(keys.tables)
-        if keys.pending is not None:
-            if keys.partial is None:
-                keys.partial = keys.pending.key_table()
-            tables.append(keys.partial)
+        if keys.pending is not None and keys.partial is None:
+            keys.partial = keys.pending.key_table()
+        tables = (*keys.tables, *([] if keys.partial is None else [keys.partial]))
         return min(keys.pending_end, end), tables
 
 
@@ -290,7 +284,7 @@ def _gather(keys: _TailKeys, seg: Segment, end: int, config: TopicConfig) -> Non
 
 def _trim(keep: tuple[str, int, tuple[str, ...]]) -> None:
     """Drop the least recently used tables past :data:`_KEY_BYTES` (not ``keep``'s): a
-    tail's tables take about 50 bytes a record, and the indexer leaves old tails behind."""
+    tail's tables take about 45 bytes a record, and the indexer leaves old tails behind."""
     with _tails_lock:
         total = sum(len(t) for entry in _keys.values() for t in entry.tables)
         for old in list(_keys):

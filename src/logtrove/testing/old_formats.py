@@ -8,6 +8,7 @@ tests and benchmarks that check it make them here.
 
 from __future__ import annotations
 
+import os
 import struct
 from array import array
 from pathlib import Path
@@ -54,10 +55,14 @@ def rewrite_as_version_3(path: Path, base_offset: int) -> int:
     it came from: the rewritten block answers exactly what the original answered."""
     blocks = read_blocks(path, keyindex.KIND, base_offset)
     data = path.read_bytes()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        names_lengths = [keyindex.read_names(fd, block)[1] - block.payload_position for block in blocks]
+    finally:
+        os.close(fd)
     out = []
-    for block in blocks:
+    for block, names_length in zip(blocks, names_lengths, strict=True):
         payload = data[block.payload_position : block.file_end]
-        names_length = len(keyindex.encode_names(_names(payload)))
         table = payload[names_length:]
         slots, n = struct.unpack_from(">II", table)
         ends = struct.unpack_from(f">{slots}I", table, 8)
@@ -89,13 +94,3 @@ def rewrite_as_version_3(path: Path, base_offset: int) -> int:
         )
     path.write_bytes(b"".join(out))
     return len(blocks)
-
-
-def _names(payload: bytes) -> tuple[str, ...]:
-    (count,) = struct.unpack_from(">H", payload)
-    names, p = [], 2
-    for _ in range(count):
-        (length,) = struct.unpack_from(">H", payload, p)
-        names.append(payload[p + 2 : p + 2 + length].decode("utf-8"))
-        p += 2 + length
-    return tuple(names)

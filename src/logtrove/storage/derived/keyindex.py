@@ -182,7 +182,8 @@ def py_chain(fd: int, table_position: int, slots: int, n: int, digest: int, base
     walked newest first, keeping the entries whose stored hash is ``digest``'s low 32
     bits. A link that does not point backwards ends the walk (corruption cannot loop);
     a file that ends inside the chain raises ``ValueError``. Defines the behaviour of
-    the compiled ``_indexcore.chain`` (one call per key block a query probes)."""
+    the compiled ``_indexcore.chain`` (how a chained block, before version 4, is probed
+    through the file)."""
     if (
         fd < 0
         or table_position < 0
@@ -250,15 +251,13 @@ def py_probe_tables(fd: int, probes: tuple[Probe, ...], digest: int, base_offset
         slots = len(table) // 4
         if len(table) % 4 or slots == 0 or slots & (slots - 1) or entries_position < 0 or not 0 <= n <= _U32:
             raise ValueError("probe_tables(): a bad slot table, position or entry count")
-        s = (digest >> 32) & (slots - 1)
-        (link,) = _SLOT.unpack_from(table, 4 * s)
-        if not grouped:
+        start, link = _slot_bounds(table, 0, (digest >> 32) & (slots - 1))
+        if grouped:
+            out.append(py_slot_entries(fd, entries_position, n, start, link, digest, base_offset))
+        else:
             out.append(
                 py_chain_from(fd, entries_position, n, link, digest, base_offset) if link and n else []
             )
-            continue
-        (start,) = _SLOT.unpack_from(table, 4 * (s - 1)) if s else (0,)
-        out.append(py_slot_entries(fd, entries_position, n, start, link, digest, base_offset))
     return out
 
 
@@ -278,13 +277,20 @@ def py_tables_candidates(tables: tuple[bytes, ...], digest: int, base_offset: in
         slots, n = _COUNTS.unpack_from(table)
         if slots == 0 or slots & (slots - 1) or len(table) < _COUNTS.size + 4 * slots + 8 * n:
             raise ValueError("tables_candidates(): a table shorter than its counts say")
-        s = (digest >> 32) & (slots - 1)
-        (end,) = _SLOT.unpack_from(table, _COUNTS.size + 4 * s)
-        (start,) = _SLOT.unpack_from(table, _COUNTS.size + 4 * (s - 1)) if s else (0,)
+        start, end = _slot_bounds(table, _COUNTS.size, (digest >> 32) & (slots - 1))
         entries = _COUNTS.size + 4 * slots
         raw = memoryview(table)[entries + 8 * start : entries + 8 * max(start, min(end, n))]
         out += [base_offset + rel for stored, rel in _PAIR.iter_unpack(raw) if stored == want]
     return out
+
+
+def _slot_bounds(table: bytes, position: int, slot: int) -> tuple[int, int]:
+    """``(previous slot's value, the slot's value)`` of a slot table held at ``position`` in
+    ``table``: a grouped block's ``[start, end)`` of the slot's entries (0 before the first
+    slot); the second is a chained block's link."""
+    (value,) = _SLOT.unpack_from(table, position + 4 * slot)
+    (before,) = _SLOT.unpack_from(table, position + 4 * (slot - 1)) if slot else (0,)
+    return before, value
 
 
 def _pread_all(fd: int, length: int, position: int) -> bytes:

@@ -128,7 +128,7 @@ class IndexView:
 
 
 class KeyReader:
-    """Hash-chain lookups in one ``.keyidx`` through one descriptor, opened lazily (a
+    """Hash lookups in one ``.keyidx`` through one descriptor, opened lazily (a
     search that skips every block opens nothing) and held until :meth:`close`. A block's
     slot is read from its slot table in memory (:mod:`.slottables`) when the table is
     cached or fits, else from the file. ``tables`` keeps what was fetched for the view's
