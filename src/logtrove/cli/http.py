@@ -38,11 +38,18 @@ class HttpSecurityOptions:
     certfile: Path | None = None
     keyfile: Path | None = None
     metrics_auth: bool = False
+    allowed_hosts: tuple[str, ...] = ()  # --http-allowed-host, and serve's --advertise hosts
 
     def check(self, host: str) -> HttpSecurityOptions:
         """Exit with a usage error on settings that do not go together."""
+        from logtrove.http.origin import HostNameError, normalize_host
         from logtrove.http.security import is_loopback
 
+        for name in self.allowed_hosts:
+            try:
+                normalize_host(name)
+            except HostNameError as exc:
+                fail(f"--http-allowed-host: {exc}", 2)
         if self.keyfile is not None and self.certfile is None:
             fail("--http-ssl-keyfile needs --http-ssl-certfile", 2)
         for path in (self.certfile, self.keyfile):
@@ -75,6 +82,7 @@ class HttpSecurityOptions:
             tls=self.certfile is not None,
             basic_without_tls=self.basic_without_tls,
             metrics_auth=self.metrics_auth,
+            allowed_hosts=self.allowed_hosts,
         )
 
 
@@ -108,6 +116,16 @@ HttpKeyOption = Annotated[
         "--http-ssl-keyfile", help="PEM key of --http-ssl-certfile (if not in it).", rich_help_panel=_SECURITY
     ),
 ]
+AllowedHostOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--http-allowed-host",
+        help="A host name the HTTP API is reached by (besides localhost and its --http address), "
+        "such as logs.example.com or *.example.com; requests naming another Host get 421 "
+        "(the defence against DNS rebinding). Repeatable.",
+        rich_help_panel=_SECURITY,
+    ),
+]
 MetricsAuthOption = Annotated[
     bool,
     typer.Option(
@@ -132,6 +150,7 @@ def http(
     http_ssl_certfile: HttpCertOption = None,
     http_ssl_keyfile: HttpKeyOption = None,
     metrics_auth: MetricsAuthOption = False,
+    http_allowed_host: AllowedHostOption = None,
     authorizer: Annotated[
         bool,
         typer.Option(
@@ -172,7 +191,12 @@ def http(
     if log_level.lower() not in ("debug", "info", "warning", "error"):
         fail(f"--log-level must be debug, info, warning or error, got {log_level!r}", 2)
     options = HttpSecurityOptions(
-        http_auth, http_basic_without_tls, http_ssl_certfile, http_ssl_keyfile, metrics_auth
+        http_auth,
+        http_basic_without_tls,
+        http_ssl_certfile,
+        http_ssl_keyfile,
+        metrics_auth,
+        tuple(http_allowed_host or ()),
     ).check(host)
     supers = _super_users(super_user or [])
     with open_storage(data, read_only=True) as storage, cli_errors():

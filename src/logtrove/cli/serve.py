@@ -26,6 +26,7 @@ from logtrove.cli.app import app
 from logtrove.cli.common import DEFAULT_DATA, DataOption, cli_errors, fail
 from logtrove.cli.http import (
     DEFAULT_MAX_BODY_BYTES,
+    AllowedHostOption,
     HttpAuthOption,
     HttpBasicWithoutTlsOption,
     HttpBeside,
@@ -332,6 +333,7 @@ def serve(
     http_ssl_certfile: HttpCertOption = None,
     http_ssl_keyfile: HttpKeyOption = None,
     metrics_auth: MetricsAuthOption = False,
+    http_allowed_host: AllowedHostOption = None,
     lag_sample_s: Annotated[
         float,
         typer.Option(
@@ -376,9 +378,16 @@ def serve(
     ] = None,
 ) -> None:
     """Serve the data directory over the Kafka protocol until SIGINT or SIGTERM."""
+    listeners = _listeners(listen or ["127.0.0.1:9092"], advertise or [])
     http_listen = None if no_http else check_listen("--http", http)
     http_security = HttpSecurityOptions(
-        http_auth, http_basic_without_tls, http_ssl_certfile, http_ssl_keyfile, metrics_auth
+        http_auth,
+        http_basic_without_tls,
+        http_ssl_certfile,
+        http_ssl_keyfile,
+        metrics_auth,
+        # the names the Kafka clients are given reach this machine, so the console's too
+        tuple(http_allowed_host or ()) + tuple(li.advertised_host for li in listeners if li.advertised_host),
     )
     if http_listen is not None:
         http_security.check(http_listen.rpartition(":")[0])
@@ -386,7 +395,6 @@ def serve(
     logging.basicConfig(
         level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    listeners = _listeners(listen or ["127.0.0.1:9092"], advertise or [])
     tls = _tls(ssl_certfile, ssl_keyfile, ssl_cafile, ssl_client_auth, listeners)
     config = BrokerConfig(
         host=listeners[0].host,

@@ -45,6 +45,7 @@ from logtrove.http.context import Appender, HttpContext
 from logtrove.http.groups import GroupsSource, GroupStates
 from logtrove.http.lag_history import DEFAULT_WINDOW_S, LagHistory, LagSampler
 from logtrove.http.limits import DEFAULT_MAX_BODY_BYTES, BodyLimit
+from logtrove.http.origin import HostPolicy, SameOrigin
 from logtrove.http.problems import document_problems, install_handlers
 from logtrove.http.security import HttpSecurity, document_security, guard
 from logtrove.http.tail import TailHub, TailLimits
@@ -78,6 +79,7 @@ def create_app(
     lag_sample_interval_s: float | None = None,
     lag_history_window_s: float = DEFAULT_WINDOW_S,
     security: HttpSecurity | None = None,
+    listen_host: str = "127.0.0.1",
 ) -> FastAPI:
     """Build the app over an open :class:`Storage` (which the caller keeps and closes).
 
@@ -90,7 +92,9 @@ def create_app(
     With ``lag_sample_interval_s`` (and a writable storage) a thread samples every group's
     lag into ``lag-history.jsonl`` (:mod:`logtrove.http.lag_history`) until :func:`close`.
     ``security`` turns on authentication and authorization (:mod:`logtrove.http.security`);
-    every route depends on its guard.
+    every route depends on its guard. Every request passes the Host and Origin checks of
+    :mod:`logtrove.http.origin` first (with the names the server listens on,
+    ``listen_host``, and those of ``security.allowed_hosts``), whatever the security.
     """
     app = FastAPI(
         title="logtrove",
@@ -133,6 +137,8 @@ def create_app(
         app.include_router(module.router)
     console.install(app)
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    # in front of the body limit: a refused request's body is never read
+    app.add_middleware(SameOrigin, policy=HostPolicy.of(listen_host, app.state.security.allowed_hosts))
     _count_requests(app)  # outside the body limit, so that its 413s are counted
     return app
 

@@ -104,6 +104,7 @@ class HttpSecurity:
     basic_without_tls: bool = False  # accept Basic over plain HTTP (loopback only, by the CLI)
     metrics_auth: bool = False  # /metrics needs a credential (and CLUSTER DESCRIBE) too
     follow_acls: bool = False  # re-read acls.json when it changes (another process writes it)
+    allowed_hosts: tuple[str, ...] = ()  # Host names served besides the local ones (logtrove.http.origin)
 
 
 @dataclass(frozen=True)

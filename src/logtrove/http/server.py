@@ -84,7 +84,7 @@ def run(
 ) -> None:
     """Serve the API and console on ``listen`` (HTTPS with ``tls``) until SIGINT or SIGTERM."""
     host, port = parse_listen(listen)
-    _Server(_config(create_app(storage, **app_options), host, port, log_level, tls)).run()
+    _Server(_config(create_app(storage, listen_host=host, **app_options), host, port, log_level, tls)).run()
 
 
 @dataclass
@@ -126,7 +126,9 @@ def start_in_thread(
     connections. ``app_options`` go to :func:`create_app` (``appender``, ``group_states``…).
     Raises :class:`OSError` when the address cannot be bound."""
     host, port = parse_listen(listen)
-    server = _Server(_config(create_app(storage, **app_options), host, port, log_level, tls))
+    server = _Server(
+        _config(create_app(storage, listen_host=host, **app_options), host, port, log_level, tls)
+    )
     failure: list[BaseException] = []
 
     def serve() -> None:
