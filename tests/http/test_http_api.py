@@ -7,6 +7,7 @@ import base64
 import json
 
 import httpx
+import pytest
 from tests.http.support import BASE_TS, GROUP, ORDERS_PER_PARTITION, TAGGED_GROUP, Dataset, assert_problem
 
 
@@ -122,6 +123,29 @@ def test_at_time_gives_each_partitions_first_message_at_or_after(
     assert_problem(
         client.get("/api/v1/topics/orders/messages/at", params={"time": "soon"}), 422, "invalid-time"
     )
+
+
+# Every parameter that takes a time, on every route: "²" passes str.isdigit() but not
+# int(), "٣" passes both; neither is a time, and each must be a 422 naming the parameter.
+TIME_ROUTES = [
+    ("/api/v1/topics/orders/messages/at", "time", {}),
+    ("/api/v1/topics/orders/messages/range", "from", {}),
+    ("/api/v1/topics/orders/messages/range", "to", {}),
+    ("/api/v1/topics/orders/messages/by-key", "from", {"key": "user-1"}),
+    ("/api/v1/topics/orders/messages/by-header", "to", {"name": "trace", "value": "tr-1"}),
+    ("/api/v1/topics/orders/histogram", "from", {}),
+    ("/api/v1/topics/orders/histogram", "to", {}),
+    ("/api/v1/groups/g/lag-history", "from", {}),
+]
+
+
+@pytest.mark.parametrize(("path", "name", "params"), TIME_ROUTES)
+@pytest.mark.parametrize("text", ["²", "1²", "٣", "-²", "２０２６-01-01"])
+def test_a_time_in_other_digits_is_a_422_naming_the_parameter(
+    client: httpx.Client, path: str, name: str, params: dict[str, str], text: str
+) -> None:
+    body = assert_problem(client.get(path, params={**params, name: text}), 422, "invalid-time")
+    assert f"{name}={text!r}" in str(body["detail"]) and "ISO-8601" in str(body["detail"])
 
 
 def test_unknown_topic_and_partition_are_404_problems(client: httpx.Client) -> None:

@@ -168,6 +168,8 @@ def test_shutdown_ends_open_tails(tmp_path: Path) -> None:
         ("/api/v1/topics/nope/tail", {}, 404),
         ("/api/v1/topics/events/tail", {"cursor": "zero:1"}, 422),
         ("/api/v1/topics/events/tail", {"cursor": "7:1"}, 422),
+        ("/api/v1/topics/events/tail", {"cursor": "0:²"}, 422),
+        ("/api/v1/topics/events/tail", {"cursor": "²:1"}, 422),
         ("/api/v1/topics/events/tail", {"partition": 5}, 404),
     ],
 )

@@ -66,6 +66,8 @@ def test_consume_start_positions_and_formats(mixed: MixedTopic) -> None:
     [
         (["consume", TOPIC, "--tags", "A ||"], 2, "invalid tag expression"),
         (["consume", TOPIC, "-o", "yesterday"], 2, "cannot read offset"),
+        (["consume", TOPIC, "-o", "-²"], 2, "cannot read offset '-²'"),
+        (["consume", TOPIC, "-o", "s@²"], 2, "cannot read time '²'"),
         (["consume", "nope"], 1, "unknown topic"),
         (["lag", "nobody"], 1, "no committed offsets"),
         (["groups", "subscribe", "g", TOPIC, "--tags", "||"], 2, "invalid tag expression"),

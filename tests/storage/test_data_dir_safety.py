@@ -154,6 +154,22 @@ def test_partition_dir_without_topic_file_is_kept_and_not_taken_by_a_new_topic(t
     assert (tmp_path / "orders-0" / "00000000000000000000.log").stat().st_size > 0
 
 
+def test_files_named_with_other_scripts_digits_are_left_alone(tmp_path: Path) -> None:
+    """Only ASCII digits name a segment or a snapshot: "²" passes str.isdigit() but not
+    int(), and "٣" would read as 3."""
+    with Storage.open(tmp_path) as storage:
+        storage.create_topic("orders", 1)
+        storage.log("orders", 0).append(batch(b"x"))
+    strays = dict.fromkeys(("²².log", "٣.log", "٣.snapshot"), b"not ours")
+    for name, content in strays.items():
+        (tmp_path / "orders-0" / name).write_bytes(content)
+    for _round in range(2):
+        with Storage.open(tmp_path) as storage:
+            storage.log("orders", 0).append(batch(b"y"))
+            assert values(storage, "orders") == [b"x"] + [b"y"] * (_round + 1)
+    assert {name: (tmp_path / "orders-0" / name).read_bytes() for name in strays} == strays
+
+
 @pytest.mark.parametrize("step", ["flagged", "flagged and marked", "marked only"])
 def test_interrupted_topic_deletion_is_finished_on_open(tmp_path: Path, step: str) -> None:
     with Storage.open(tmp_path) as storage:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from logtrove.acl import ANONYMOUS
+from logtrove.clock import ascii_int
 from logtrove.wire import SecurityProtocol
 
 
@@ -81,11 +82,12 @@ def parse_listener(text: str) -> Listener:
         names = ", ".join(p.value for p in SecurityProtocol)
         raise ListenerError(f"unknown listener protocol {scheme!r} in {text!r} (one of {names})") from None
     host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+    number = ascii_int(port)
+    if not sep or number is None or not 0 <= number <= 65535:
         raise ListenerError(f"a listener needs [PROTOCOL://]HOST:PORT, got {text!r}")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
-    return Listener(protocol, host or "127.0.0.1", int(port))
+    return Listener(protocol, host or "127.0.0.1", number)
 
 
 def with_advertised(listeners: list[Listener], advertised: list[str]) -> list[Listener]:

@@ -88,26 +88,6 @@ def open_storage(data: Path, *, read_only: bool, when_locked: str | None = None)
         storage.close()
 
 
-def parse_time(text: str) -> int:
-    """Epoch milliseconds from ``1700000000000`` or an ISO-8601 time (UTC if no zone).
-
-    Raises ValueError with an example of each accepted form.
-    """
-    raw = text.strip()
-    if raw.lstrip("-").isdigit():
-        return int(raw)
-    try:
-        when = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(
-            f"cannot read time {text!r}: use epoch milliseconds (1700000000000) "
-            "or ISO-8601 (2026-11-22T10:05:00Z)"
-        ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    return int(when.timestamp() * 1000)
-
-
 def format_time(ms: int) -> str:
     """ISO-8601 UTC with milliseconds, for tables."""
     if ms < 0:

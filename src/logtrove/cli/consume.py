@@ -40,11 +40,11 @@ from logtrove.cli.common import (
     JsonOption,
     cli_errors,
     fail,
-    parse_time,
 )
 from logtrove.cli.query import message_json
 from logtrove.cli.remote import BootstrapOption, HttpOption, connect, http_errors
 from logtrove.client import BrokerCommitter, HttpApi, RemoteTagSource, cluster_id, http_url, open_brokers_data
+from logtrove.clock import ascii_int, parse_time
 from logtrove.groups.consumer import (
     EARLIEST,
     LATEST,
@@ -69,8 +69,8 @@ def parse_offset(text: str) -> StartAt:
         return StartAt(LATEST)
     if raw.startswith("s@"):
         return StartAt(timestamp=parse_time(raw[2:]))
-    if raw.lstrip("-").isdigit():
-        n = int(raw)
+    n = ascii_int(raw, signed=True)
+    if n is not None:
         return StartAt(offset=n) if n >= 0 else StartAt(LATEST, from_end=-n)
     raise ValueError(
         f"cannot read offset {text!r}: use beginning, end, N, -N or s@TIME (e.g. s@2026-01-05T10:00:00Z)"

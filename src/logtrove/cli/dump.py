@@ -13,6 +13,7 @@ import typer
 
 from logtrove.cli.app import app
 from logtrove.cli.common import console, fail, format_time
+from logtrove.clock import ascii_int
 from logtrove.records import (
     BatchHeader,
     RecordsError,
@@ -68,10 +69,10 @@ def dump_log(
 
 
 def _base_offset(file: Path) -> int:
-    stem = file.name.split(".", 1)[0]
-    if not stem.isdigit():
+    base = ascii_int(file.name.split(".", 1)[0])
+    if base is None:
         fail(f"{file.name}: segment files are named by their base offset, e.g. 00000000000000000000.log", 2)
-    return int(stem)
+    return base
 
 
 def walk_log(path: Path) -> Iterator[tuple[int, BatchHeader | None, bytes | str]]:

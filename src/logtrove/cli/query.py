@@ -24,8 +24,8 @@ from logtrove.cli.common import (
     fail,
     format_time,
     open_storage,
-    parse_time,
 )
+from logtrove.clock import parse_time
 from logtrove.query import (
     Completion,
     Contains,

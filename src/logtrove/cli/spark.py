@@ -28,8 +28,8 @@ from logtrove.cli.common import (
     cli_errors,
     console,
     fail,
-    parse_time,
 )
+from logtrove.clock import parse_time
 
 BootstrapOption = Annotated[
     str | None,

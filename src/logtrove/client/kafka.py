@@ -17,6 +17,7 @@ from typing import Any
 
 from logtrove.client.errors import KafkaProtocolError
 from logtrove.client.security import ClientSecurity
+from logtrove.clock import ascii_int
 from logtrove.wire import SIZE, ApiKey, ResponseError, decode_response, encode_request
 
 DEFAULT_MAX_RESPONSE = 256 * 1024 * 1024  # a response frame larger than this is not read
@@ -25,9 +26,10 @@ DEFAULT_MAX_RESPONSE = 256 * 1024 * 1024  # a response frame larger than this is
 def parse_bootstrap(text: str) -> tuple[str, int]:
     """``HOST:PORT`` → (host, port); raises ValueError with an example."""
     host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit():
+    number = ascii_int(port)
+    if not sep or not host or number is None:
         raise ValueError(f"bootstrap address must be HOST:PORT (e.g. 127.0.0.1:9092), got {text!r}")
-    return host, int(port)
+    return host, number
 
 
 class KafkaClient:

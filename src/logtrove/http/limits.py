@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from logtrove.clock import ascii_int
 from logtrove.http.problems import Problem, ProblemJSONResponse, problem_body
 
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -93,5 +94,5 @@ def _content_length(scope: Scope) -> int | None:
     for name, value in headers:
         if name.lower() == b"content-length":
             text = value.decode("latin-1").strip()
-            return int(text) if text.isdigit() else None
+            return ascii_int(text)
     return None

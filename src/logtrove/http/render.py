@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import base64
-import datetime as dt
 import shlex
 from collections.abc import Sequence
 
+from logtrove import clock
 from logtrove.http.models import Header, Message
 from logtrove.http.problems import bad_request
 from logtrove.query import Message as QueryMessage
@@ -47,26 +47,12 @@ def render_message(message: QueryMessage, *, id_header: str = "id") -> Message:
 
 
 def parse_time(text: str, name: str) -> int:
-    """Epoch milliseconds from ``1700000000000`` or ISO-8601 (UTC when no zone); a 422
-    problem naming the parameter otherwise."""
-    raw = text.strip()
-    if raw.lstrip("-").isdigit() and len(raw) <= 19:
-        value = int(raw)
-    else:
-        try:
-            when = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
-        except ValueError:
-            raise bad_request(
-                f"cannot read {name}={text!r}: use epoch milliseconds (1700000000000) "
-                "or ISO-8601 (2026-11-22T10:05:00Z)",
-                "invalid-time",
-            ) from None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=dt.UTC)
-        value = int(when.timestamp() * 1000)
-    if not 0 <= value < 2**63:
-        raise bad_request(f"{name}={text!r} is outside the range of epoch milliseconds", "invalid-time")
-    return value
+    """Epoch milliseconds from ``1700000000000`` or ISO-8601 (UTC when no zone), read by
+    :func:`logtrove.clock.parse_time`; a 422 problem naming the parameter otherwise."""
+    try:
+        return clock.parse_time(text, f"{name}={text!r}")
+    except ValueError as exc:
+        raise bad_request(str(exc), "invalid-time") from None
 
 
 def cli_command(data_dir: str, topic: str, args: Sequence[tuple[str, object | None]]) -> str:

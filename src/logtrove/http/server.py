@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import uvicorn
 from fastapi import FastAPI
 
+from logtrove.clock import ascii_int
 from logtrove.groups import ConsumerGroups, GroupCoordinator
 from logtrove.http.app import close as close_app
 from logtrove.http.app import create_app
@@ -33,9 +34,10 @@ class ListenAddressError(ValueError):
 def parse_listen(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
     """``"127.0.0.1:8080"`` → ``("127.0.0.1", 8080)``; ``":8080"`` uses ``default_host``."""
     host, sep, port = text.strip().rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+    number = ascii_int(port)
+    if not sep or number is None or not 0 <= number <= 65535:
         raise ListenAddressError(f"expected HOST:PORT such as 127.0.0.1:8080, got {text!r}")
-    return (host.strip("[]") or default_host), int(port)
+    return (host.strip("[]") or default_host), number
 
 
 class _Server(uvicorn.Server):

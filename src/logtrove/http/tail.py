@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import anyio
 
+from logtrove.clock import ascii_int
 from logtrove.http.context import HttpContext
 from logtrove.http.problems import Problem, bad_request
 from logtrove.http.render import render_message
@@ -117,10 +118,11 @@ def parse_cursor(text: str, partitions: int) -> dict[int, int]:
         raise bad_request("the tail cursor is too long")
     out: dict[int, int] = {}
     for item in filter(None, text.split(",")):
-        p, sep, offset = item.partition(":")
-        if not sep or not p.isdigit() or not offset.isdigit() or int(p) >= partitions:
+        p, sep, o = item.partition(":")
+        partition, offset = ascii_int(p), ascii_int(o)
+        if not sep or partition is None or offset is None or partition >= partitions:
             raise bad_request(f"cannot read the tail cursor {text[:80]!r}: expected PARTITION:OFFSET,…")
-        out[int(p)] = int(offset)
+        out[partition] = offset
     return out
 
 

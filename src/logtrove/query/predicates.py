@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import re2
 
+from logtrove.clock import ascii_int
 from logtrove.query.errors import InvalidQueryError
 from logtrove.storage.derived.skipindex import bounded_tokens, whole_tokens
 
@@ -231,8 +232,8 @@ class JsonField:
         for part in self.path:
             if isinstance(node, dict) and part in node:
                 node = node[part]
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
+            elif isinstance(node, list) and (index := ascii_int(part)) is not None and index < len(node):
+                node = node[index]
             else:
                 return False, None
         return True, node

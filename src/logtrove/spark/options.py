@@ -60,6 +60,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from logtrove.clock import ascii_int
+
 if TYPE_CHECKING:
     from logtrove.client.security import ClientSecurity
 
@@ -231,10 +233,9 @@ def _parse_isolation(raw: str | None) -> bool:
 def _opt_int(name: str, raw: str | None, *, low: int | None = None) -> int | None:
     if raw is None or raw == "":
         return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise OptionError(f"{name} must be an integer, got {raw!r}") from None
+    value = ascii_int(raw.strip(), signed=True)
+    if value is None:
+        raise OptionError(f"{name} must be an integer, got {raw!r}")
     if low is not None and value < low:
         raise OptionError(f"{name} must be at least {low}, got {value}")
     return value

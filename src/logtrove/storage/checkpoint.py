@@ -35,6 +35,7 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
+from logtrove.clock import ascii_int
 from logtrove.storage.errors import StorageError
 from logtrove.storage.names import is_legal_topic_name
 
@@ -109,12 +110,10 @@ def _parse_entry(line: str) -> tuple[tuple[str, int], int] | None:
     parts = line.split(" ")
     if len(parts) != 3 or not is_legal_topic_name(parts[0]):
         return None
-    topic, partition, offset = parts
-    if not (
-        partition.isdecimal() and partition.isascii() and offset.lstrip("-").isdecimal() and offset.isascii()
-    ):
+    topic, partition, offset = parts[0], ascii_int(parts[1]), ascii_int(parts[2], signed=True)
+    if partition is None or offset is None:
         return None
-    return (topic, int(partition)), int(offset)
+    return (topic, partition), offset
 
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o644, *, sync: bool = True) -> None:

@@ -29,6 +29,7 @@ import shutil
 import uuid
 from pathlib import Path
 
+from logtrove.clock import ascii_int
 from logtrove.storage.checkpoint import fsync_dir
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ def mark_partition_dirs(data_dir: Path, topic: str, partitions: int | None) -> l
             head, _, tail = entry.name.rpartition("-")
             if wanted is not None and entry.name not in wanted:
                 continue
-            if wanted is None and not (head == topic and tail.isdecimal()):
+            if wanted is None and not (head == topic and ascii_int(tail) is not None):
                 continue
             if not entry.is_dir(follow_symlinks=False):
                 continue

@@ -38,7 +38,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from logtrove.clock import Clock
+from logtrove.clock import Clock, ascii_int
 from logtrove.storage.config import TopicConfig
 from logtrove.storage.segment import Segment
 from logtrove.storage.segmentnames import LOG_SUFFIX
@@ -93,8 +93,9 @@ def segment_bases(directory: Path, *, read_only: bool) -> list[int]:
     bases = []
     for entry in os.scandir(directory):
         name = entry.name
-        if name.endswith(LOG_SUFFIX) and name[:-4].isdigit():
-            bases.append(int(name[:-4]))
+        base = ascii_int(name[: -len(LOG_SUFFIX)]) if name.endswith(LOG_SUFFIX) else None
+        if base is not None:
+            bases.append(base)
         elif not read_only and name.endswith((DELETED_SUFFIX, ".tmp")):
             Path(entry.path).unlink(missing_ok=True)
     return bases

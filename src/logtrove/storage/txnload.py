@@ -37,6 +37,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from logtrove.clock import ascii_int
 from logtrove.records import BatchHeader, RecordsError, iter_records
 from logtrove.storage.segment import Segment
 from logtrove.storage.txnindex import (
@@ -211,8 +212,8 @@ def remove_loose_snapshots(segments: list[Segment]) -> None:
     except OSError:
         return
     for name in names:
-        stem = name[: -len(SNAPSHOT_SUFFIX)]
-        if name.endswith(SNAPSHOT_SUFFIX) and stem.isdigit() and int(stem) not in bases:
+        base = ascii_int(name[: -len(SNAPSHOT_SUFFIX)]) if name.endswith(SNAPSHOT_SUFFIX) else None
+        if base is not None and base not in bases:
             with contextlib.suppress(OSError):
                 (segments[0].directory / name).unlink()
 
