@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 DATA   ?= ./data
 LISTEN ?= 127.0.0.1:9092
 
-.PHONY: install run test test-fast test-slow lint typecheck bench bench-quick clean
+.PHONY: install kafka-deps run test test-fast test-slow lint typecheck bench bench-quick clean
 
 install: $(STAMP)
 
@@ -22,16 +22,21 @@ $(STAMP): pyproject.toml setup.py src/logtrove/storage/derived/_indexcore.c src/
 	@$(BIN)/python -c "from logtrove.records.columnar import IMPLEMENTATION as I; print('columnar decoder:', I)"
 	@touch $(STAMP)
 
+# Apache Kafka's jars for the differential tests (scripts/kafka.sh: Maven, pinned version,
+# cached outside the repository, a no-op once fetched). Only the tests need them.
+kafka-deps:
+	@bash scripts/kafka.sh
+
 run: install
 	$(BIN)/logtrove serve --data $(DATA) --listen $(LISTEN)
 
-test: install lint typecheck
+test: install kafka-deps lint typecheck
 	$(BIN)/python -m pytest -q
 
-test-fast: install
+test-fast: install kafka-deps
 	$(BIN)/python -m pytest -q -m "not slow"
 
-test-slow: install
+test-slow: install kafka-deps
 	$(BIN)/python -m pytest -q -m slow
 
 lint: install

@@ -9,6 +9,8 @@ harness, a raw Kafka wire client, :func:`wait_until` and :func:`consume_until`.
 * :mod:`.wait`: :func:`wait_until`
 * :mod:`.consume`: :func:`consume_until`, a Kafka consumer read until enough records came
 * :mod:`.old_formats`: derived files as earlier versions wrote them (imported by name)
+* :mod:`.kafka`: Apache Kafka's JVM programs and a KRaft broker or cluster of them
+  (imported by name)
 """
 
 from logtrove.testing.broker import SERVE, BrokerProcess, HttpBrokerProcess, cli_in, free_port

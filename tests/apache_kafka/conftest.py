@@ -1,0 +1,50 @@
+"""Fixtures of the tests against Apache Kafka: its jars (fetched by ``scripts/kafka.sh``
+into a cache outside the repository, once), a single KRaft broker and a three-node KRaft
+cluster (the harness is :mod:`logtrove.testing.kafka`), and a logtrove broker beside
+them. Every JVM start costs seconds, so the brokers live for the whole session."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from logtrove.testing import BrokerProcess, free_port
+from logtrove.testing.kafka import KafkaCluster, KafkaJars
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def kafka_jars() -> KafkaJars:
+    """Apache Kafka's jars: ``make test`` has fetched them; a bare ``pytest`` fetches them
+    here (the same idempotent script)."""
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "kafka.sh"), "--libs"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return KafkaJars(Path(done.stdout.strip()), ROOT / "scripts" / "kafka" / "log4j2.properties")
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(kafka_jars: KafkaJars, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """One Apache Kafka KRaft node (broker and controller) for the whole session."""
+    with KafkaCluster(kafka_jars, tmp_path_factory.mktemp("kafka"), size=1) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(kafka_jars: KafkaJars, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """Three Apache Kafka KRaft nodes, each broker and controller (three voters)."""
+    with KafkaCluster(kafka_jars, tmp_path_factory.mktemp("kafka3"), size=3) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def logtrove_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A logtrove broker for the session, beside the Kafka ones (tests use distinct topic
+    names)."""
+    with BrokerProcess(tmp_path_factory.mktemp("logtrove") / "data", free_port()) as proc:
+        yield proc
