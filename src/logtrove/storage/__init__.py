@@ -26,6 +26,7 @@ from logtrove.storage.errors import (
     TopicExistsError,
     UnknownPartitionError,
     UnknownTopicError,
+    UnsafePartitionError,
 )
 from logtrove.storage.log import (
     AppendResult,
@@ -72,6 +73,7 @@ __all__ = [
     "TopicPartition",
     "UnknownPartitionError",
     "UnknownTopicError",
+    "UnsafePartitionError",
     "check_topic_name",
     "segment_file_name",
 ]

@@ -5,6 +5,8 @@
     StorageError
      ├── DataDirError                   the data directory cannot be used
      │    ├── DataDirLockedError        another writer holds the lock (names the holder)
+     │    ├── UnsafePartitionError      a partition directory reaches out of the data
+     │    │                             directory by a symbolic link (not opened)
      │    └── ReadOnlyError             a write was attempted on a read-only opening
      ├── TopicError
      │    ├── TopicExistsError
@@ -48,6 +50,13 @@ class DataDirLockedError(DataDirError):
     def __init__(self, message: str, holder: str = "") -> None:
         super().__init__(message)
         self.holder = holder
+
+
+class UnsafePartitionError(DataDirError):
+    """A partition directory that is, or holds, a symbolic link: logtrove truncates,
+    rewrites and deletes the files of the partitions it opens, and a link would take
+    that to files outside the data directory, which it did not write. Such a partition
+    is not opened (the others are); the message names the link and what to do."""
 
 
 class ReadOnlyError(DataDirError):

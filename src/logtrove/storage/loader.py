@@ -31,6 +31,13 @@ active segment's ``created_ms`` is its first batch's timestamp when older than n
 A read-only opening (another process reading the writer's directory) changes nothing on
 disk, recovers nothing, and skips a segment the writer deleted between the listing and
 the opening; its list may be empty.
+
+Before anything else, the directory must not be a symbolic link nor hold one, at any
+depth (:func:`refuse_links`): everything done to a partition's files after this
+(recovery's truncation, retention's and deletion's unlinks, the cleaner's renames) goes
+through the paths listed here, so this one check keeps all of it inside the data
+directory. A partition that fails it raises :class:`UnsafePartitionError` and is not
+opened; nothing in it or behind the link is touched.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from pathlib import Path
 
 from logtrove.clock import Clock, ascii_int
 from logtrove.storage.config import TopicConfig
+from logtrove.storage.errors import UnsafePartitionError
 from logtrove.storage.segment import Segment
 from logtrove.storage.segmentnames import LOG_SUFFIX
 from logtrove.storage.segments import LogSegments
@@ -57,6 +65,7 @@ def load_segments(
 ) -> tuple[LogSegments, int]:
     """The segments of ``directory`` (module doc), and how many bytes recovery cut from
     the ends of their files."""
+    refuse_links(directory)
     if not read_only:
         recover_swaps(directory)
     loaded = LogSegments()
@@ -83,6 +92,37 @@ def load_segments(
             if seg.base_offset >= loaded.floor(recovery_point).base_offset:
                 seg.flush()
     return loaded, truncated
+
+
+def refuse_links(directory: Path) -> None:
+    """Raise :class:`UnsafePartitionError` if the partition directory ``directory`` is a
+    symbolic link or holds one (in it or in a directory under it); a missing directory
+    passes (a new partition's, or a reader's view of a deleted one)."""
+    if directory.is_symlink():
+        _refuse(directory, directory)
+    if not directory.is_dir():
+        return
+    for root, dirs, files in os.walk(directory, followlinks=False):
+        for name in dirs + files:
+            path = Path(root, name)
+            if path.is_symlink():
+                _refuse(directory, path)
+
+
+def _refuse(directory: Path, link: Path) -> None:
+    try:
+        target = str(link.readlink())
+    except OSError:
+        target = "?"
+    where = (
+        "is a symbolic link" if link == directory else f"holds a symbolic link, {link.relative_to(directory)}"
+    )
+    raise UnsafePartitionError(
+        f"partition directory {directory} {where} (to {target}); logtrove truncates and "
+        "deletes the files of its partitions and does not follow links out of its data "
+        "directory, so this partition stays closed. Put the files themselves in its place "
+        "(replace the link by a copy) or remove the link, then start again"
+    )
 
 
 def segment_bases(directory: Path, *, read_only: bool) -> list[int]:

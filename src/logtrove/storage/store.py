@@ -39,6 +39,7 @@ point the rest of logtrove uses.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import uuid
 from collections.abc import Iterator, Mapping
@@ -72,6 +73,7 @@ from logtrove.storage.errors import (
     ReadOnlyError,
     UnknownPartitionError,
     UnknownTopicError,
+    UnsafePartitionError,
 )
 from logtrove.storage.files import is_out_of_fds, out_of_fds_error
 from logtrove.storage.log import PartitionLog, TopicPartition
@@ -84,6 +86,7 @@ from logtrove.storage.topicfiles import (
     TopicInfo,
 )
 
+_log = logging.getLogger(__name__)
 DEFAULT_MAX_TOTAL_PARTITIONS = 20_000  # over all topics; see README "Limits and safety"
 _CHECKPOINTS = (RECOVERY_POINT, LOG_START_OFFSET, CLEANER_OFFSET, INDEX_OFFSET)
 
@@ -157,11 +160,17 @@ class Storage:
         return storage
 
     def _open_all_logs(self) -> None:
+        """Open every partition's log; one that is refused as unsafe (a symbolic link,
+        :func:`~logtrove.storage.loader.refuse_links`) is logged and left closed, and
+        the others open: its reads and writes fail with that error, nothing else does."""
         count = self._topics.total_partitions()
         try:
             for info in self._topics.topics():
                 for p in range(info.partitions):
-                    self.log(info.name, p)
+                    try:
+                        self.log(info.name, p)
+                    except UnsafePartitionError as exc:
+                        _log.error("%s", exc)
         except OSError as exc:
             if is_out_of_fds(exc):
                 raise out_of_fds_error(exc, f"opening the {count} partitions of {self.path}") from exc
@@ -378,6 +387,8 @@ class Storage:
                     plog = self.log(info.name, p)
                 except (UnknownTopicError, UnknownPartitionError):
                     break
+                except UnsafePartitionError:  # left closed, logged when the storage opened
+                    continue
                 except FileNotFoundError:  # a reader's view of a topic being deleted
                     if not self.read_only or (self.path / str(TopicPartition(info.name, p))).is_dir():
                         raise
