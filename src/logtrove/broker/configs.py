@@ -25,6 +25,10 @@ broker-level value ``DYNAMIC_BROKER_CONFIG`` (2), a cluster default
 a built-in default ``DEFAULT_CONFIG`` (5); with ``include_synonyms`` each topic config
 lists the values it shadows, highest precedence first.
 
+Each config's type (DescribeConfigs v3+ ``config_type``) is the one Kafka gives the same
+name, so Kafka's tools show and check values the same way; logtrove's own topic configs
+are strings and lists. A custom broker config is ``UNKNOWN``, as in Kafka.
+
 Alter operations (IncrementalAlterConfigs): SET (0), DELETE (1), and APPEND (2) /
 SUBTRACT (3) on comma-separated lists. AlterConfigs (the legacy API) replaces every
 dynamic config of the resource with the given set. Each resource is answered on its
@@ -70,6 +74,62 @@ SOURCE_GROUP = 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _LEVEL_SOURCE = {BROKER_LEVEL: SOURCE_BROKER, CLUSTER: SOURCE_CLUSTER_DEFAULT}
 
+# ConfigEntry.ConfigType as Kafka numbers it on the wire.
+UNKNOWN, BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 0, 1, 2, 3, 5, 6, 7
+CONFIG_TYPES: Mapping[str, int] = {
+    # topic configs (and logtrove's own)
+    "cleanup.policy": LIST,
+    "compression.type": STRING,
+    "delete.retention.ms": LONG,
+    "file.delete.delay.ms": LONG,
+    "flush.messages": LONG,
+    "flush.ms": LONG,
+    "index.interval.bytes": INT,
+    "max.compaction.lag.ms": LONG,
+    "max.message.bytes": INT,
+    "message.timestamp.type": STRING,
+    "min.cleanable.dirty.ratio": DOUBLE,
+    "min.compaction.lag.ms": LONG,
+    "retention.bytes": LONG,
+    "retention.ms": LONG,
+    "segment.bytes": INT,
+    "segment.ms": LONG,
+    "message.id.header": STRING,
+    "message.tag.header": STRING,
+    "index.headers": LIST,
+    # group configs
+    "consumer.session.timeout.ms": INT,
+    "consumer.heartbeat.interval.ms": INT,
+    # the broker's
+    "broker.id": INT,
+    "node.id": INT,
+    "log.dirs": LIST,
+    "listeners": LIST,
+    "advertised.listeners": LIST,
+    "num.partitions": INT,
+    "auto.create.topics.enable": BOOLEAN,
+    "offsets.topic.num.partitions": INT,
+    "group.initial.rebalance.delay.ms": INT,
+    "socket.request.max.bytes": INT,
+    "fetch.max.bytes": INT,
+    "connections.max.idle.ms": LONG,
+    "log.cleanup.policy": LIST,
+    "log.retention.ms": LONG,
+    "log.retention.bytes": LONG,
+    "log.segment.bytes": INT,
+    "log.roll.ms": LONG,
+    "log.index.interval.bytes": INT,
+    "log.flush.interval.messages": LONG,
+    "log.flush.interval.ms": LONG,
+    "message.max.bytes": INT,
+    "log.message.timestamp.type": STRING,
+    "log.segment.delete.delay.ms": LONG,
+    "log.cleaner.min.cleanable.ratio": DOUBLE,
+    "log.cleaner.min.compaction.lag.ms": LONG,
+    "log.cleaner.max.compaction.lag.ms": LONG,
+    "log.cleaner.delete.retention.ms": LONG,
+}
+
 
 class ResourceError(Exception):
     """One resource of a request cannot be served: its error code and message."""
@@ -93,6 +153,7 @@ def _entry(
         "value": value,
         "read_only": read_only,
         "config_source": source,
+        "config_type": CONFIG_TYPES.get(name, UNKNOWN),
         "is_default": source == SOURCE_DEFAULT,
         "is_sensitive": False,
         "synonyms": synonyms or [],

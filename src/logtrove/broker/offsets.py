@@ -6,8 +6,12 @@ ListOffsets answers, per partition, by the requested timestamp:
  -2     earliest: the log start offset
  -1     latest: the log end offset (the next offset to be written)
  -3     max timestamp: the first record carrying the log's largest timestamp
+ -4     earliest local (KIP-405): the log start offset, as every record is local here
+ -5     latest tiered (KIP-1005): nothing is tiered, so offset -1 without a leader epoch
+        (Kafka's answer when remote storage is off)
  T ≥ 0  the first record (in offset order) with timestamp ≥ T, through the time index;
-        offset -1 and timestamp -1 when no record is that recent (Kafka's answer)
+        offset -1, timestamp -1 and leader epoch -1 when no record is that recent
+        (Kafka's answer)
 ======  ==============================================================================
 
 With ``isolation_level=1`` (read_committed, v2+) nothing at or above the partition's last
@@ -46,16 +50,20 @@ if TYPE_CHECKING:
 EARLIEST = -2
 LATEST = -1
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
 READ_COMMITTED = 1
 
 
 def _lookup(log: PartitionLog, timestamp: int, stable: int | None) -> tuple[int, int]:
     """(offset, timestamp) for one ListOffsets query; ``stable`` is the last stable offset
-    of a read_committed query."""
-    if timestamp == EARLIEST:
+    of a read_committed query. Offset -1 means nothing was found."""
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return log.log_start_offset, -1
     if timestamp == LATEST:
         return (log.log_end_offset if stable is None else stable), -1
+    if timestamp == LATEST_TIERED:
+        return -1, -1
     found = log.max_timestamp_offset() if timestamp == MAX_TIMESTAMP else log.offset_for_timestamp(timestamp)
     if found is None or (stable is not None and found.offset >= stable):
         return -1, -1
@@ -81,7 +89,8 @@ async def handle_list_offsets(broker: BrokerContext, request: Request) -> Reply:
                 if committed:
                     stable = (await broker.txn.indexes.load(log)).last_stable_offset(log.log_end_offset)
                 offset, timestamp = _lookup(log, p.timestamp, stable)
-                result.update(offset=offset, timestamp=timestamp, leader_epoch=log.leader_epoch)
+                epoch = log.leader_epoch if offset >= 0 else -1
+                result.update(offset=offset, timestamp=timestamp, leader_epoch=epoch)
             except StorageError as exc:
                 result["error_code"] = error_code(exc)
             partitions.append(result)

@@ -179,6 +179,12 @@ async def handle_create_topics(broker: BrokerContext, request: Request) -> Reply
                 result["error_message"] = (
                     "both num_partitions or replication_factor and a replica assignment were given; give one"
                 )
+            elif topic.num_partitions == 0 or topic.num_partitions < -1:
+                result["error_code"] = ErrorCode.invalid_partitions
+                result["error_message"] = "the number of partitions must be positive, or -1 for the default"
+            elif topic.replication_factor == 0 or topic.replication_factor < -1:
+                result["error_code"] = ErrorCode.invalid_replication_factor
+                result["error_message"] = "the replication factor must be 1, or -1 for the default"
             elif topic.replication_factor > 1:
                 result["error_code"] = ErrorCode.invalid_replication_factor
                 result["error_message"] = "logtrove is a single broker: replication factor must be 1 or -1"

@@ -79,6 +79,8 @@ class Group:
     group_id: str
     state: str = EMPTY
     generation: int = 0
+    # Set by the first member to join; kept when the group empties (as Kafka keeps it), so
+    # DescribeGroups tells an empty consumer group from a simple one (offsets only).
     protocol_type: str | None = None
     protocol: str | None = None
     leader: str | None = None

@@ -358,7 +358,7 @@ class GroupCoordinator(ClassicGroupAdmin):
             return False
         group.generation += 1
         if not group.members:
-            group.state, group.protocol, group.leader, group.protocol_type = EMPTY, None, None, None
+            group.state, group.protocol, group.leader = EMPTY, None, None
             return True
         if group.leader not in joined:
             group.leader = joined[0]
@@ -469,5 +469,5 @@ class GroupCoordinator(ClassicGroupAdmin):
         elif group.members:
             self._prepare_rebalance(group)
         else:
-            group.state, group.protocol, group.protocol_type = EMPTY, None, None
+            group.state, group.protocol = EMPTY, None
             group.generation += 1
