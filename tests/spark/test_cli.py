@@ -168,3 +168,44 @@ def test_export_sessions_get_the_full_jit_and_sql_sessions_the_quick_one() -> No
     assert "TieredStopAtLevel=1" in java_options(False)  # logtrove sql: starts sooner
     assert "TieredStopAtLevel" not in java_options(True)  # logtrove export: C2, 3-6x faster on long jobs
     assert "log4j2.configurationFile=file:" in java_options(True)
+
+
+def test_a_failed_export_leaves_the_target_as_it_was(spark: Any, tmp_path: Path) -> None:
+    from logtrove.spark.export import ExportSpec, export_topic
+
+    data, tables = tmp_path / "data", tmp_path / "tables"
+    make_topic(data, "access_log", [NewRecord(line.encode(), timestamp=BASE_TS) for line in ACCESS_LINES])
+    args = ["--parse", "combined-log", "--data", str(data)]
+    # no such topic: one line before Spark starts, and nothing written
+    missing = runner.invoke(app, ["export", "nope", "--to", str(tables / "nope"), *args])
+    assert missing.exit_code == 1 and "unknown topic(s): nope" in missing.output
+    assert len(missing.output.strip().splitlines()) == 1 and not tables.exists()
+    # a run that fails inside Spark takes away the directories it made...
+    spec = ExportSpec("nope", tables / "nope", path=str(data), parse="combined-log")
+    with pytest.raises(Exception, match="unknown topic"):
+        export_topic(spark, spec)
+    assert not tables.exists()
+    # ...and an empty directory stays empty
+    (tables / "empty").mkdir(parents=True)
+    with pytest.raises(Exception, match="unknown topic"):
+        export_topic(spark, ExportSpec("nope", tables / "empty", path=str(data), parse="combined-log"))
+    assert list((tables / "empty").iterdir()) == []
+    # an export, then a failed rerun (its topic gone): the table reads the same, settings kept
+    table = tables / "access"
+    done = runner.invoke(app, ["export", "access_log", "--to", str(table), *args, "--json"])
+    assert done.exit_code == 0 and json.loads(done.output)["rows_total"] == len(ACCESS_LINES), done.output
+    settings = (table / "_logtrove_export.json").read_bytes()
+    with pytest.raises(ValueError, match="holds an export of access_log with --parse combined-log"):
+        export_topic(spark, ExportSpec("access_log", table, path=str(data), parse="raw"))
+    with pytest.raises(Exception, match="not a logtrove data directory"):
+        export_topic(
+            spark, ExportSpec("access_log", table, path=str(tmp_path / "gone"), parse="combined-log")
+        )
+    assert (table / "_logtrove_export.json").read_bytes() == settings
+    assert spark.read.parquet(str(table)).count() == len(ACCESS_LINES)
+    # a directory that holds something else is refused, untouched
+    (tables / "photos").mkdir()
+    (tables / "photos" / "cat.jpg").write_bytes(b"meow")
+    refused = runner.invoke(app, ["export", "access_log", "--to", str(tables / "photos"), *args])
+    assert refused.exit_code == 1 and "holds no logtrove export" in refused.output
+    assert [p.name for p in (tables / "photos").iterdir()] == ["cat.jpg"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,14 +43,18 @@ BootstrapOption = Annotated[
 ]
 
 
-@contextmanager
-def _spark_session(name: str, *, full_jit: bool = False) -> Iterator[Any]:
+def _need_pyspark() -> None:
     from logtrove.spark import INSTALL_HINT, SparkNotInstalledError, require_pyspark
 
     try:
         require_pyspark()
     except SparkNotInstalledError:
         fail(escape(INSTALL_HINT))
+
+
+@contextmanager
+def _spark_session(name: str, *, full_jit: bool = False) -> Iterator[Any]:
+    _need_pyspark()
     from pyspark.sql import SparkSession
 
     from logtrove.spark import register
@@ -67,15 +72,32 @@ def _spark_session(name: str, *, full_jit: bool = False) -> Iterator[Any]:
         spark.stop()
 
 
+# The line a Python traceback ends with: "module.SomeError: why".
+_PYTHON_ERROR = re.compile(r"(?:[A-Za-z_][\w.]*\.)?([A-Za-z_]\w*): (.+)")
+
+
+def spark_error_line(message: str) -> str:
+    """One line for a Spark error: the Python error a data source raised inside it (its
+    class without the module, and its message) when there is one, else the first line."""
+    lines = message.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.endswith("Traceback (most recent call last):")]
+    for line in lines[starts[-1] + 1 :] if starts else []:
+        found = None if line[:1].isspace() else _PYTHON_ERROR.fullmatch(line.strip())
+        if found:
+            return f"{found[1]}: {found[2].removesuffix('SQLSTATE: 38000').strip()}"
+    return lines[0] if lines else message
+
+
 @contextmanager
 def _spark_errors() -> Iterator[None]:
-    """Spark errors (bad SQL, unknown columns) as one red line; call after require_pyspark."""
+    """Spark errors (bad SQL, unknown columns, a data source's error) as one red line;
+    call after require_pyspark."""
     from pyspark.errors import PySparkException
 
     try:
         yield
     except PySparkException as exc:
-        fail(escape(str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
+        fail(escape(spark_error_line(str(exc)) or type(exc).__name__))
 
 
 @app.command("export")
@@ -123,12 +145,12 @@ def export(
 
     if parse not in PARSERS:
         fail(f"--parse must be one of {', '.join(PARSERS)}, not {parse!r}", code=2)
+    _need_pyspark()
+    from logtrove.spark.export import ExportSpec, check_source, export_topic, table_rows
+
     with cli_errors():
         since_ms = parse_time(since) if since else None
         until_ms = parse_time(until) if until else None
-    with _spark_session("logtrove-export", full_jit=True) as spark, cli_errors(), _spark_errors():
-        from logtrove.spark.export import ExportSpec, export_topic
-
         spec = ExportSpec(
             topic,
             to,
@@ -143,8 +165,10 @@ def export(
             read_committed=isolation is Isolation.READ_COMMITTED,
             client_config=os.environ.get(CLIENT_CONFIG_ENV),
         )
+        check_source(spec)  # no such topic: one line, before a JVM starts
+    with _spark_session("logtrove-export", full_jit=True) as spark, cli_errors(), _spark_errors():
         result = export_topic(spark, spec)
-        total = spark.read.parquet(str(to)).count()
+        total = table_rows(spark, to)
     if as_json:
         console.print_json(
             json.dumps(

@@ -16,18 +16,31 @@ after a crash, therefore adds each record exactly once. Read the table with
 
 ``since`` is where the first run starts (later runs continue from the checkpoint);
 ``until`` drops records stamped at or after it (they count as exported).
+
+A run that fails leaves no half-made table. The source and the topic are checked before
+Spark starts (:func:`check_source`). A first run into a new or empty directory that
+fails takes away everything it created (with any parent directories it made), so a
+rerun starts clean; the export cannot be written elsewhere and moved, because the file
+sink's log names each file by its absolute path. A later run that fails leaves the
+committed table to Spark's commit protocol (files of an uncommitted batch are not in
+``_spark_metadata``, so readers never see them, and the next run redoes the batch) and
+puts ``_logtrove_export.json`` back. A directory that is neither empty nor an export is
+refused. ``--stream`` keeps the batches it committed before a failure or an interrupt.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from logtrove.spark.options import ReadOptions
 from logtrove.spark.parse import infer_json_schema, parse_values
-from logtrove.spark.ranges import DirectCatalog, plan_batch
+from logtrove.spark.ranges import Catalog, DirectCatalog, plan_batch
 
 SETTINGS_FILE = "_logtrove_export.json"
 CHECKPOINT_DIR = "_checkpoint"
@@ -77,14 +90,13 @@ class ExportResult:
     table: Path
 
 
-def _sample_endings(spec: ExportSpec) -> str:
-    """endingOffsets JSON that reads the first records of each partition."""
-    options = ReadOptions.parse(spec.source_options())
+@contextlib.contextmanager
+def _catalog(options: ReadOptions) -> Iterator[Catalog]:
     if options.path:
         from logtrove.storage import Storage
 
         with Storage.open(options.path, read_only=True) as storage:
-            ranges = plan_batch(options, DirectCatalog(storage, read_committed=options.read_committed))
+            yield DirectCatalog(storage, read_committed=options.read_committed)
     else:
         from logtrove.spark.remote import RemoteCatalog
 
@@ -92,9 +104,24 @@ def _sample_endings(spec: ExportSpec) -> str:
             str(options.bootstrap), read_committed=options.read_committed, security=options.security
         )
         try:
-            ranges = plan_batch(options, catalog)
+            yield catalog
         finally:
             catalog.close()
+
+
+def check_source(spec: ExportSpec) -> None:
+    """Raise (StorageError, ValueError, OSError) if the data directory or broker cannot be
+    read or has no such topic: cheap, and before a Spark session starts."""
+    options = ReadOptions.parse(spec.source_options())
+    with _catalog(options) as catalog:
+        options.select_topics(catalog.topic_names())
+
+
+def _sample_endings(spec: ExportSpec) -> str:
+    """endingOffsets JSON that reads the first records of each partition."""
+    options = ReadOptions.parse(spec.source_options())
+    with _catalog(options) as catalog:
+        ranges = plan_batch(options, catalog)
     ends: dict[str, dict[str, int]] = {spec.topic: {}}
     for r in ranges:
         ends[spec.topic][str(r.partition)] = min(r.end, r.start + SAMPLE_PER_PARTITION)
@@ -118,7 +145,9 @@ def _json_schema(spark: Any, spec: ExportSpec) -> Any:
     return infer_json_schema(spark, reader.load().selectExpr("cast(value as string) AS value"))
 
 
-def _save_settings(spec: ExportSpec, schema: Any) -> None:
+def _check_target(spec: ExportSpec) -> None:
+    """Refuse a directory that holds something other than an export of this topic with
+    this parser (before anything is written)."""
     settings = spec.to / SETTINGS_FILE
     if settings.exists():
         saved = json.loads(settings.read_text())
@@ -127,9 +156,45 @@ def _save_settings(spec: ExportSpec, schema: Any) -> None:
                 f"{spec.to} holds an export of {saved.get('topic')} with --parse {saved.get('parse')}; "
                 "export into a new directory to change either"
             )
+    elif spec.to.exists() and (not spec.to.is_dir() or any(spec.to.iterdir())):
+        raise ValueError(f"{spec.to} is not empty and holds no logtrove export; export into a new directory")
+
+
+def _save_settings(spec: ExportSpec, schema: Any) -> None:
     spec.to.mkdir(parents=True, exist_ok=True)
     payload = {"topic": spec.topic, "parse": spec.parse, "json_schema": schema.json() if schema else None}
-    settings.write_text(json.dumps(payload, indent=2) + "\n")
+    (spec.to / SETTINGS_FILE).write_text(json.dumps(payload, indent=2) + "\n")
+
+
+@dataclass(frozen=True)
+class _Before:
+    """What ``TO`` was before a run, to put it back if the run fails."""
+
+    created: Path | None  # the outermost directory the run creates (None: TO existed)
+    fresh: bool  # no export there yet: a failure removes everything the run made
+    settings: bytes | None
+
+    @classmethod
+    def of(cls, to: Path) -> _Before:
+        created = None
+        for directory in (to, *to.parents):
+            if directory.exists():
+                break
+            created = directory
+        settings = to / SETTINGS_FILE
+        return cls(created, not settings.exists(), settings.read_bytes() if settings.exists() else None)
+
+    def restore(self, to: Path) -> None:
+        if self.created is not None:
+            shutil.rmtree(self.created, ignore_errors=True)
+        elif self.fresh:
+            for child in to.iterdir():
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child, ignore_errors=True)
+                else:
+                    child.unlink(missing_ok=True)
+        elif self.settings is not None:
+            (to / SETTINGS_FILE).write_bytes(self.settings)
 
 
 def table_rows(spark: Any, table: Path) -> int:
@@ -139,8 +204,25 @@ def table_rows(spark: Any, table: Path) -> int:
     return int(spark.read.parquet(str(table)).count())
 
 
+def _committed(table: Path) -> bool:
+    log = table / "_spark_metadata"
+    return log.is_dir() and any(not p.name.startswith(".") for p in log.iterdir())
+
+
 def export_topic(spark: Any, spec: ExportSpec) -> ExportResult:
-    """Run one export (until caught up, or forever with ``stream``)."""
+    """Run one export (until caught up, or forever with ``stream``); what a failure
+    leaves is in the module's docstring."""
+    _check_target(spec)
+    before = _Before.of(spec.to)
+    try:
+        return _export(spark, spec)
+    except BaseException:
+        if not (spec.stream and _committed(spec.to)):
+            before.restore(spec.to)
+        raise
+
+
+def _export(spark: Any, spec: ExportSpec) -> ExportResult:
     from pyspark.sql import functions as sf
 
     schema = _json_schema(spark, spec) if spec.parse == "json" else None

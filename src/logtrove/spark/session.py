@@ -1,6 +1,7 @@
 """A local SparkSession for the CLI commands (``logtrove export`` / ``logtrove sql``),
 configured for a small machine: loopback only, no UI, few shuffle partitions, logs at
-error level. On a cluster, call :func:`logtrove.spark.register` on your own session."""
+error level (none from the streaming engine: a failed export's stack trace would bury
+the one line the CLI prints). On a cluster, call :func:`logtrove.spark.register` on your own session."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+logger.stream.name = org.apache.spark.sql.execution.streaming
+logger.stream.level = off
 """
 
 
