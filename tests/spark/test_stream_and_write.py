@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from tests.spark.helpers import make_topic, record, stored
 
 
@@ -99,3 +100,19 @@ def test_streaming_writer_copies_a_topic(spark: Any, tmp_path: Path) -> None:
     assert sorted((p, v) for p, _, v in stored(data, "copy")) == sorted(
         (p, v) for p, _, v in stored(data, "source")
     )
+
+
+def test_save_modes_are_those_of_the_kafka_sink(spark: Any, tmp_path: Path) -> None:
+    """Append appends; Overwrite is refused (records are never deleted by a write), as by
+    Spark's Kafka sink; Spark refuses its default ErrorIfExists for any Python data source."""
+    data = tmp_path / "data"
+    make_topic(data, "sink", [record(0)])
+    df = spark.createDataFrame([("k", "v")], "key string, value string")
+    writer = df.write.format("logtrove").option("path", str(data)).option("topic", "sink")
+    with pytest.raises(Exception, match=r'Overwrite is not allowed.*mode\("append"\)'):
+        writer.mode("overwrite").save()
+    with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
+        df.write.format("logtrove").option("path", str(data)).option("topic", "sink").save()
+    assert len(stored(data, "sink")) == 1
+    writer.mode("append").save()
+    assert [v for _, _, v in stored(data, "sink")][1:] == [b"v"]

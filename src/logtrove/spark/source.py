@@ -47,7 +47,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from logtrove.spark import direct
 from logtrove.spark.columns import column_names, requested_columns, spark_schema
-from logtrove.spark.options import ReadOptions
+from logtrove.spark.options import OptionError, ReadOptions
 from logtrove.spark.ranges import (
     Catalog,
     DirectCatalog,
@@ -339,15 +339,30 @@ class LogtroveDataSource(DataSource):
     def streamReader(self, schema: Any) -> LogtroveStreamReader:  # noqa: N802
         return LogtroveStreamReader(ReadOptions.parse(dict(self.options), streaming=True), schema)
 
+    # Save modes, as Spark's Kafka sink has them: a topic always exists and only grows, so
+    # writing appends, and Overwrite (which would mean deleting records) is refused. Spark
+    # itself refuses its default, ErrorIfExists, for every Python data source before the
+    # source is asked (the Kafka sink, a JVM source, treats it as append), so a batch write
+    # needs .mode("append").
     def writer(self, schema: Any, overwrite: bool) -> LogtroveWriter:
         from logtrove.spark.writer import WriteOptions
 
+        _refuse_overwrite(overwrite)
         return LogtroveWriter(WriteOptions.parse(dict(self.options)))
 
     def streamWriter(self, schema: Any, overwrite: bool) -> LogtroveStreamWriter:  # noqa: N802
         from logtrove.spark.writer import WriteOptions
 
+        _refuse_overwrite(overwrite)
         return LogtroveStreamWriter(WriteOptions.parse(dict(self.options)))
+
+
+def _refuse_overwrite(overwrite: bool) -> None:
+    if overwrite:
+        raise OptionError(
+            "save mode Overwrite is not allowed: a topic is only appended to "
+            '(as with Spark\'s Kafka sink); use .mode("append")'
+        )
 
 
 def offsets_json(offsets: Offsets) -> str:
