@@ -10,11 +10,13 @@ to ``DATA_DIR/acls.json`` before the answer (:class:`~logtrove.acl.AclStore`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from logtrove.acl import AclBinding, AclError, AclFilter, Operation
+from logtrove.broker.access import on_cluster
 from logtrove.broker.context import serves
 from logtrove.wire import ApiKey
 
@@ -25,12 +27,24 @@ if TYPE_CHECKING:
 _DISABLED = "no authorizer is configured on this broker: start it with `logtrove serve --authorizer`"
 
 
-def _refusal(broker: BrokerContext, request: Request, op: Operation) -> tuple[ErrorCode, str] | None:
+def _refusal(broker: BrokerContext) -> tuple[ErrorCode, str] | None:
+    """SECURITY_DISABLED without an authorizer (with one, the rule's cluster operation was
+    checked before the handler)."""
     if broker.authorizer is None:
         return ErrorCode.security_disabled, _DISABLED
-    if not broker.allowed_cluster(request, op):
-        return ErrorCode.cluster_authorization_failed, f"{op.name} on the cluster is needed to manage ACLs"
     return None
+
+
+def _refused_creations(request: Any, code: int, message: str) -> Mapping[str, Any]:
+    return {"results": [{"error_code": code, "error_message": message} for _ in request.body.creations]}
+
+
+def _refused_filters(request: Any, code: int, message: str) -> Mapping[str, Any]:
+    return {
+        "filter_results": [
+            {"error_code": code, "error_message": message, "matching_acls": []} for _ in request.body.filters
+        ]
+    }
 
 
 def _filter(f: Any) -> AclFilter:
@@ -54,9 +68,9 @@ def _acl(b: AclBinding) -> dict[str, Any]:
     }
 
 
-@serves(ApiKey.DESCRIBE_ACLS, 1, 3)
+@serves(ApiKey.DESCRIBE_ACLS, 1, 3, access=on_cluster(Operation.DESCRIBE))
 async def handle_describe_acls(broker: BrokerContext, request: Request) -> Reply:
-    refused = _refusal(broker, request, Operation.DESCRIBE)
+    refused = _refusal(broker)
     if refused is not None:
         return {"error_code": refused[0], "error_message": refused[1], "resources": []}
     try:
@@ -75,10 +89,10 @@ async def handle_describe_acls(broker: BrokerContext, request: Request) -> Reply
     }
 
 
-@serves(ApiKey.CREATE_ACLS, 1, 3)
+@serves(ApiKey.CREATE_ACLS, 1, 3, access=on_cluster(Operation.ALTER, refused=_refused_creations))
 async def handle_create_acls(broker: BrokerContext, request: Request) -> Reply:
     creations = request.body.creations
-    refused = _refusal(broker, request, Operation.ALTER)
+    refused = _refusal(broker)
     if refused is not None:
         return {"results": [{"error_code": refused[0], "error_message": refused[1]} for _ in creations]}
     results: list[dict[str, Any]] = []
@@ -110,10 +124,10 @@ async def handle_create_acls(broker: BrokerContext, request: Request) -> Reply:
     return {"results": results}
 
 
-@serves(ApiKey.DELETE_ACLS, 1, 3)
+@serves(ApiKey.DELETE_ACLS, 1, 3, access=on_cluster(Operation.ALTER, refused=_refused_filters))
 async def handle_delete_acls(broker: BrokerContext, request: Request) -> Reply:
     filters = request.body.filters
-    refused = _refusal(broker, request, Operation.ALTER)
+    refused = _refusal(broker)
     if refused is not None:
         return {
             "filter_results": [

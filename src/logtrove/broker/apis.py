@@ -1,7 +1,8 @@
 """The table of served APIs, and ApiVersions, which advertises exactly that table.
 
-Each handler declares its API key and the versions it implements beside its definition
-(``@serves(ApiKey.FETCH, 4, 16)``, :func:`~logtrove.broker.context.serves`); the table
+Each handler declares its API key, the versions it implements and its authorization rule
+beside its definition (``@serves(ApiKey.FETCH, 4, 16, access=...)``,
+:func:`~logtrove.broker.context.serves`, :mod:`~logtrove.broker.access`); the table
 collects the declarations of :data:`HANDLER_MODULES` and clips each range to what kio can
 decode.
 librdkafka needs Produce ≥ 3 and Fetch ≥ 4 to use RecordBatch v2, and minimums of 0
@@ -31,6 +32,7 @@ from logtrove.broker import (
     txn_api,
     users_api,
 )
+from logtrove.broker.access import no_acl
 from logtrove.broker.context import Api, declared_apis, serves
 from logtrove.wire import ApiKey
 
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
     from logtrove.broker.requests import Reply, Request
 
 
-@serves(ApiKey.API_VERSIONS, 0, 4)
+@serves(ApiKey.API_VERSIONS, 0, 4, access=no_acl("clients ask it before they authenticate"))
 async def handle_api_versions(broker: BrokerContext, request: Request) -> Reply:
     return {"error_code": 0, "api_keys": _api_keys(broker)}
 
@@ -89,5 +91,5 @@ def build_api_table() -> dict[int, Api]:
                 raise RuntimeError(f"api key {api.key} is declared twice ({module.__name__})")
             known = schema_name_map[api_key_map[api.key]]
             lo, hi = max(api.min_version, min(known)), min(api.max_version, max(known))
-            table[api.key] = Api(api.key, lo, hi, api.handler)
+            table[api.key] = Api(api.key, lo, hi, api.handler, api.rule)
     return dict(sorted(table.items()))

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from logtrove.acl import Operation
+from logtrove.broker.access import Check, names_of, on_cluster, per_resource
 from logtrove.broker.authorize import Resource, authorized_operations
 from logtrove.broker.context import serves
 from logtrove.storage import StorageError
@@ -36,7 +38,11 @@ def _known(partitions: dict[str, int], topic: str, partition: int) -> bool:
     return 0 <= partition < partitions.get(topic, 0)
 
 
-@serves(ApiKey.DESCRIBE_CLUSTER, 0, 2)
+def _refused_cluster(request: Any, code: int, message: str) -> Mapping[str, Any]:
+    return {"error_code": code, "error_message": message, "controller_id": -1, "brokers": []}
+
+
+@serves(ApiKey.DESCRIBE_CLUSTER, 0, 2, access=on_cluster(Operation.DESCRIBE, refused=_refused_cluster))
 async def handle_describe_cluster(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     if getattr(body, "endpoint_type", 1) != 1:  # 2: controllers, which KRaft clients ask separately
@@ -50,13 +56,6 @@ async def handle_describe_cluster(broker: BrokerContext, request: Request) -> Re
                 broker, request, Resource.CLUSTER, asked=False
             ),
         }
-    if not broker.allowed_cluster(request, Operation.DESCRIBE):
-        return {
-            "error_code": _DENIED,
-            "error_message": _needs(Operation.DESCRIBE),
-            "controller_id": -1,
-            "brokers": [],
-        }
     host, port = broker.endpoint(request.session.listener)
     return {
         "error_code": ErrorCode.none,
@@ -69,14 +68,12 @@ async def handle_describe_cluster(broker: BrokerContext, request: Request) -> Re
     }
 
 
-@serves(ApiKey.DESCRIBE_LOG_DIRS, 1, 4)
+@serves(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, access=on_cluster(Operation.DESCRIBE))
 async def handle_describe_log_dirs(broker: BrokerContext, request: Request) -> Reply:
     """The one log directory (the data directory): bytes per partition on disk, offset
     lag 0 (no future replicas), and the file system's total and usable bytes. Sizes are
     summed in a thread (a directory of many partitions stats many segments)."""
     body = request.body
-    if not broker.allowed_cluster(request, Operation.DESCRIBE):
-        return {"error_code": _DENIED, "results": []}
     partitions = _partitions_of(broker)
     if body.topics is None:
         wanted = [(t, p) for t, n in sorted(partitions.items()) for p in range(n)]
@@ -111,7 +108,12 @@ async def handle_describe_log_dirs(broker: BrokerContext, request: Request) -> R
     }
 
 
-@serves(ApiKey.DESCRIBE_PRODUCERS, 0, 0)
+@serves(
+    ApiKey.DESCRIBE_PRODUCERS,
+    0,
+    0,
+    access=per_resource(Check(Resource.TOPIC, Operation.READ, names_of("topics", "name"))),
+)
 async def handle_describe_producers(broker: BrokerContext, request: Request) -> Reply:
     """The idempotent producers the broker remembers per partition (see
     :class:`~logtrove.broker.producer_state.ProducerStates`): ID, epoch and last sequence, and
@@ -148,13 +150,25 @@ async def handle_describe_producers(broker: BrokerContext, request: Request) -> 
     return {"topics": topics}
 
 
-@serves(ApiKey.ELECT_LEADERS, 0, 2)
+def _refused_elections(request: Any, code: int, message: str) -> Mapping[str, Any]:
+    """Each partition asked answered with the error (v0 has no top-level error code)."""
+    results = [
+        {
+            "topic": tps.topic,
+            "partition_result": [
+                {"partition_id": p, "error_code": code, "error_message": message} for p in tps.partitions
+            ],
+        }
+        for tps in request.body.topic_partitions or ()
+    ]
+    return {"error_code": code, "replica_election_results": results}
+
+
+@serves(ApiKey.ELECT_LEADERS, 0, 2, access=on_cluster(Operation.ALTER, refused=_refused_elections))
 async def handle_elect_leaders(broker: BrokerContext, request: Request) -> Reply:
     """Every partition's leader is this broker, its only (preferred) replica: a named
     partition is ELECTION_NOT_NEEDED; asked for all partitions (null), Kafka lists none."""
     body = request.body
-    if not broker.allowed_cluster(request, Operation.ALTER):
-        return {"error_code": _DENIED, "replica_election_results": []}
     partitions = _partitions_of(broker)
     results = []
     for tps in body.topic_partitions or ():
@@ -172,13 +186,11 @@ async def handle_elect_leaders(broker: BrokerContext, request: Request) -> Reply
     return {"error_code": ErrorCode.none, "replica_election_results": results}
 
 
-@serves(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0)
+@serves(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0, access=on_cluster(Operation.ALTER))
 async def handle_alter_partition_reassignments(broker: BrokerContext, request: Request) -> Reply:
     """A target of exactly this broker is where the partition already is (done at
     once); cancelling (null replicas) finds nothing in progress; any other target names
     brokers that do not exist."""
-    if not broker.allowed_cluster(request, Operation.ALTER):
-        return {"error_code": _DENIED, "error_message": _needs(Operation.ALTER), "responses": []}
     partitions = _partitions_of(broker)
     responses = []
     for topic in request.body.topics:
@@ -202,16 +214,7 @@ async def handle_alter_partition_reassignments(broker: BrokerContext, request: R
     return {"error_code": ErrorCode.none, "responses": responses}
 
 
-@serves(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0)
+@serves(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, access=on_cluster(Operation.DESCRIBE))
 async def handle_list_partition_reassignments(broker: BrokerContext, request: Request) -> Reply:
     """No reassignment is ever in progress on one broker."""
-    if not broker.allowed_cluster(request, Operation.DESCRIBE):
-        return {"error_code": _DENIED, "error_message": _needs(Operation.DESCRIBE), "topics": []}
     return {"error_code": ErrorCode.none, "topics": []}
-
-
-_DENIED = ErrorCode.cluster_authorization_failed
-
-
-def _needs(op: Operation) -> str:
-    return f"{op.name} on the cluster is needed"

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from logtrove.acl import Operation, ResourceType
+from logtrove.broker.access import Check, Rule, per_resource
 from logtrove.broker.context import serves
 from logtrove.broker.errors import error_code
 from logtrove.groups.group_configs import GROUP_CONFIG_DEFS
@@ -176,6 +177,14 @@ def _topic_synonyms(name: str, overrides: Mapping[str, str], dynamic: BrokerConf
     return out
 
 
+def _configs_rule(op: Operation) -> Rule:
+    """``op`` on each resource named, by its type: a topic, a group, or the cluster for a
+    broker (:func:`_check_access` asks)."""
+    return per_resource(
+        Check(ResourceType.TOPIC, op), Check(ResourceType.GROUP, op), Check(ResourceType.CLUSTER, op)
+    )
+
+
 def _check_access(
     broker: BrokerContext, request: Request, resource_type: int, name: str, op: Operation
 ) -> None:
@@ -304,7 +313,7 @@ def _describe_broker(
     return [entries[k] for k in wanted]
 
 
-@serves(ApiKey.DESCRIBE_CONFIGS, 1, 4)
+@serves(ApiKey.DESCRIBE_CONFIGS, 1, 4, access=_configs_rule(Operation.DESCRIBE_CONFIGS))
 async def handle_describe_configs(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     documentation = bool(getattr(body, "include_documentation", False))
@@ -451,7 +460,7 @@ def _alter(
     return result
 
 
-@serves(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
+@serves(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, access=_configs_rule(Operation.ALTER_CONFIGS))
 async def handle_incremental_alter_configs(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     responses = []
@@ -492,7 +501,7 @@ async def handle_incremental_alter_configs(broker: BrokerContext, request: Reque
     return {"responses": responses}
 
 
-@serves(ApiKey.ALTER_CONFIGS, 0, 2)
+@serves(ApiKey.ALTER_CONFIGS, 0, 2, access=_configs_rule(Operation.ALTER_CONFIGS))
 async def handle_alter_configs(broker: BrokerContext, request: Request) -> Reply:
     """AlterConfigs (33): each resource's dynamic configs become exactly the given set."""
     body = request.body

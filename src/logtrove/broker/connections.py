@@ -37,12 +37,13 @@ from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_re
 from kio.serial import entity_reader
 from kio.serial.errors import SerialError
 
+from logtrove.broker.access import Guard
 from logtrove.broker.apis import unsupported_api_versions
 from logtrove.broker.context import BrokerContext
 from logtrove.broker.frames import IN_PLACE_MAX, FrameReader
 from logtrove.broker.limits import Connection, ConnectionLimits, Phase, overdue
 from logtrove.broker.listeners import ANONYMOUS, Listener, SecurityProtocol, principal_of_certificate
-from logtrove.broker.requests import RawBody, Request
+from logtrove.broker.requests import RawBody, Reply, Request
 from logtrove.broker.sasl import (
     MAX_UNAUTHENTICATED_FRAME,
     PRE_AUTH_KEYS,
@@ -260,7 +261,15 @@ class Connections:
                 raise BadFrameError(f"undecodable Produce v{version}: {exc}") from exc
             resp_cls = _schemas(api_key, version)[1]
             return Request(
-                api_key, version, correlation_id, produce.client_id, produce, version >= 9, resp_cls, session
+                api_key,
+                version,
+                correlation_id,
+                produce.client_id,
+                produce,
+                version >= 9,
+                resp_cls,
+                session,
+                self._guard(api_key, session),
             )
         try:
             req_cls, resp_cls, read_header, read_body = _schemas(api_key, version)
@@ -277,6 +286,12 @@ class Connections:
             flexible=bool(getattr(req_cls, "__flexible__", False)),
             response_cls=resp_cls,
             session=session,
+            guard=self._guard(api_key, session),
+        )
+
+    def _guard(self, api_key: int, session: Session) -> Guard:
+        return Guard(
+            self.apis[api_key].rule, self.context.authorizer, session.principal, session.address, api_key
         )
 
     async def _handle_frame(
@@ -287,7 +302,10 @@ class Connections:
             return self._frame(unsupported_api_versions(self.context), correlation_id, False, api_key)
         request = self._decode(frame, session)
         api = self.apis[request.api_key]
-        reply = await api.handler(self.context, request)
+        reply: Reply = request.guard.before(request)  # a denied cluster operation: no handler call
+        if reply is None:
+            reply = await api.handler(self.context, request)
+            request.guard.verify(request)
         if reply is None:
             return None
         if isinstance(reply, RawBody):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from logtrove.acl import Operation
+from logtrove.broker.access import Check, names_of, per_resource
 from logtrove.broker.authorize import OMITTED, Resource, authorized_operations
 from logtrove.broker.context import serves
 from logtrove.groups import Heartbeat
@@ -72,7 +73,15 @@ def _error(code: ErrorCode, message: str, body: Any) -> dict[str, Any]:
     }
 
 
-@serves(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1)
+@serves(
+    ApiKey.CONSUMER_GROUP_HEARTBEAT,
+    0,
+    1,
+    access=per_resource(
+        Check(Resource.GROUP, Operation.READ, names_of("group_id")),
+        Check(Resource.TOPIC, Operation.DESCRIBE),  # subscribed names refused; a regex's matches filtered
+    ),
+)
 async def handle_consumer_group_heartbeat(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     if not broker.allowed(request, Operation.READ, Resource.GROUP, body.group_id):
@@ -100,6 +109,7 @@ async def handle_consumer_group_heartbeat(broker: BrokerContext, request: Reques
         owned=_owned(broker, body.topic_partitions),
         client_id=request.client_id or "",
         client_host=CLIENT_HOST,
+        describable=_describable(broker, request),
     )
     invalid = check_heartbeat(heartbeat, request.version)
     if invalid is not None:
@@ -126,6 +136,18 @@ async def handle_consumer_group_heartbeat(broker: BrokerContext, request: Reques
         if result.assignment is None
         else {"topic_partitions": _topic_partitions(broker, result.assignment)},
     }
+
+
+def _describable(broker: BrokerContext, request: Request) -> frozenset[str] | None:
+    """The topics the principal may describe, which are all a regex of its may match
+    (``None`` without an authorizer: every topic)."""
+    if broker.authorizer is None:
+        return None
+    return frozenset(
+        t.name
+        for t in broker.storage.topics()
+        if broker.allowed(request, Operation.DESCRIBE, Resource.TOPIC, t.name, audited=False)
+    )
 
 
 def _undescribable(broker: BrokerContext, request: Request, names: list[str] | None) -> list[str]:
@@ -191,7 +213,12 @@ def _describe(broker: BrokerContext, group_id: str, ops: int) -> dict[str, Any]:
     }
 
 
-@serves(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1)
+@serves(
+    ApiKey.CONSUMER_GROUP_DESCRIBE,
+    0,
+    1,
+    access=per_resource(Check(Resource.GROUP, Operation.DESCRIBE, names_of("group_ids"))),
+)
 async def handle_consumer_group_describe(broker: BrokerContext, request: Request) -> Reply:
     """ConsumerGroupDescribe; a classic group is ``GROUP_ID_NOT_FOUND`` ("not a consumer
     group"), as in Kafka."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -26,6 +25,7 @@ from typing import TypeVar
 
 from logtrove.acl import CLUSTER_NAME, AclStore, Authorizer, Operation, ResourceType
 from logtrove.acl.credentials import CredentialStore
+from logtrove.broker.access import Rule
 from logtrove.broker.config import BrokerConfig
 from logtrove.broker.group_commit import GroupCommit
 from logtrove.broker.listeners import Listener, SecurityProtocol
@@ -36,8 +36,6 @@ from logtrove.groups.group_configs import HEARTBEAT_INTERVAL, SESSION_TIMEOUT, G
 from logtrove.storage import Storage
 from logtrove.txn import TransactionCoordinator, TxnIndexes
 
-audit = logging.getLogger("logtrove.audit")  # one line per denied request
-
 Handler = Callable[["BrokerContext", Request], Awaitable[Reply]]
 H = TypeVar("H", bound=Handler)
 
@@ -46,21 +44,26 @@ _DECLARED = "__kafka_api__"  # the attribute @serves leaves on a handler
 
 @dataclass(frozen=True)
 class Api:
-    """A served API: the versions advertised and its handler."""
+    """A served API: the versions advertised, its handler and its authorization rule."""
 
     key: int
     min_version: int
     max_version: int
     handler: Handler
+    rule: Rule
 
 
-def serves(key: int, min_version: int, max_version: int) -> Callable[[H], H]:
+def serves(key: int, min_version: int, max_version: int, *, access: Rule) -> Callable[[H], H]:
     """Declare the decorated handler as the one of API ``key``, implementing versions
-    ``min_version`` to ``max_version`` (the table clips them to what kio decodes). The
-    declaration sits beside the handler; :func:`declared_apis` collects it."""
+    ``min_version`` to ``max_version`` (the table clips them to what kio decodes), with
+    the authorization ``access`` (:mod:`.access`; there is no default: an API cannot be
+    served without saying what it needs). The declaration sits beside the handler;
+    :func:`declared_apis` collects it."""
+    if not isinstance(access, Rule):
+        raise TypeError(f"api key {key}: access must be an authorization rule, not {access!r}")
 
     def declare(handler: H) -> H:
-        setattr(handler, _DECLARED, Api(key, min_version, max_version, handler))
+        setattr(handler, _DECLARED, Api(key, min_version, max_version, handler, access))
         return handler
 
     return declare
@@ -142,24 +145,12 @@ class BrokerContext:
         self, request: Request, op: Operation, rtype: ResourceType, name: str, *, audited: bool = True
     ) -> bool:
         """Whether the request's principal may perform ``op`` on the resource (always, with
-        no authorizer, as Kafka without ``authorizer.class.name``). A denial leaves an
-        audit line (who, from where, what, on which resource) unless ``audited`` is off:
-        filtering a listing to what the principal may see is not a denied request."""
-        if self.authorizer is None:
-            return True
-        if self.authorizer.authorize(request.principal, request.host, op, rtype, name):
-            return True
-        if audited:
-            audit.info(
-                "denied %s from %s: %s on %s %r (api key %d)",
-                request.principal,
-                request.host,
-                op.name,
-                rtype.name,
-                name,
-                request.api_key,
-            )
-        return False
+        no authorizer, as Kafka without ``authorizer.class.name``), asked through the
+        request's guard, which refuses an operation its API's rule does not declare
+        (:mod:`.access`). A denial leaves an audit line (who, from where, what, on which
+        resource) unless ``audited`` is off: filtering a listing to what the principal
+        may see is not a denied request."""
+        return request.guard.allows(op, rtype, name, audited=audited)
 
     def allowed_cluster(self, request: Request, op: Operation) -> bool:
         return self.allowed(request, op, ResourceType.CLUSTER, CLUSTER_NAME)

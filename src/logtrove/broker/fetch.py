@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from logtrove.acl import Operation, ResourceType
+from logtrove.broker.access import Check, names_of, per_resource
 from logtrove.broker.context import serves
 from logtrove.broker.requests import RawBody
 from logtrove.storage import (
@@ -180,7 +181,12 @@ async def _load_transactions(broker: BrokerContext, request: Request, names: dic
             await broker.txn.indexes.load(log)
 
 
-@serves(ApiKey.FETCH, 4, 16)
+@serves(
+    ApiKey.FETCH,
+    4,
+    16,
+    access=per_resource(Check(ResourceType.TOPIC, Operation.READ, names_of("topics", "topic"))),
+)
 async def handle_fetch(broker: BrokerContext, request: Request) -> RawBody:
 
     body = request.body

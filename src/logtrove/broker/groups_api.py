@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from logtrove.acl import CLUSTER_NAME, Operation
+from logtrove.broker.access import Check, names_of, per_resource
 from logtrove.broker.authorize import OMITTED, Resource, authorized_operations
 from logtrove.broker.context import serves
 from logtrove.groups import CommittedOffset
@@ -53,7 +54,17 @@ def _coordinator(broker: BrokerContext, request: Request, key: str, key_type: in
     }
 
 
-@serves(ApiKey.FIND_COORDINATOR, 0, 6)
+_READ_GROUP = per_resource(Check(Resource.GROUP, Operation.READ, names_of("group_id")))
+
+
+@serves(
+    ApiKey.FIND_COORDINATOR,
+    0,
+    6,
+    access=per_resource(  # by key type: a group, or a transactional ID
+        Check(Resource.GROUP, Operation.DESCRIBE), Check(Resource.TRANSACTIONAL_ID, Operation.DESCRIBE)
+    ),
+)
 async def handle_find_coordinator(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     key_type = getattr(body, "key_type", GROUP_KEY_TYPE)
@@ -88,7 +99,7 @@ def _unreadable_topics(
     return {n for n in names if not broker.allowed(request, op, Resource.TOPIC, n)}
 
 
-@serves(ApiKey.JOIN_GROUP, 0, 9)
+@serves(ApiKey.JOIN_GROUP, 0, 9, access=_READ_GROUP)
 async def handle_join_group(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     if _denied(broker, request, body.group_id):
@@ -121,7 +132,7 @@ async def handle_join_group(broker: BrokerContext, request: Request) -> Reply:
     return result
 
 
-@serves(ApiKey.SYNC_GROUP, 0, 5)
+@serves(ApiKey.SYNC_GROUP, 0, 5, access=_READ_GROUP)
 async def handle_sync_group(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     if _denied(broker, request, body.group_id):
@@ -138,7 +149,7 @@ async def handle_sync_group(broker: BrokerContext, request: Request) -> Reply:
     )
 
 
-@serves(ApiKey.HEARTBEAT, 0, 4)
+@serves(ApiKey.HEARTBEAT, 0, 4, access=_READ_GROUP)
 async def handle_heartbeat(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     if _denied(broker, request, body.group_id):
@@ -149,7 +160,7 @@ async def handle_heartbeat(broker: BrokerContext, request: Request) -> Reply:
     }
 
 
-@serves(ApiKey.LEAVE_GROUP, 0, 5)
+@serves(ApiKey.LEAVE_GROUP, 0, 5, access=_READ_GROUP)
 async def handle_leave_group(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     if _denied(broker, request, body.group_id):
@@ -167,7 +178,15 @@ async def handle_leave_group(broker: BrokerContext, request: Request) -> Reply:
     return {"members": members}
 
 
-@serves(ApiKey.OFFSET_COMMIT, 2, 9)
+@serves(
+    ApiKey.OFFSET_COMMIT,
+    2,
+    9,
+    access=per_resource(
+        Check(Resource.GROUP, Operation.READ, names_of("group_id")),
+        Check(Resource.TOPIC, Operation.READ, names_of("topics", "name")),
+    ),
+)
 async def handle_offset_commit(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     now = broker.storage.clock.now_ms()
@@ -289,7 +308,16 @@ def _fetch_error(broker: BrokerContext, group: Any) -> ErrorCode:
     return broker.consumer_groups.validate_fetch(group.group_id, member_id, epoch)
 
 
-@serves(ApiKey.OFFSET_FETCH, 1, 9)
+@serves(
+    ApiKey.OFFSET_FETCH,
+    1,
+    9,
+    access=per_resource(
+        Check(Resource.GROUP, Operation.DESCRIBE, names_of("group_id")),
+        Check(Resource.GROUP, Operation.DESCRIBE, names_of("groups", "group_id")),
+        Check(Resource.TOPIC, Operation.DESCRIBE),  # named topics refused, the rest filtered out
+    ),
+)
 async def handle_offset_fetch(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     stable = bool(getattr(body, "require_stable", False))
@@ -304,7 +332,18 @@ async def handle_offset_fetch(broker: BrokerContext, request: Request) -> Reply:
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
         return {"groups": groups}
     if _denied(broker, request, body.group_id, Operation.DESCRIBE):
-        return {"error_code": _GROUP_DENIED, "topics": []}
+        # v0-1 have no top-level error code: each partition asked carries it (Kafka)
+        topics = [
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": p, "committed_offset": -1, "error_code": _GROUP_DENIED}
+                    for p in t.partition_indexes
+                ],
+            }
+            for t in body.topics or ()
+        ]
+        return {"error_code": _GROUP_DENIED, "topics": topics}
     return {"topics": _fetch_group(broker, request, body.group_id, body.topics, stable)}
 
 
@@ -330,7 +369,12 @@ def _describe(broker: BrokerContext, group_id: str, version: int) -> dict[str, A
     return described
 
 
-@serves(ApiKey.DESCRIBE_GROUPS, 0, 6)
+@serves(
+    ApiKey.DESCRIBE_GROUPS,
+    0,
+    6,
+    access=per_resource(Check(Resource.GROUP, Operation.DESCRIBE, names_of("groups"))),
+)
 async def handle_describe_groups(broker: BrokerContext, request: Request) -> Reply:
     asked = bool(getattr(request.body, "include_authorized_operations", False))
     groups = [
@@ -358,7 +402,15 @@ def _all_groups(broker: BrokerContext) -> list[dict[str, Any]]:
     return sorted(groups, key=lambda g: str(g["group_id"]))
 
 
-@serves(ApiKey.LIST_GROUPS, 0, 5)
+@serves(
+    ApiKey.LIST_GROUPS,
+    0,
+    5,
+    access=per_resource(  # DESCRIBE on the cluster lists every group, else those it may describe
+        Check(Resource.CLUSTER, Operation.DESCRIBE, listing=True),
+        Check(Resource.GROUP, Operation.DESCRIBE, listing=True),
+    ),
+)
 async def handle_list_groups(broker: BrokerContext, request: Request) -> Reply:
     """ListGroups; the states (v4+) and types (v5+) filters are case-insensitive, as in Kafka.
     A principal without DESCRIBE on the cluster sees only the groups it may describe."""
@@ -378,7 +430,12 @@ async def handle_list_groups(broker: BrokerContext, request: Request) -> Reply:
     return {"groups": groups}
 
 
-@serves(ApiKey.DELETE_GROUPS, 0, 2)
+@serves(
+    ApiKey.DELETE_GROUPS,
+    0,
+    2,
+    access=per_resource(Check(Resource.GROUP, Operation.DELETE, names_of("groups_names"))),
+)
 async def handle_delete_groups(broker: BrokerContext, request: Request) -> Reply:
     results = [
         {
@@ -394,7 +451,15 @@ async def handle_delete_groups(broker: BrokerContext, request: Request) -> Reply
     return {"results": results}
 
 
-@serves(ApiKey.OFFSET_DELETE, 0, 0)
+@serves(
+    ApiKey.OFFSET_DELETE,
+    0,
+    0,
+    access=per_resource(
+        Check(Resource.GROUP, Operation.DELETE, names_of("group_id")),
+        Check(Resource.TOPIC, Operation.READ, names_of("topics", "name")),
+    ),
+)
 async def handle_offset_delete(broker: BrokerContext, request: Request) -> Reply:
     """OffsetDelete: a partition of an unknown topic is UNKNOWN_TOPIC_OR_PARTITION (as
     Kafka answers from its metadata); the others go to the coordinator's rules."""

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from logtrove.acl import Operation, ResourceType
+from logtrove.broker.access import Check, names_of, per_resource
 from logtrove.broker.context import serves
 from logtrove.broker.errors import error_code
 from logtrove.storage import PartitionLog, StorageError
@@ -70,7 +71,12 @@ def _lookup(log: PartitionLog, timestamp: int, stable: int | None) -> tuple[int,
     return found.offset, found.timestamp
 
 
-@serves(ApiKey.LIST_OFFSETS, 1, 9)
+@serves(
+    ApiKey.LIST_OFFSETS,
+    1,
+    9,
+    access=per_resource(Check(ResourceType.TOPIC, Operation.DESCRIBE, names_of("topics", "name"))),
+)
 async def handle_list_offsets(broker: BrokerContext, request: Request) -> Reply:
     committed = getattr(request.body, "isolation_level", 0) == READ_COMMITTED
     topics = []
@@ -98,7 +104,12 @@ async def handle_list_offsets(broker: BrokerContext, request: Request) -> Reply:
     return {"topics": topics}
 
 
-@serves(ApiKey.DELETE_RECORDS, 0, 2)
+@serves(
+    ApiKey.DELETE_RECORDS,
+    0,
+    2,
+    access=per_resource(Check(ResourceType.TOPIC, Operation.DELETE, names_of("topics", "name"))),
+)
 async def handle_delete_records(broker: BrokerContext, request: Request) -> Reply:
     topics = []
     for topic in request.body.topics:
@@ -123,7 +134,12 @@ async def handle_delete_records(broker: BrokerContext, request: Request) -> Repl
     return {"topics": topics}
 
 
-@serves(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4)
+@serves(
+    ApiKey.OFFSET_FOR_LEADER_EPOCH,
+    2,
+    4,
+    access=per_resource(Check(ResourceType.TOPIC, Operation.DESCRIBE, names_of("topics", "topic"))),
+)
 async def handle_offset_for_leader_epoch(broker: BrokerContext, request: Request) -> Reply:
     topics = []
     for topic in request.body.topics:

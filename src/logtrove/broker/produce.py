@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from logtrove.acl import Operation, ResourceType
+from logtrove.broker.access import Check, names_of, per_resource
 from logtrove.broker.context import serves
 from logtrove.broker.errors import error_code
 from logtrove.broker.producer_state import Appended
@@ -40,7 +41,16 @@ if TYPE_CHECKING:
     from logtrove.broker.requests import Reply, Request
 
 
-@serves(ApiKey.INIT_PRODUCER_ID, 0, 5)
+@serves(
+    ApiKey.INIT_PRODUCER_ID,
+    0,
+    5,
+    access=per_resource(
+        Check(ResourceType.TRANSACTIONAL_ID, Operation.WRITE, names_of("transactional_id")),
+        Check(ResourceType.CLUSTER, Operation.IDEMPOTENT_WRITE),
+        Check(ResourceType.TOPIC, Operation.WRITE),  # on any topic (KIP-679)
+    ),
+)
 async def handle_init_producer_id(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     if body.transactional_id is not None:
@@ -63,15 +73,13 @@ async def handle_init_producer_id(broker: BrokerContext, request: Request) -> Re
 
 def _may_write_idempotently(broker: BrokerContext, request: Request) -> bool:
     """IDEMPOTENT_WRITE on the cluster, or WRITE on any topic (KIP-679)."""
-    auth = broker.authorizer
-    if auth is None or auth.authorize_any(
-        request.principal, request.host, Operation.WRITE, ResourceType.TOPIC
-    ):
+    if request.guard.allows_any(Operation.WRITE, ResourceType.TOPIC):
         return True
     return broker.allowed_cluster(request, Operation.IDEMPOTENT_WRITE)  # with its audit line if denied
 
 
 Records = bytes | bytearray | memoryview
+_TID_DENIED = ErrorCode.transactional_id_authorization_failed
 
 
 def _append(
@@ -138,11 +146,14 @@ def _append(
         )
 
 
-async def _load_transactions(broker: BrokerContext, body: Any) -> None:
+async def _load_transactions(broker: BrokerContext, body: Any, denied: set[str]) -> None:
     """Build, off the event loop, the transaction state of the partitions this request
     writes transactional batches to (once per partition after a start; see
-    TxnIndexes.load), so that the appends never walk a log on the loop."""
+    TxnIndexes.load), so that the appends never walk a log on the loop. Not of the
+    ``denied`` topics: a refused write builds nothing."""
     for topic in body.topic_data:
+        if topic.name in denied:
+            continue
         for p in topic.partition_data:
             records = p.records
             if not records or len(records) < HEADER_SIZE or not read_header(records, 0).is_transactional:
@@ -171,7 +182,15 @@ def _check_transactional(
     return None
 
 
-@serves(ApiKey.PRODUCE, 3, 11)
+@serves(
+    ApiKey.PRODUCE,
+    3,
+    11,
+    access=per_resource(
+        Check(ResourceType.TRANSACTIONAL_ID, Operation.WRITE, names_of("transactional_id")),
+        Check(ResourceType.TOPIC, Operation.WRITE, names_of("topic_data", "name")),
+    ),
+)
 async def handle_produce(broker: BrokerContext, request: Request) -> Reply:
     """Append every partition's batches on the event loop, then, for the partitions whose
     acknowledgement needs the disk (see :func:`_needs_fsync`), wait for the group commit
@@ -180,13 +199,21 @@ async def handle_produce(broker: BrokerContext, request: Request) -> Reply:
     policy still runs."""
 
     body = request.body
+    tid = body.transactional_id
+    if tid is not None and not broker.allowed(request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+        # Kafka refuses a transactional producer's whole request before looking at topics
+        refused = [
+            (t.name, [PartitionProduceResult(p.index, error_code=_TID_DENIED) for p in t.partition_data])
+            for t in body.topic_data
+        ]
+        return None if body.acks == 0 else RawBody([encode_produce_response(request.version, refused)])
     denied = {
         t.name
         for t in body.topic_data
         if not broker.allowed(request, Operation.WRITE, ResourceType.TOPIC, t.name)
     }
     recompressed = await _recompress_off_loop(broker, [t for t in body.topic_data if t.name not in denied])
-    await _load_transactions(broker, body)
+    await _load_transactions(broker, body, denied)
     with defer_flushes() as appended:
         responses = [
             (

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from logtrove.broker.access import Guard
 from logtrove.broker.sasl import Session
 
 
@@ -27,6 +28,7 @@ class Request:
     flexible: bool
     response_cls: type
     session: Session  # the connection's listener and principal
+    guard: Guard  # its API's authorization rule, the answers and what the handler asked
 
     @property
     def principal(self) -> str:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
+from logtrove.broker.access import no_acl
 from logtrove.broker.context import serves
 from logtrove.broker.sasl import (
     MECHANISMS,
@@ -22,7 +23,10 @@ if TYPE_CHECKING:
     from logtrove.broker.requests import Reply, Request
 
 
-@serves(ApiKey.SASL_HANDSHAKE, 0, 1)
+_BEFORE_PRINCIPAL = "the SASL exchange establishes the principal that ACLs name"
+
+
+@serves(ApiKey.SASL_HANDSHAKE, 0, 1, access=no_acl(_BEFORE_PRINCIPAL))
 async def handle_sasl_handshake(broker: BrokerContext, request: Request) -> Reply:
     session = request.session
     mechanism = str(request.body.mechanism)
@@ -42,7 +46,7 @@ async def handle_sasl_handshake(broker: BrokerContext, request: Request) -> Repl
     return {"error_code": ErrorCode.none, "mechanisms": list(MECHANISMS)}
 
 
-@serves(ApiKey.SASL_AUTHENTICATE, 0, 2)
+@serves(ApiKey.SASL_AUTHENTICATE, 0, 2, access=no_acl(_BEFORE_PRINCIPAL))
 async def handle_sasl_authenticate(broker: BrokerContext, request: Request) -> Reply:
     session = request.session
     if session.state is not SaslState.AUTHENTICATE or session.raw_tokens:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from logtrove.acl import CLUSTER_NAME, Operation
+from logtrove.broker.access import Check, names_of, per_resource
 from logtrove.broker.authorize import Resource, authorized_operations
 from logtrove.broker.context import serves
 from logtrove.broker.errors import error_code
@@ -89,7 +90,16 @@ def _failed(result: dict[str, Any], exc: Exception) -> None:
         result["error_message"] = f"cannot create the partition files: {exc}"
 
 
-@serves(ApiKey.METADATA, 0, 12)
+@serves(
+    ApiKey.METADATA,
+    0,
+    12,
+    access=per_resource(
+        Check(Resource.TOPIC, Operation.DESCRIBE, names_of("topics", "name")),
+        Check(Resource.CLUSTER, Operation.CREATE),  # auto-creation: on the cluster or the topic
+        Check(Resource.TOPIC, Operation.CREATE),
+    ),
+)
 async def handle_metadata(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     storage = broker.storage
@@ -162,7 +172,15 @@ def _unknown(name: str | None, topic_id: Any, code: ErrorCode) -> dict[str, Any]
     return {"error_code": code, "name": name, "topic_id": topic_id, "partitions": []}
 
 
-@serves(ApiKey.CREATE_TOPICS, 2, 7)
+@serves(
+    ApiKey.CREATE_TOPICS,
+    2,
+    7,
+    access=per_resource(
+        Check(Resource.CLUSTER, Operation.CREATE),  # on the cluster or the topic
+        Check(Resource.TOPIC, Operation.CREATE),
+    ),
+)
 async def handle_create_topics(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     results = []
@@ -220,7 +238,15 @@ async def handle_create_topics(broker: BrokerContext, request: Request) -> Reply
     return {"topics": results}
 
 
-@serves(ApiKey.DELETE_TOPICS, 1, 6)
+@serves(
+    ApiKey.DELETE_TOPICS,
+    1,
+    6,
+    access=per_resource(
+        Check(Resource.TOPIC, Operation.DELETE, names_of("topic_names")),
+        Check(Resource.TOPIC, Operation.DESCRIBE),  # a topic named by ID
+    ),
+)
 async def handle_delete_topics(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     if request.version >= 6:
@@ -230,11 +256,15 @@ async def handle_delete_topics(broker: BrokerContext, request: Request) -> Reply
     by_id = {info.topic_id: info.name for info in broker.storage.topics()}
     responses = []
     for given, topic_id in wanted:
-        name = by_id.get(topic_id) if given is None and topic_id is not None else given
+        by_topic_id = given is None and topic_id is not None
+        name = by_id.get(topic_id) if by_topic_id else given
         result: dict[str, Any] = {"name": name, "topic_id": topic_id or ZERO_UUID}
         try:
             if name is None:
                 result["error_code"] = ErrorCode.unknown_topic_id
+            elif by_topic_id and not broker.allowed(request, Operation.DESCRIBE, Resource.TOPIC, name):
+                # named by ID: its name is not told to one who may not describe it (Kafka)
+                result.update(name=None, error_code=ErrorCode.topic_authorization_failed)
             elif not broker.allowed(request, Operation.DELETE, Resource.TOPIC, name):
                 result["error_code"] = ErrorCode.topic_authorization_failed
             else:
@@ -248,7 +278,12 @@ async def handle_delete_topics(broker: BrokerContext, request: Request) -> Reply
     return {"responses": responses}
 
 
-@serves(ApiKey.CREATE_PARTITIONS, 0, 3)
+@serves(
+    ApiKey.CREATE_PARTITIONS,
+    0,
+    3,
+    access=per_resource(Check(Resource.TOPIC, Operation.ALTER, names_of("topics", "name"))),
+)
 async def handle_create_partitions(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     results = []

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from logtrove.acl import Operation
+from logtrove.broker.access import Check, names_of, on_cluster, per_resource
 from logtrove.broker.authorize import Resource
 from logtrove.broker.context import serves
 from logtrove.groups import CommittedOffset
@@ -76,8 +77,8 @@ def _exists(broker: BrokerContext, topic: str, partition: int) -> bool:
     return storage.has_topic(topic) and 0 <= partition < storage.topic(topic).partitions
 
 
-def _may_write(broker: BrokerContext, request: Request, tid: str) -> bool:
-    return broker.allowed(request, Operation.WRITE, Resource.TRANSACTIONAL_ID, tid)
+def _may_write(broker: BrokerContext, request: Request, tid: str, *, audited: bool = True) -> bool:
+    return broker.allowed(request, Operation.WRITE, Resource.TRANSACTIONAL_ID, tid, audited=audited)
 
 
 def _add_partitions(
@@ -122,13 +123,26 @@ def _by_topic(topics: Any, codes: dict[tuple[str, int], ErrorCode]) -> list[dict
     ]
 
 
-@serves(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 4)
+@serves(
+    ApiKey.ADD_PARTITIONS_TO_TXN,
+    0,
+    4,
+    access=on_cluster(  # v4+ is the batched form brokers send (KIP-890): CLUSTER_ACTION, as Kafka
+        Operation.CLUSTER_ACTION,
+        applies=lambda request: request.version >= 4,
+        checks=(
+            Check(Resource.TRANSACTIONAL_ID, Operation.WRITE, names_of("v3_and_below_transactional_id")),
+            Check(Resource.TRANSACTIONAL_ID, Operation.WRITE, names_of("transactions", "transactional_id")),
+            Check(Resource.TOPIC, Operation.WRITE),  # after the transactional ID
+        ),
+    ),
+)
 async def handle_add_partitions_to_txn(broker: BrokerContext, request: Request) -> Reply:
     """AddPartitionsToTxn: v0–3 name one transaction; v4 (the batched form brokers send)
     names several, each answered on its own. ``verify_only`` (KIP-890 verification) asks
     whether the partitions are already in the transaction, without adding them."""
     body = request.body
-    await _load_transactions(broker, body, request.version)
+    await _load_transactions(broker, request)
     if request.version <= 3:
         results = _add_partitions(
             broker,
@@ -163,13 +177,20 @@ async def _durable_results(broker: BrokerContext, results: list[dict[str, Any]])
     return results
 
 
-async def _load_transactions(broker: BrokerContext, body: Any, version: int) -> None:
+async def _load_transactions(broker: BrokerContext, request: Request) -> None:
     """Build, off the event loop, the transaction state of the partitions being added, so
-    that the markers written to them later never walk a log on the loop."""
-    topics = (
-        body.v3_and_below_topics if version <= 3 else [t for txn in body.transactions for t in txn.topics]
-    )
+    that the markers written to them later never walk a log on the loop. Only of the
+    partitions the principal may add: a refused request builds nothing."""
+    body = request.body
+    if request.version <= 3:
+        if not _may_write(broker, request, body.v3_and_below_transactional_id, audited=False):
+            return
+        topics = body.v3_and_below_topics
+    else:
+        topics = [t for txn in body.transactions for t in txn.topics]
     for t in topics:
+        if not broker.allowed(request, Operation.WRITE, Resource.TOPIC, t.name, audited=False):
+            continue
         for p in t.partitions:
             if _exists(broker, t.name, p):
                 await broker.txn.indexes.load(broker.storage.log(t.name, p))
@@ -200,7 +221,15 @@ def _verify(broker: BrokerContext, txn: Any) -> list[dict[str, Any]]:
     ]
 
 
-@serves(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4)
+@serves(
+    ApiKey.ADD_OFFSETS_TO_TXN,
+    0,
+    4,
+    access=per_resource(
+        Check(Resource.TRANSACTIONAL_ID, Operation.WRITE, names_of("transactional_id")),
+        Check(Resource.GROUP, Operation.READ),  # after the transactional ID
+    ),
+)
 async def handle_add_offsets_to_txn(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     if not _may_write(broker, request, body.transactional_id):
@@ -211,7 +240,12 @@ async def handle_add_offsets_to_txn(broker: BrokerContext, request: Request) -> 
     return {"error_code": _fenced(await _durable(broker, code), request.version)}
 
 
-@serves(ApiKey.END_TXN, 0, 4)
+@serves(
+    ApiKey.END_TXN,
+    0,
+    4,
+    access=per_resource(Check(Resource.TRANSACTIONAL_ID, Operation.WRITE, names_of("transactional_id"))),
+)
 async def handle_end_txn(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     tid = body.transactional_id
@@ -227,7 +261,16 @@ async def handle_end_txn(broker: BrokerContext, request: Request) -> Reply:
     return {"error_code": _fenced(code, request.version)}
 
 
-@serves(ApiKey.TXN_OFFSET_COMMIT, 0, 4)
+@serves(
+    ApiKey.TXN_OFFSET_COMMIT,
+    0,
+    4,
+    access=per_resource(
+        Check(Resource.TOPIC, Operation.READ, names_of("topics", "name")),
+        Check(Resource.TRANSACTIONAL_ID, Operation.WRITE, names_of("transactional_id")),
+        Check(Resource.GROUP, Operation.READ),  # after the transactional ID
+    ),
+)
 async def handle_txn_offset_commit(broker: BrokerContext, request: Request) -> Reply:
     """TxnOffsetCommit: offsets held by the transaction until it commits. A request naming
     a generation (v3) is checked against the group as OffsetCommit is."""
@@ -285,7 +328,15 @@ async def handle_txn_offset_commit(broker: BrokerContext, request: Request) -> R
     }
 
 
-@serves(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0)
+@serves(
+    ApiKey.DESCRIBE_TRANSACTIONS,
+    0,
+    0,
+    access=per_resource(
+        Check(Resource.TRANSACTIONAL_ID, Operation.DESCRIBE, names_of("transactional_ids")),
+        Check(Resource.TOPIC, Operation.DESCRIBE, listing=True),
+    ),
+)
 async def handle_describe_transactions(broker: BrokerContext, request: Request) -> Reply:
     """DescribeTransactions; an entry in error has start time 0 (as Kafka's), a known ID
     with no transaction open -1."""
@@ -305,8 +356,9 @@ async def handle_describe_transactions(broker: BrokerContext, request: Request) 
             )
             continue
         topics: dict[str, list[int]] = {}
-        for t, p in sorted(txn.partitions):
-            topics.setdefault(t, []).append(p)
+        for t, p in sorted(txn.partitions):  # those of topics it may not describe left out (Kafka)
+            if broker.allowed(request, Operation.DESCRIBE, Resource.TOPIC, t, audited=False):
+                topics.setdefault(t, []).append(p)
         states.append(
             {
                 "transactional_id": tid,
@@ -321,7 +373,12 @@ async def handle_describe_transactions(broker: BrokerContext, request: Request) 
     return {"transaction_states": states}
 
 
-@serves(ApiKey.LIST_TRANSACTIONS, 0, 1)
+@serves(
+    ApiKey.LIST_TRANSACTIONS,
+    0,
+    1,
+    access=per_resource(Check(Resource.TRANSACTIONAL_ID, Operation.DESCRIBE, listing=True)),
+)
 async def handle_list_transactions(broker: BrokerContext, request: Request) -> Reply:
     """ListTransactions, filtered by state, producer ID and (v1) a minimum running time."""
     body = request.body

@@ -7,8 +7,10 @@ credentials RESOURCE_NOT_FOUND. Alter applies, per user, all of its deletions an
 upsertions or none: one bad entry gives the user's result its error code and leaves the
 user as it was. An upsertion carries the salted password (the client ran PBKDF2), from
 which the stored and server keys are derived here; the salted password itself is not kept.
-Until ACLs come (issue 16), anyone who may send requests may alter users, as in Kafka
-without an authorizer: on a SASL listener that is an authenticated user.
+Describing needs DESCRIBE on the cluster and altering ALTER on the cluster (KIP-554),
+checked by the dispatcher before these handlers run; without an authorizer anyone who may
+send requests may alter users, as in Kafka without ``authorizer.class.name``. Every
+credential set or deleted leaves an audit line.
 """
 
 from __future__ import annotations
@@ -20,14 +22,18 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from logtrove.acl import Operation
 from logtrove.acl.credentials import (
     MAX_ITERATIONS,
     MIN_ITERATIONS,
     SCRAM_MECHANISMS,
+    CredentialError,
     ScramCredential,
     Users,
+    check_user_name,
     mechanism_by_code,
 )
+from logtrove.broker.access import audit, on_cluster, printable, results_per
 from logtrove.broker.context import serves
 from logtrove.wire import ApiKey
 
@@ -38,7 +44,12 @@ if TYPE_CHECKING:
 MAX_SALT_BYTES = 1024
 
 
-@serves(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0)
+@serves(
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+    0,
+    0,
+    access=on_cluster(Operation.DESCRIBE, refused=results_per("users", key="name", row_key="user")),
+)
 async def handle_describe_user_scram_credentials(broker: BrokerContext, request: Request) -> Reply:
     users = broker.credentials.users()
     asked = [u.name for u in request.body.users] if request.body.users else sorted(users)
@@ -69,7 +80,14 @@ async def handle_describe_user_scram_credentials(broker: BrokerContext, request:
     return {"error_code": ErrorCode.none, "error_message": None, "results": results}
 
 
-@serves(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0)
+@serves(
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+    0,
+    0,
+    access=on_cluster(
+        Operation.ALTER, refused=results_per("deletions", "upsertions", key="name", row_key="user")
+    ),
+)
 async def handle_alter_user_scram_credentials(broker: BrokerContext, request: Request) -> Reply:
     body = request.body
     store = broker.credentials
@@ -98,6 +116,16 @@ async def handle_alter_user_scram_credentials(broker: BrokerContext, request: Re
 
     if changes:
         await asyncio.get_running_loop().run_in_executor(None, store.update, apply)
+        for name, mechs in changes.items():
+            for mech, cred in sorted(mechs.items()):
+                audit.info(
+                    "%s from %s: %s %s credential of user %r",
+                    printable(request.principal),
+                    printable(request.host),
+                    "deleted" if cred is None else "set",
+                    mech,
+                    name,
+                )
     results = []
     for name in ops:
         code, message = errors[name] or (ErrorCode.none, None)
@@ -106,9 +134,15 @@ async def handle_alter_user_scram_credentials(broker: BrokerContext, request: Re
 
 
 def _check(name: str, entries: list[tuple[str | None, Any]], current: Users) -> tuple[int, str] | None:
-    """The error of one user's alterations, as Kafka's checks find it first, or ``None``."""
+    """The error of one user's alterations, as Kafka's checks find it first, or ``None``.
+    A name ``logtrove users`` would refuse (control characters, too long) is refused here
+    too: it would name a principal no SASL exchange can carry, and could forge log lines."""
     if not name:
         return ErrorCode.unacceptable_credential, "Username must not be empty"
+    try:
+        check_user_name(name)
+    except CredentialError as exc:
+        return ErrorCode.unacceptable_credential, str(exc)
     mechanisms = [mech for mech, _ in entries]
     if any(mech is None for mech in mechanisms):
         return ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism"

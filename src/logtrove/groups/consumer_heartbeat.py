@@ -36,6 +36,7 @@ class Heartbeat:
     owned: TopicPartitions | None = None
     client_id: str = ""
     client_host: str = ""
+    describable: frozenset[str] | None = None  # topics the member's principal may describe; None: all
 
 
 @dataclass(frozen=True)

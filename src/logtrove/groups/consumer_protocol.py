@@ -316,6 +316,9 @@ class ConsumerGroups(ConsumerGroupAdmin):
         if request.server_assignor is not None:
             changed |= request.server_assignor != member.server_assignor
             member.server_assignor = request.server_assignor
+        if request.describable != member.describable:  # an ACL or a topic came or went
+            changed |= member.subscribed_topic_regex is not None
+            member.describable = request.describable
         return changed
 
     # -- target assignment ------------------------------------------------------------

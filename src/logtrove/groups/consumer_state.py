@@ -34,6 +34,7 @@ replaced atomically: temporary file, fsync, rename)::
             "state": str, "instance_id": str|null, "rack_id": str|null, "client_id": str,
             "client_host": str, "rebalance_timeout_ms": int, "subscribed_topic_names": [str],
             "subscribed_topic_regex": str|null, "server_assignor": str|null,
+            "describable": [str]|null,   # the topics its regex may match (null: all)
             "assigned": {"<topic>": [partitions]}, "revoking": {"<topic>": [partitions]}}}}}}
 
 Sessions are not in the file: after a restart every member has a whole session timeout
@@ -78,6 +79,7 @@ class ConsumerMember:
     subscribed_topic_names: frozenset[str] = frozenset()
     subscribed_topic_regex: str | None = None
     server_assignor: str | None = None
+    describable: frozenset[str] | None = None  # the topics its principal may describe; None: all
     member_epoch: int = 0
     previous_member_epoch: int = -1
     state: str = STABLE
@@ -102,6 +104,7 @@ class ConsumerMember:
             "subscribed_topic_names": sorted(self.subscribed_topic_names),
             "subscribed_topic_regex": self.subscribed_topic_regex,
             "server_assignor": self.server_assignor,
+            "describable": None if self.describable is None else sorted(self.describable),
             "assigned": _partitions_json(self.assigned),
             "revoking": _partitions_json(self.revoking),
         }
@@ -118,6 +121,7 @@ class ConsumerMember:
             subscribed_topic_names=frozenset(data["subscribed_topic_names"]),
             subscribed_topic_regex=data["subscribed_topic_regex"],
             server_assignor=data["server_assignor"],
+            describable=None if data.get("describable") is None else frozenset(data["describable"]),
             member_epoch=int(data["member_epoch"]),
             previous_member_epoch=int(data["previous_member_epoch"]),
             state=str(data["state"]),

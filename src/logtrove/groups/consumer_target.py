@@ -27,8 +27,11 @@ def group_assignor(group: ConsumerGroup) -> str:
 
 def subscription(group: ConsumerGroup, member: ConsumerMember, topics: Mapping[str, int]) -> frozenset[str]:
     """The existing topics a member subscribes to: its names, and what its regex matched
-    when last resolved (nothing before the first resolution)."""
+    when last resolved (nothing before the first resolution) among the topics its
+    principal may describe (Kafka resolves a member's regex only to those)."""
     matched = group.regex_topics.get(member.subscribed_topic_regex or "", frozenset())
+    if member.describable is not None:
+        matched &= member.describable
     return frozenset(t for t in member.subscribed_topic_names | matched if t in topics)
 
 
