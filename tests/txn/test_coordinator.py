@@ -25,7 +25,7 @@ from logtrove.txn import (
     marker_batch,
     marker_type,
 )
-from logtrove.txn.state import TxnStateFile
+from logtrove.txn.state import TransactionMetadata, TxnStateFile
 
 TOPIC = "orders"
 
@@ -391,3 +391,42 @@ def test_the_state_file_holds_every_id_when_only_one_entry_is_encoded_again(tmp_
         coord.init_producer_id("tx-new", 10_000)
         coord.save_now()
         assert len(coord.file.read()) == 51
+
+
+def test_a_partition_that_refuses_markers_for_good_ends_the_transaction(storage: Storage) -> None:
+    """A transaction whose partition became a mirror's (it takes no client markers): the
+    commit completes on the other partition with one marker, not one per retry round,
+    and the transactional ID takes InitProducerId again."""
+    storage.create_topic("copied", 1)
+    clock = FakeClock(1_000)
+    coord = _coordinator(storage, clock)
+    _, pid, epoch = coord.init_producer_id("t", 30_000)
+    assert coord.unmarkable([("copied", 0)]) == {}
+    assert coord.add_partitions("t", pid, epoch, [(TOPIC, 0), ("copied", 0)]) == ErrorCode.none
+    _produce(coord, storage, pid, epoch, 0, b"v")
+    storage.follow_topic("copied", "source.example:9092")
+    assert coord.unmarkable([("copied", 0), (TOPIC, 0)]) == {("copied", 0): ErrorCode.invalid_topic_exception}
+    assert _commit(coord, "t", pid, epoch) == ErrorCode.none
+    for _ in range(3):
+        clock.advance(1_000)
+        coord.abort_expired()
+    assert [kind for _, kind in _markers(storage, 0)] == [MarkerType.COMMIT]
+    assert storage.log("copied", 0).log_end_offset == 0
+    assert coord.get("t") is not None and coord.get("t").state is TxnState.COMPLETE_COMMIT  # type: ignore[union-attr]
+    code, _, new_epoch = coord.init_producer_id("t", 30_000)
+    assert (code, new_epoch) == (ErrorCode.none, epoch + 1)
+
+
+def test_a_stuck_transaction_left_in_the_state_file_completes_at_load(storage: Storage) -> None:
+    """A decided transaction naming a mirrored partition, as a state file written before
+    the refusal holds it: the next start completes it instead of retrying for ever."""
+    storage.create_topic("copied", 1, followed_from="source.example:9092")
+    clock = FakeClock(1_000)
+    stuck = TransactionMetadata("old", 1001, 0, 30_000)
+    stuck.state, stuck.partitions = TxnState.PREPARE_COMMIT, {(TOPIC, 1), ("copied", 0)}
+    file = TxnStateFile(storage.path)
+    file.write_bytes(file.frame([file.encode_entry(stuck)]))
+    reloaded = _coordinator(storage, clock)
+    assert reloaded.get("old").state is TxnState.COMPLETE_COMMIT  # type: ignore[union-attr]
+    assert [kind for _, kind in _markers(storage, 1)] == [MarkerType.COMMIT]
+    assert reloaded.init_producer_id("old", 30_000)[0] == ErrorCode.none

@@ -389,6 +389,7 @@ def _alter_topic(
     if replace:  # legacy AlterConfigs: the given set becomes the whole set of overrides
         deletes = [k for k in info.overrides if k not in set_configs]
     if validate_only:
+        broker.storage.check_client_change(name, configs=[*set_configs, *deletes])
         merged = {k: v for k, v in info.overrides.items() if k not in deletes}
         TopicConfig.from_overrides({**merged, **set_configs})
     else:

@@ -11,6 +11,7 @@ from logtrove.records import (
     UnsupportedCompressionError,
 )
 from logtrove.storage import (
+    FollowedTopicChangeError,
     InvalidConfigError,
     InvalidRecordError,
     InvalidTopicError,
@@ -40,6 +41,7 @@ _ERRORS: tuple[tuple[type[Exception], ErrorCode], ...] = (
     (InvalidRecordCountError, ErrorCode.invalid_record),
     (UnsupportedCompressionError, ErrorCode.unsupported_compression_type),
     (PartitionLimitError, ErrorCode.policy_violation),
+    (FollowedTopicChangeError, ErrorCode.policy_violation),
     (RecordsError, ErrorCode.corrupt_message),
     (StorageError, ErrorCode.kafka_storage_error),
 )

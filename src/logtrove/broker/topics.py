@@ -307,6 +307,7 @@ async def handle_create_partitions(broker: BrokerContext, request: Request) -> R
                 result["error_code"] = ErrorCode.invalid_replica_assignment
                 result["error_message"] = wrong
             elif body.validate_only:
+                broker.storage.check_client_change(topic.name, partitions=True)
                 if topic.count <= current:
                     result["error_code"] = ErrorCode.invalid_partitions
                     result["error_message"] = f"topic has {current} partitions; the new count must be larger"

@@ -85,8 +85,9 @@ def _add_partitions(
     broker: BrokerContext, request: Request, tid: str, pid: int, epoch: int, topics: Any
 ) -> list[dict[str, Any]]:
     """One transaction's AddPartitionsToTxn: per-topic results. A partition that does not
-    exist, or of a topic the principal may not write, fails the whole request, the others
-    answered OPERATION_NOT_ATTEMPTED (Kafka)."""
+    exist, of a topic the principal may not write, or that takes no markers (a mirrored
+    one: :meth:`~logtrove.txn.TransactionCoordinator.unmarkable`) fails the whole request,
+    the others answered OPERATION_NOT_ATTEMPTED (Kafka)."""
     version = request.version
     asked = [(t.name, p) for t in topics for p in t.partitions]
     if not _may_write(broker, request, tid):
@@ -99,12 +100,10 @@ def _add_partitions(
             for tp in asked
         }
         return _by_topic(topics, codes)
-    missing = {tp for tp in asked if not _exists(broker, *tp)}
-    if missing:
-        codes = {
-            tp: ErrorCode.unknown_topic_or_partition if tp in missing else ErrorCode.operation_not_attempted
-            for tp in asked
-        }
+    refused = {tp: ErrorCode.unknown_topic_or_partition for tp in asked if not _exists(broker, *tp)}
+    refused.update(broker.txn.unmarkable(tp for tp in asked if tp not in refused))
+    if refused:
+        codes = {tp: refused.get(tp, ErrorCode.operation_not_attempted) for tp in asked}
     else:
         code = _fenced(broker.txn.add_partitions(tid, pid, epoch, asked), version)
         codes = dict.fromkeys(asked, code)

@@ -29,6 +29,7 @@ from logtrove.query import HistogramTimeoutError, InvalidQueryError, MessageNotF
 from logtrove.records import RecordsError
 from logtrove.storage import (
     DataDirError,
+    FollowedTopicChangeError,
     InvalidConfigError,
     InvalidRecordError,
     InvalidTopicError,
@@ -93,6 +94,7 @@ _STORAGE_PROBLEMS: tuple[tuple[type[Exception], int, str, str], ...] = (
     (UnknownPartitionError, 404, "unknown-partition", "Unknown partition"),
     (TopicExistsError, 409, "topic-exists", "Topic already exists"),
     (InvalidTopicError, 422, "invalid-topic", "Invalid topic"),
+    (FollowedTopicChangeError, 409, "followed-topic", "Mirrored topic"),
     (InvalidConfigError, 422, "invalid-config", "Invalid topic config"),
     (OffsetOutOfRangeError, 422, "offset-out-of-range", "Offset out of range"),
     (RecordTooLargeError, 413, "record-too-large", "Records too large"),

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from logtrove.client import ClientSecurity, KafkaClient, KafkaProtocolError
+from logtrove.storage import SOURCE_CONFIGS
 from logtrove.wire import (
     ApiKey,
     describe_configs_body,
@@ -65,19 +66,9 @@ _TLS_HINTS = {
     "WRONG_VERSION_NUMBER": "is that a TLS listener? (security.protocol)",
 }
 
-# The topic configs a mirror copies: they decide what the log keeps (compaction,
-# retention) and what it may hold; the rest (segment sizes, flushing) are local choices.
-MIRRORED_CONFIGS = (
-    "cleanup.policy",
-    "retention.ms",
-    "retention.bytes",
-    "delete.retention.ms",
-    "min.compaction.lag.ms",
-    "max.compaction.lag.ms",
-    "min.cleanable.dirty.ratio",
-    "max.message.bytes",
-    "message.timestamp.type",
-)
+# The topic configs a mirror copies (the storage refuses clients' changes of them on a
+# followed topic): see logtrove.storage.config.SOURCE_CONFIGS.
+MIRRORED_CONFIGS = tuple(sorted(SOURCE_CONFIGS))
 
 
 class SourceError(Exception):

@@ -45,14 +45,14 @@ class LocalTopics:
             self.skipped.add(name)
             return False
         if info.partitions < topic.partitions:
-            self.storage.create_partitions(name, topic.partitions)
+            self.storage.create_partitions(name, topic.partitions, follower=True)
             log.info("%s grew to %d partitions at the source", name, topic.partitions)
         if configs is not None:
             wanted = self.usable(name, configs)
             have = {k: v for k, v in info.overrides.items() if k in MIRRORED_CONFIGS}
             if have != wanted:
                 gone = [k for k in have if k not in wanted]
-                self.storage.alter_topic_configs(name, wanted, gone)
+                self.storage.alter_topic_configs(name, wanted, gone, follower=True)
                 log.info("%s: configs changed at the source: %s (removed: %s)", name, wanted, gone or "none")
         return True
 

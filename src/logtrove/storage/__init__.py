@@ -6,11 +6,12 @@ Public API: :class:`Storage` (a data directory: topics, logs, checkpoints),
 storage knows nothing of the network, HTTP or Spark.
 """
 
-from logtrove.storage.config import CONFIG_BY_NAME, CONFIG_DEFS, ConfigDef, TopicConfig
+from logtrove.storage.config import CONFIG_BY_NAME, CONFIG_DEFS, SOURCE_CONFIGS, ConfigDef, TopicConfig
 from logtrove.storage.errors import (
     CorruptIndexError,
     DataDirError,
     DataDirLockedError,
+    FollowedTopicChangeError,
     FollowedTopicError,
     InvalidConfigError,
     InvalidRecordError,
@@ -44,12 +45,14 @@ __all__ = [
     "CONFIG_BY_NAME",
     "CONFIG_DEFS",
     "DEFAULT_MAX_TOTAL_PARTITIONS",
+    "SOURCE_CONFIGS",
     "AppendResult",
     "ConfigDef",
     "CorruptIndexError",
     "DataDirError",
     "DataDirLockedError",
     "FileSlice",
+    "FollowedTopicChangeError",
     "FollowedTopicError",
     "InvalidConfigError",
     "InvalidRecordError",

@@ -226,6 +226,26 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
 
 CONFIG_BY_NAME: Mapping[str, ConfigDef] = {d.name: d for d in CONFIG_DEFS}
 
+SOURCE_CONFIGS = frozenset(
+    {
+        "cleanup.policy",
+        "retention.ms",
+        "retention.bytes",
+        "delete.retention.ms",
+        "min.compaction.lag.ms",
+        "max.compaction.lag.ms",
+        "min.cleanable.dirty.ratio",
+        "max.message.bytes",
+        "message.timestamp.type",
+    }
+)
+"""The topic configs a followed (mirrored) topic takes from its source: they decide which
+records the log keeps (retention, compaction) and which it may hold, so a local value
+would make the copy drop what the source keeps, or refuse what it holds. A mirror copies
+them; clients may not change them on a followed topic. Every other config is local to
+this copy (segment sizes, flushing, indexes: how the records are stored and found, not
+which) and stays the client's to change."""
+
 
 @dataclass(frozen=True)
 class TopicConfig:

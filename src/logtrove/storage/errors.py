@@ -14,6 +14,8 @@
      │    ├── UnknownPartitionError
      │    └── InvalidTopicError         bad name or partition count
      │         └── FollowedTopicError   a client write to a topic a mirror follows
+     ├── FollowedTopicChangeError       a client's change of what a followed topic takes
+     │                                  from its source (partitions, source configs)
      ├── InvalidConfigError             unknown config name or bad value
      ├── OffsetOutOfRangeError          offset below the log start or past the log end
      ├── RecordTooLargeError            batch larger than max.message.bytes
@@ -88,6 +90,15 @@ class FollowedTopicError(InvalidTopicError):
     promoted). Kafka answers a client's write to a topic it may not append to (its
     internal topics) with INVALID_TOPIC_EXCEPTION, which clients do not retry; so does
     logtrove, through this subclass."""
+
+
+class FollowedTopicChangeError(StorageError):
+    """A client asked to change what a followed (mirrored) topic takes from its source:
+    its partition count or one of :data:`~logtrove.storage.config.SOURCE_CONFIGS`. The
+    mirror would undo it, and meanwhile the copy would differ from the source (three
+    partitions where the source has one). Kafka has no mirrored topics; its answer to a
+    well-formed admin request that the broker's rules refuse is POLICY_VIOLATION (the
+    create-topic and alter-config policies), which the broker answers here too."""
 
 
 class InvalidConfigError(StorageError):

@@ -42,7 +42,7 @@ import contextlib
 import logging
 import threading
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +56,7 @@ from logtrove.storage.checkpoint import (
     RECOVERY_POINT,
     remove_temp_files,
 )
-from logtrove.storage.config import TopicConfig, validate_overrides
+from logtrove.storage.config import SOURCE_CONFIGS, TopicConfig, validate_overrides
 from logtrove.storage.creation import Reservations, new_partition_logs
 from logtrove.storage.datadir import DataDir
 from logtrove.storage.deletion import (
@@ -68,6 +68,7 @@ from logtrove.storage.deletion import (
     unlink_topic,
 )
 from logtrove.storage.errors import (
+    FollowedTopicChangeError,
     FollowedTopicError,
     InvalidTopicError,
     ReadOnlyError,
@@ -273,10 +274,16 @@ class Storage:
         name: str,
         set_configs: Mapping[str, str] | None = None,
         delete_configs: list[str] | tuple[str, ...] = (),
+        *,
+        follower: bool = False,
     ) -> TopicInfo:
-        """Set and/or remove config overrides of a topic; returns the new info."""
+        """Set and/or remove config overrides of a topic; returns the new info. Only the
+        mirror (``follower``) changes the source configs of a followed topic
+        (:meth:`check_client_change`)."""
         self._check_writable()
         with self._lock:
+            if not follower:
+                self.check_client_change(name, configs=[*(set_configs or {}), *delete_configs])
             new = self._topics.alter_configs(name, set_configs or {}, delete_configs)
             self._configure_logs(new)
             return new
@@ -336,11 +343,40 @@ class Storage:
             self._configure_logs(new)
             return new
 
-    def create_partitions(self, name: str, total: int) -> TopicInfo:
-        """Grow a topic to ``total`` partitions (never shrink, as in Kafka)."""
+    def check_client_change(
+        self, name: str, *, partitions: bool = False, configs: Iterable[str] = ()
+    ) -> None:
+        """Raise :class:`FollowedTopicChangeError` if ``name`` is a followed topic and the
+        change (its partition count, these configs) is one only its source makes: a
+        followed topic is read-only to clients for all but its local configs. Creating
+        partitions and altering configs check it themselves; a validate-only request
+        asks it directly. Deleting a followed topic is allowed: it removes the copy,
+        which leaves nothing that differs from the source (a mirror still following it
+        copies it again)."""
+        info = self.topic(name)
+        if info.followed_from is None:
+            return
+        if partitions:
+            raise FollowedTopicChangeError(
+                f"topic {name!r} is mirrored from {info.followed_from}: its partitions follow the "
+                "source's (add them there, or promote the topic to take client changes)"
+            )
+        sourced = sorted(set(configs) & SOURCE_CONFIGS)
+        if sourced:
+            raise FollowedTopicChangeError(
+                f"topic {name!r} is mirrored from {info.followed_from}: {', '.join(sourced)} "
+                "come from the source (change them there, or promote the topic); only local "
+                "configs such as segment.bytes or the index settings may be changed here"
+            )
+
+    def create_partitions(self, name: str, total: int, *, follower: bool = False) -> TopicInfo:
+        """Grow a topic to ``total`` partitions (never shrink, as in Kafka). Only the
+        mirror (``follower``) grows a followed topic (:meth:`check_client_change`)."""
         self._check_writable()
         with self._lock:
             self._creations.wait_idle(name)
+            if not follower:
+                self.check_client_change(name, partitions=True)
             info = self.topic(name)
             if total <= info.partitions or total > MAX_PARTITIONS:
                 raise InvalidTopicError(

@@ -20,6 +20,19 @@ answers) writes the latest state in a thread, one write shared by every change m
 meanwhile. A commit's decision is on disk before its first marker (EndTxn: ``end_txn``,
 ``flush``, ``complete_commit``); an abort's markers may precede its state, since a restart
 that finds the transaction still open aborts it again, which changes nothing.
+
+A marker is never retried forever. A partition that cannot take one for a reason that
+will not go away by waiting (:data:`PERMANENT_REFUSALS`: a mirrored partition, which
+only its source writes, a partition left closed as unsafe, a topic deleted) is skipped
+with an error in the log, and the transaction completes on the others, freeing its
+transactional ID; AddPartitionsToTxn refuses a mirrored partition up front
+(:meth:`TransactionCoordinator.unmarkable`), so only a state written before, or a topic
+that changed since it was added, gets there. Only a failure that may pass (a full or
+failing disk) leaves the transaction decided and retried each round, and a retry writes
+only the markers still missing (the partitions already marked are remembered until the
+transaction completes; after a restart they are marked again, which changes nothing).
+Kafka's coordinator answers EndTxn before it writes the markers too, and drops a
+partition whose topic is gone from the markers it still has to send.
 """
 
 from __future__ import annotations
@@ -33,7 +46,14 @@ from kio.schema.errors import ErrorCode
 
 from logtrove.clock import Clock
 from logtrove.groups import CommittedOffset, OffsetStore
-from logtrove.storage import Storage, StorageError
+from logtrove.storage import (
+    InvalidTopicError,
+    Storage,
+    StorageError,
+    UnknownPartitionError,
+    UnknownTopicError,
+    UnsafePartitionError,
+)
 from logtrove.txn.markers import MarkerType, marker_batch
 from logtrove.txn.partition import TxnIndexes
 from logtrove.txn.state import TransactionMetadata, TxnState, TxnStateFile
@@ -44,6 +64,9 @@ DEFAULT_MAX_TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms
 DEFAULT_ID_EXPIRATION_MS = 7 * 24 * 3600 * 1000  # Kafka's transactional.id.expiration.ms
 MAX_EPOCH = 32767  # an epoch is an int16; the last one is never handed out
 COORDINATOR_EPOCH = 0  # one coordinator that never moves: its epoch never changes
+PERMANENT_REFUSALS = (InvalidTopicError, UnsafePartitionError, UnknownTopicError, UnknownPartitionError)
+"""Why a partition may refuse a marker for good (InvalidTopicError includes a followed
+topic's FollowedTopicError): waiting does not change them, so the marker is skipped."""
 
 
 class TransactionCoordinator:
@@ -80,6 +103,7 @@ class TransactionCoordinator:
         self._dirty: set[str] = set()  # IDs whose entry changed since it was encoded
         self._committing: set[str] = set()  # PrepareCommit not yet on disk: markers must wait
         self._background: set[asyncio.Task[bool]] = set()
+        self._marked: dict[str, set[tuple[str, int]]] = {}  # partitions a decided txn has marked
 
     # -- start ---------------------------------------------------------------------------
     def load(self) -> None:
@@ -181,6 +205,18 @@ class TransactionCoordinator:
             txn.partitions |= new
             self._save(txn)
         return ErrorCode.none
+
+    def unmarkable(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        """The partitions (of existing topics) that could never take this coordinator's
+        markers, with the error AddPartitionsToTxn answers for them: a followed (mirrored)
+        topic's, which only its source writes. INVALID_TOPIC_EXCEPTION, as Produce answers
+        a client's write to it (Kafka's answer to a write to a topic it may not append to,
+        which clients do not retry)."""
+        refused = {}
+        for topic, partition in partitions:
+            if self.storage.topic(topic).followed_from is not None:
+                refused[(topic, partition)] = ErrorCode.invalid_topic_exception
+        return refused
 
     def add_offsets(
         self, transactional_id: str, producer_id: int, producer_epoch: int, group: str
@@ -346,9 +382,9 @@ class TransactionCoordinator:
 
     def _complete(self, txn: TransactionMetadata) -> None:
         """Write the markers of a decided transaction, apply its offsets on commit, and
-        move it to Complete*. If a marker cannot be written the transaction stays decided
-        and :meth:`abort_expired` tries again (markers already written are harmless to
-        write twice)."""
+        move it to Complete*. If a marker cannot be written for now the transaction stays
+        decided and :meth:`abort_expired` tries again (module doc: a partition that
+        refuses it for good is skipped instead)."""
         commit = txn.state is TxnState.PREPARE_COMMIT
         try:
             self._write_markers(txn, commit)
@@ -361,12 +397,16 @@ class TransactionCoordinator:
         except (OSError, StorageError) as exc:
             log.warning("cannot complete transaction %r yet: %s", txn.transactional_id, exc)
             return
+        self._marked.pop(txn.transactional_id, None)
         txn.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         txn.clear()
         txn.last_update_ms = self.clock.now_ms()
         self._save(txn)
 
     def _write_markers(self, txn: TransactionMetadata, commit: bool) -> None:
+        """Append the marker to each partition of the transaction not marked yet; a
+        partition that refuses it for good (:data:`PERMANENT_REFUSALS`) is skipped and
+        logged. Raises what may pass (OSError, other storage errors): the caller retries."""
         batch = marker_batch(
             txn.producer_id,
             txn.producer_epoch,
@@ -375,14 +415,30 @@ class TransactionCoordinator:
             now_ms=self.clock.now_ms(),
         )
         kind = MarkerType.COMMIT if commit else MarkerType.ABORT
-        for topic, partition in sorted(txn.partitions):
-            if not self.storage.has_topic(topic) or partition >= self.storage.topic(topic).partitions:
-                continue  # deleted since: nothing left to mark
-            plog = self.storage.log(topic, partition)
-            self.indexes.get(plog)  # loaded before the append, which it must not see
-            appended = plog.append(batch)
-            self.indexes.on_marker(plog, txn.producer_id, kind, appended.base_offset)
-        self.notify()
+        marked = self._marked.setdefault(txn.transactional_id, set())
+        try:
+            for topic, partition in sorted(txn.partitions - marked):
+                if not self.storage.has_topic(topic) or partition >= self.storage.topic(topic).partitions:
+                    continue  # deleted since: nothing left to mark
+                try:
+                    plog = self.storage.log(topic, partition)
+                    self.indexes.get(plog)  # loaded before the append, which it must not see
+                    appended = plog.append(batch)
+                except PERMANENT_REFUSALS as exc:
+                    log.error(
+                        "transaction %r: no %s marker for %s-%d, which cannot take one (%s); "
+                        "the transaction completes without it",
+                        txn.transactional_id,
+                        kind.name,
+                        topic,
+                        partition,
+                        exc,
+                    )
+                else:
+                    self.indexes.on_marker(plog, txn.producer_id, kind, appended.base_offset)
+                marked.add((topic, partition))
+        finally:
+            self.notify()
 
     def _save(self, txn: TransactionMetadata | None) -> None:
         """Mark ``txn`` (or only the set of IDs) changed: the next :meth:`flush` writes it."""
