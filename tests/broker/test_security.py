@@ -5,6 +5,9 @@ SASL_SSL, SASL_PLAINTEXT and SSL (client certificate required) at once."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
+import hmac
 import json
 import os
 import shutil
@@ -178,6 +181,35 @@ def test_kcat_produces_and_consumes_with_plain_over_sasl_plaintext(secured: Secu
     assert out.stdout.splitlines() == lines
 
 
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_kcat_produces_and_consumes_with_scram(secured: Secured, mechanism: str) -> None:
+    """kcat from Debian (librdkafka 2.0.2) as well as the newer librdkafka of confluent-kafka."""
+    sasl = [
+        *("-b", f"127.0.0.1:{secured.sasl_plain}", "-X", "security.protocol=SASL_PLAINTEXT"),
+        *(
+            "-X",
+            f"sasl.mechanism={mechanism}",
+            "-X",
+            "sasl.username=alice",
+            "-X",
+            f"sasl.password={PASSWORD}",
+        ),
+    ]
+    topic = f"sec-kcat-{mechanism.lower()}"
+    lines = [f"line {i}" for i in range(10)]
+    subprocess.run(
+        ["kcat", *sasl, "-P", "-t", topic], input="\n".join(lines) + "\n", text=True, timeout=30, check=True
+    )
+    out = subprocess.run(
+        ["kcat", *sasl, "-C", "-t", topic, "-o", "beginning", "-e"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    assert out.stdout.splitlines() == lines
+
+
 def test_metadata_advertises_the_listener_the_client_came_through(secured: Secured) -> None:
     admin = AdminClient(secured.sasl_ssl_conf())
     brokers = admin.list_topics(timeout=10).brokers
@@ -256,6 +288,49 @@ def test_requests_before_the_end_of_authentication_close_the_connection(secured:
         assert resp.error_code == 33  # UNSUPPORTED_SASL_MECHANISM, naming the enabled ones
         assert list(resp.mechanisms) == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
         assert _closed(client)
+
+
+def _scram_sha256_final(client_first_bare: str, server_first: str, nonce: str) -> bytes:
+    """A client-final message with the nonce ``nonce`` and a proof that is right for it."""
+    fields = dict(part.split("=", 1) for part in server_first.split(","))
+    salted = hashlib.pbkdf2_hmac("sha256", PASSWORD.encode(), base64.b64decode(fields["s"]), int(fields["i"]))
+    client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+    without_proof = f"c=biws,r={nonce}"
+    auth_message = f"{client_first_bare},{server_first},{without_proof}".encode()
+    signature = hmac.new(hashlib.sha256(client_key).digest(), auth_message, hashlib.sha256).digest()
+    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+
+@pytest.mark.parametrize(
+    ("echo", "accepted"),
+    [
+        ("{combined}", True),  # RFC 5802
+        ("{client}{combined}", True),  # librdkafka before 2.6.1
+        ("x{combined}", False),
+        ("{client}{client}{combined}", False),
+        ("{client}", False),
+    ],
+)
+def test_scram_final_nonce_is_the_combined_one_or_librdkafkas_repeat(
+    secured: Secured, echo: str, accepted: bool
+) -> None:
+    client_nonce = "fyko+d2lbbFgONRv9qkxdawL"
+    first_bare = f"n=alice,r={client_nonce}"
+    with WireClient(secured.sasl_plain) as client:
+        assert _sasl_handshake(client, "SCRAM-SHA-256").error_code == 0
+        first = client.request(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": f"n,,{first_bare}".encode()})
+        assert first.error_code == 0
+        server_first = bytes(first.auth_bytes).decode()
+        combined = server_first.split(",")[0][2:]
+        assert combined.startswith(client_nonce) and len(combined) > len(client_nonce)
+        nonce = echo.format(client=client_nonce, combined=combined)
+        final = client.request(
+            ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": _scram_sha256_final(first_bare, server_first, nonce)}
+        )
+        assert final.error_code == (0 if accepted else 58), final.error_message
+        if not accepted:
+            assert _closed(client)
 
 
 def test_hostile_sasl_bytes_get_errors_and_the_broker_keeps_serving(secured: Secured) -> None:

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from scramp import ScramException, ScramMechanism
+from scramp.core import Nonce  # type: ignore[import-untyped]
 
 from logtrove.acl.credentials import SCRAM_MECHANISMS, CredentialError, CredentialStore
 from logtrove.broker.listeners import Listener
@@ -162,6 +163,7 @@ class ScramExchange:
                 self._first = False
                 self.server.set_client_first(message)
                 return str(self.server.get_server_first()).encode()
+            self._allow_repeated_client_nonce(message)
             self.server.set_client_final(message)
             final = str(self.server.get_server_final())
         except (ScramException, UnicodeDecodeError, CredentialError, ValueError) as exc:
@@ -172,6 +174,23 @@ class ScramExchange:
             ) from None
         self.done, self.user = True, self._name
         return final.encode()
+
+    def _allow_repeated_client_nonce(self, client_final: str) -> None:
+        """Accept the nonce of librdkafka before 2.6.1 (Debian's kcat 1.7.1 links 2.0.2).
+
+        RFC 5802 has the client echo the server's combined nonce, ``r=<client><server>``;
+        those librdkafka versions put their own nonce in front of it once more,
+        ``r=<client><client><server>``, and compute the proof over the message as sent, so
+        the proof checks out as usual. Only that one form is let through the nonce
+        comparison, and only with the client nonce of this exchange. (Apache Kafka 3.8.1
+        to 3.9 accept any nonce that ends with the combined one; 4.x only the exact one,
+        which refuses these clients.)
+        """
+        combined = str(self.server.nonce)
+        client = combined[: len(combined) - len(str(self.server.s_nonce))]
+        sent = next((part[2:] for part in client_final.split(",") if part.startswith("r=")), None)
+        if client and sent == client + combined:
+            self.server.nonce = Nonce(sent)
 
 
 async def authenticate_step(session: Session, token: bytes) -> bytes:
