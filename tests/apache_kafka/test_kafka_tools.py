@@ -1,0 +1,253 @@
+"""Apache Kafka's own command-line tools (4.4.0, run from their jars as ``kafka-*.sh``
+runs them) against logtrove, each checked by what it answers: ``kafka-topics``,
+``kafka-consumer-groups`` (describe and ``--reset-offsets``), ``kafka-configs`` (topic,
+cluster default, group), ``kafka-get-offsets``, and ``kafka-dump-log`` reading a logtrove
+partition's ``.log``, ``.index`` and ``.timeindex`` files."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+
+from logtrove.testing import BrokerProcess, free_port
+from logtrove.testing.kafka import KafkaJars
+
+TOOLS = "org.apache.kafka.tools."
+T0 = 1_700_000_000_000  # 2023-11-14T22:13:20Z
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A logtrove broker of its own: the tools change cluster-wide configs."""
+    with BrokerProcess(tmp_path_factory.mktemp("tools") / "data", free_port()) as proc:
+        yield proc
+
+
+def tool(jars: KafkaJars, broker: BrokerProcess, main: str, *args: str) -> str:
+    """A Kafka tool's standard output; it must exit 0."""
+    done = jars.run(TOOLS + main, "--bootstrap-server", broker.bootstrap, *args)
+    assert done.returncode == 0, f"{main} {args}: {done.stderr[-3000:]}{done.stdout[-3000:]}"
+    return done.stdout
+
+
+def _produce(broker: BrokerProcess, topic: str, count: int, partitions: int) -> None:
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(count):
+        producer.produce(topic, value=b"v%d" % i, partition=i % partitions, timestamp=T0 + 1000 * i)
+    assert producer.flush(30) == 0
+
+
+@pytest.mark.slow  # several JVM starts, seconds each
+def test_kafka_topics(kafka_jars: KafkaJars, broker: BrokerProcess) -> None:
+    created = tool(
+        kafka_jars, broker, "TopicCommand", "--create", "--topic", "tools-topics", "--partitions", "3",
+        "--config", "retention.ms=1234567",
+    )  # fmt: skip
+    assert "Created topic tools-topics." in created
+    tool(kafka_jars, broker, "TopicCommand", "--alter", "--topic", "tools-topics", "--partitions", "5")
+    described = tool(kafka_jars, broker, "TopicCommand", "--describe", "--topic", "tools-topics")
+    assert re.search(r"PartitionCount: 5\s+ReplicationFactor: 1\s+Configs: retention.ms=1234567", described)
+    rows = re.findall(r"Partition: (\d+)\s+Leader: (\d+)\s+Replicas: (\d+)\s+Isr: (\d+)", described)
+    assert rows == [(str(p), "0", "0", "0") for p in range(5)]
+    refused = kafka_jars.run(
+        TOOLS + "TopicCommand", "--bootstrap-server", broker.bootstrap, "--create", "--topic", "tools-topics"
+    )
+    assert refused.returncode != 0
+    assert "already exists" in refused.stdout + refused.stderr
+    tool(kafka_jars, broker, "TopicCommand", "--delete", "--topic", "tools-topics")
+    listed = tool(kafka_jars, broker, "TopicCommand", "--list", "--exclude-internal")
+    assert "tools-topics" not in listed.split()
+
+
+def _group_offsets(admin: AdminClient, group: str) -> dict[int, int]:
+    answer = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)
+    return {tp.partition: tp.offset for tp in answer.topic_partitions}
+
+
+def _reset_rows(output: str) -> dict[int, int]:
+    return {
+        int(p): int(o) for p, o in re.findall(r"^tools-cg\s+tools-groups\s+(\d+)\s+(\d+)\s*$", output, re.M)
+    }
+
+
+@pytest.mark.slow  # several JVM starts, seconds each
+def test_kafka_consumer_groups_describe_and_reset(kafka_jars: KafkaJars, broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("tools-groups", 3, 1)])["tools-groups"].result(30)
+    _produce(broker, "tools-groups", 30, 3)  # partition p holds i = p, p+3, …: 10 records each
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "tools-cg"})
+    commits = [TopicPartition("tools-groups", 0, 4), TopicPartition("tools-groups", 1, 7)]
+    consumer.commit(offsets=[*commits, TopicPartition("tools-groups", 2, 10)], asynchronous=False)
+    consumer.close()
+    group = "consumer.group.ConsumerGroupCommand"
+
+    described = tool(kafka_jars, broker, group, "--describe", "--group", "tools-cg")
+    rows = re.findall(r"^tools-cg\s+tools-groups\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)", described, re.M)
+    assert sorted(rows) == [("0", "4", "10", "6"), ("1", "7", "10", "3"), ("2", "10", "10", "0")]
+    state = tool(kafka_jars, broker, group, "--describe", "--group", "tools-cg", "--state")
+    assert re.search(r"tools-cg\s+127\.0\.0\.1:\d+\s+\(0\)\s+-\s+Empty\s+0", state), state
+
+    reset = ["--reset-offsets", "--group", "tools-cg", "--topic", "tools-groups", "--execute"]
+    earliest = tool(kafka_jars, broker, group, *reset, "--to-earliest")
+    assert _reset_rows(earliest) == {0: 0, 1: 0, 2: 0}
+    assert _group_offsets(admin, "tools-cg") == {0: 0, 1: 0, 2: 0}
+
+    # 20 s after T0: record 20 (partition 2, offset 6) and the next of each partition
+    when = datetime.fromtimestamp((T0 + 20_000) / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    by_time = tool(kafka_jars, broker, group, *reset, "--to-datetime", when)
+    assert _reset_rows(by_time) == {0: 7, 1: 7, 2: 6}
+    assert _group_offsets(admin, "tools-cg") == {0: 7, 1: 7, 2: 6}
+
+    shifted = tool(kafka_jars, broker, group, *reset, "--shift-by", "-2")
+    assert _reset_rows(shifted) == {0: 5, 1: 5, 2: 4}
+    assert _group_offsets(admin, "tools-cg") == {0: 5, 1: 5, 2: 4}
+
+    past_end = tool(kafka_jars, broker, group, *reset, "--shift-by", "100")
+    assert _reset_rows(past_end) == {0: 10, 1: 10, 2: 10}  # clamped to the log end
+
+    deleted = tool(kafka_jars, broker, group, "--delete", "--group", "tools-cg")
+    assert "Deletion of requested consumer groups ('tools-cg') was successful." in deleted
+    assert "tools-cg" not in tool(kafka_jars, broker, group, "--list").split()
+
+
+def _described(admin: AdminClient, resource: ConfigResource) -> dict[str, tuple[str, int]]:
+    entries = admin.describe_configs([resource])[resource].result(30)
+    return {name: (e.value, e.source) for name, e in entries.items()}
+
+
+@pytest.mark.slow  # several JVM starts, seconds each
+def test_kafka_configs(kafka_jars: KafkaJars, broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("tools-configs", 1, 1)])["tools-configs"].result(30)
+    configs = "ConfigCommand"
+    topic = ["--entity-type", "topics", "--entity-name", "tools-configs"]
+    tool(
+        kafka_jars,
+        broker,
+        configs,
+        *topic,
+        "--alter",
+        "--add-config",
+        "retention.ms=2000000,cleanup.policy=[compact,delete]",
+    )
+    tool(kafka_jars, broker, configs, *topic, "--alter", "--delete-config", "retention.ms")
+    described = tool(kafka_jars, broker, configs, *topic, "--describe")
+    assert "cleanup.policy=compact,delete sensitive=false" in described
+    assert "retention.ms" not in described
+    resource = ConfigResource(ResourceType.TOPIC, "tools-configs")
+    assert _described(admin, resource)["cleanup.policy"] == ("compact,delete", 1)  # DYNAMIC_TOPIC_CONFIG
+
+    default = ["--entity-type", "brokers", "--entity-default"]
+    tool(kafka_jars, broker, configs, *default, "--alter", "--add-config", "log.retention.ms=5000000")
+    assert "log.retention.ms=5000000" in tool(kafka_jars, broker, configs, *default, "--describe")
+    every = tool(kafka_jars, broker, configs, *topic, "--describe", "--all")
+    assert re.search(r"^\s*retention.ms=5000000 sensitive=false synonyms=\{DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=5000000, DEFAULT_CONFIG:log.retention.ms=604800000\}", every, re.M)  # fmt: skip
+    assert _described(admin, resource)["retention.ms"] == ("5000000", 3)  # DYNAMIC_DEFAULT_BROKER_CONFIG
+    tool(kafka_jars, broker, configs, *default, "--alter", "--delete-config", "log.retention.ms")
+    assert _described(admin, resource)["retention.ms"] == ("604800000", 5)
+
+    group = ["--entity-type", "groups", "--entity-name", "tools-config-group"]
+    tool(kafka_jars, broker, configs, *group, "--alter", "--add-config", "consumer.session.timeout.ms=50000")
+    assert "consumer.session.timeout.ms=50000" in tool(kafka_jars, broker, configs, *group, "--describe")
+    bad = kafka_jars.run(
+        TOOLS + configs,
+        "--bootstrap-server",
+        broker.bootstrap,
+        *topic,
+        "--alter",
+        "--add-config",
+        "retention.ms=soon",
+    )
+    assert bad.returncode != 0
+    assert _described(admin, resource)["retention.ms"] == ("604800000", 5)
+
+
+def _offsets(output: str) -> dict[int, int]:
+    return {int(p): int(o) for p, o in re.findall(r"^tools-offsets:(\d+):(-?\d+)$", output, re.M)}
+
+
+def test_kafka_get_offsets(kafka_jars: KafkaJars, broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("tools-offsets", 2, 1)])["tools-offsets"].result(30)
+    _produce(broker, "tools-offsets", 20, 2)  # partition p: i = p, p+2, …
+    admin.delete_records([TopicPartition("tools-offsets", 1, 3)])[
+        TopicPartition("tools-offsets", 1, 3)
+    ].result(30)
+    shell = ["GetOffsetShell", "--topic", "tools-offsets", "--time"]
+    assert _offsets(tool(kafka_jars, broker, *shell, "latest")) == {0: 10, 1: 10}
+    assert _offsets(tool(kafka_jars, broker, *shell, "earliest")) == {0: 0, 1: 3}
+    assert _offsets(tool(kafka_jars, broker, *shell, str(T0 + 7_000))) == {0: 4, 1: 3}
+    assert _offsets(tool(kafka_jars, broker, *shell, "max-timestamp")) == {0: 9, 1: 9}
+    # without tiered storage no partition has a latest-tiered offset: the tool lists none
+    assert _offsets(tool(kafka_jars, broker, *shell, "latest-tiered")) == {}
+
+
+def _batches(dump: str) -> list[tuple[int, int, int]]:
+    """(base offset, last offset, position) of every batch in a .log dump."""
+    found = re.findall(r"baseOffset: (\d+) lastOffset: (\d+) .*? position: (\d+) .*? isvalid: true", dump)
+    return [(int(b), int(last), int(p)) for b, last, p in found]
+
+
+def test_kafka_dump_log_reads_logtrove_segments(kafka_jars: KafkaJars, tmp_path: Path) -> None:
+    """DumpLogSegments decodes every batch of a logtrove segment (checksums valid, records
+    as written) and reads its offset and time indexes. Entries point at batch starts; an
+    entry names the batch's first offset where Kafka names its last (the difference
+    ``docs/KAFKA_APIS.md`` lists), so the tool reports exactly those multi-record batches
+    and nothing else."""
+    with BrokerProcess(tmp_path / "data", free_port()) as proc:
+        admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+        admin.create_topics([NewTopic("dump", 1, 1)])["dump"].result(30)
+        producer = Producer({"bootstrap.servers": proc.bootstrap, "linger.ms": 50})
+        for batch in range(24):
+            size = 1 if batch % 2 == 0 else 4  # single-record and four-record batches
+            for _ in range(size):
+                producer.produce("dump", key=b"k", value=os.urandom(900), partition=0, headers=[("h", b"x")])
+            assert producer.flush(30) == 0
+    segment = tmp_path / "data" / "dump-0" / f"{0:020d}"
+    log = kafka_jars.run(TOOLS + "DumpLogSegments", "--files", f"{segment}.log", "--deep-iteration")
+    assert log.returncode == 0, log.stderr
+    batches = _batches(log.stdout)
+    assert [last - base + 1 for base, last, _ in batches] == [1, 4] * 12
+    assert (
+        len(
+            re.findall(
+                r"\| offset: \d+ CreateTime: \d+ keySize: 1 valueSize: 900 .*headerKeys: \[h\]", log.stdout
+            )
+        )
+        == 60
+    )
+    by_position = {position: (base, last) for base, last, position in batches}
+
+    indexes = kafka_jars.run(TOOLS + "DumpLogSegments", "--files", f"{segment}.index,{segment}.timeindex")
+    assert indexes.returncode == 0, indexes.stderr
+    answer = indexes.stdout + indexes.stderr  # the checks' findings go to either
+    entries = [
+        (int(o), int(p)) for o, p in re.findall(r"^offset: (\d+) position: (\d+)$", indexes.stdout, re.M)
+    ]
+    assert len(entries) >= 3
+    for offset, position in entries:
+        assert by_position[position][0] == offset  # the batch starting there begins at the entry's offset
+    expected_mismatches = {(o, by_position[p][1]) for o, p in entries if by_position[p][1] != o}
+    reported = {(int(a), int(b)) for a, b in re.findall(r"Index offset: (\d+), log offset: (\d+)", answer)}
+    assert reported == expected_mismatches
+    time_entries = [
+        (int(t), int(o)) for t, o in re.findall(r"^timestamp: (\d+) offset: (\d+)$", indexes.stdout, re.M)
+    ]
+    assert len(time_entries) >= 3
+    by_base = {base: last for base, last, _ in batches}
+    assert all(o in by_base for _, o in time_entries)  # each names the first offset of a batch
+    timestamps = [t for t, _ in time_entries]
+    assert timestamps == sorted(set(timestamps))
+    not_found = re.findall(r"Indexed offset: (\d+), found log offset: (\d+)", answer)
+    assert {(int(a), int(b)) for a, b in not_found} == {
+        (o, by_base[o]) for _, o in time_entries if by_base[o] != o
+    }
+    assert "out of order" not in answer.lower()
+    assert "timestamp mismatch" not in answer.lower()
