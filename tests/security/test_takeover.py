@@ -1,6 +1,7 @@
 """The attacks that worked against ``serve --authorizer --super-user User:admin``, each
 replayed with a real client: setting the super user's password over the admin API
-(anonymous, and as an ordinary SASL user), and the smaller leaks (a topic's name by its ID, user names that
+(anonymous, and as an ordinary SASL user), a regex subscription that reached topics its
+member may not describe, and the smaller leaks (a topic's name by its ID, user names that
 forge audit lines)."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -21,7 +22,7 @@ from confluent_kafka.admin import (
 )
 
 from logtrove.storage import Storage
-from logtrove.testing import BrokerProcess, WireClient, cli_in, free_port
+from logtrove.testing import BrokerProcess, WireClient, cli_in, free_port, wait_until
 from logtrove.wire import ApiKey
 
 
@@ -113,6 +114,39 @@ def test_the_super_user_may_alter_credentials_and_each_change_is_audited(cluster
     log = cluster.broker.log.read_text()
     assert "User:admin from 127.0.0.1: set SCRAM-SHA-256 credential of user 'carol'" in log
     assert "forged" not in log.replace("'carol\\nforged'", "")  # never on a line of its own
+
+
+def test_a_regex_subscription_gets_only_the_topics_its_principal_may_describe(cluster: Cluster) -> None:
+    producer = Producer(cluster.conf("admin"))
+    for topic in ("secret", "bob-t"):
+        producer.produce(topic, b"v")
+    assert producer.flush(10) == 0
+    consumer = Consumer(
+        {
+            **cluster.conf("bob"),
+            "group.id": "bobs",
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe(["^.*"])
+    try:
+
+        def assigned() -> set[str] | None:
+            consumer.poll(0.2)
+            return {tp.topic for tp in consumer.assignment()} or None
+
+        topics = wait_until(assigned, 30, interval_s=0, what="an assignment")
+        for _ in range(10):  # a later resolution must not add it either
+            consumer.poll(0.2)
+            topics |= {tp.topic for tp in consumer.assignment()}
+        admin = AdminClient(cluster.conf("admin"))  # kept: a client freed fails its futures
+        group = admin.describe_consumer_groups(["bobs"], request_timeout=10)["bobs"].result(timeout=20)
+    finally:
+        consumer.close()
+    assert topics == {"bob-t"}
+    shown = {tp.topic for m in group.members for tp in m.assignment.topic_partitions}
+    assert shown == {"bob-t"}
 
 
 def test_delete_topics_by_id_does_not_name_a_topic_the_caller_may_not_describe(cluster: Cluster) -> None:
