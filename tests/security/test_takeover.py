@@ -57,11 +57,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             tmp, "users", "add", user, "--data", str(data), "--password-stdin", input_=f"{user}-pw\n"
         )
         assert done.returncode == 0, done.stderr
-    for args in (
-        ("-o", "READ", "-o", "DESCRIBE", "--topic", "bob-t"),
-        ("-o", "READ", "--group", "bobs"),
+    for principal, *args in (
+        ("User:bob", "-o", "READ", "-o", "DESCRIBE", "--topic", "bob-t"),
+        ("User:bob", "-o", "READ", "--group", "bobs"),
+        ("User:ANONYMOUS", "-o", "DESCRIBE", "--transactional-id", "t"),
     ):
-        done = cli_in(tmp, "acls", "add", "--data", str(data), "-p", "User:bob", *args)
+        done = cli_in(tmp, "acls", "add", "--data", str(data), "-p", principal, *args)
         assert done.returncode == 0, done.stderr
     plain, sasl = free_port(), free_port()
     listen = f"SASL_PLAINTEXT://127.0.0.1:{sasl}"
@@ -160,3 +161,21 @@ def test_delete_topics_by_id_does_not_name_a_topic_the_caller_may_not_describe(c
     assert result.error_code == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert result.name is None
     assert isinstance(result.topic_id, uuid.UUID)
+
+
+def test_describe_transactions_leaves_out_the_topics_the_caller_may_not_describe(cluster: Cluster) -> None:
+    producer = Producer({**cluster.conf("admin"), "transactional.id": "t"})
+    producer.init_transactions(10)
+    producer.begin_transaction()
+    producer.produce("secret", b"pending")
+    producer.produce("bob-t", b"pending")
+    assert producer.flush(10) == 0
+    try:
+        with WireClient(cluster.plain) as client:  # User:ANONYMOUS: DESCRIBE on the transactional ID only
+            reply = client.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["t"]})
+        (state,) = reply.transaction_states
+        assert state.error_code == 0
+        assert state.transaction_state == "Ongoing"
+        assert [t.topic for t in state.topics] == []
+    finally:
+        producer.abort_transaction(10)
