@@ -3,7 +3,8 @@ from logtrove as from Apache Kafka, through one scenario (``java/ClientScenarios
 an idempotent producer in each codec with headers, null keys and a 700 kB record, a
 consumer's reads, positions, seeks and ``offsetsForTimes``; Admin's topic, config, offset
 and record APIs with their error paths; a classic and a consumer-protocol group with
-commits, descriptions and deletion. Every difference is either gone or listed with its
+commits, descriptions and deletion; a transactional producer's commits and abort as
+read_committed and read_uncommitted consumers and Admin see them. Every difference is either gone or listed with its
 reason in ``docs/KAFKA_APIS.md``, and every row there is still observed."""
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def test_the_scenario_observed_what_it_did(observed: tuple[Observations, Observa
             ("codec", c) for c in ("none", "gzip", "snappy", "lz4", "zstd")
         }
         assert sorted(r["valueLength"] for r in consumed)[-5:] == [700_000] * 5
+        assert side[("transactions", "consumed read_committed")] == [[0, "t0"], [1, "t1"], [2, "t2"], [7, "t5"]]
         for protocol in ("classic", "consumer"):
             assert side[(f"group {protocol}", "committed")] == {"0": [3, "meta-0"], "1": [5, ""]}
 

@@ -22,7 +22,10 @@ import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.RecordsToDelete;
+import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.admin.TransactionDescription;
+import org.apache.kafka.clients.admin.TransactionListing;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -78,6 +81,7 @@ public final class ClientScenarios {
             adminApis(admin);
             consumerGroup(admin, "classic");
             consumerGroup(admin, "consumer");
+            transactions(admin);
         }
     }
 
@@ -404,6 +408,100 @@ public final class ClientScenarios {
             return "ok";
         });
         step("describeConsumerGroups after delete", () -> describeGroup(admin.describeConsumerGroups(List.of(group)).describedGroups().get(group).get()));
+    }
+
+    /**
+     * A transactional producer commits, aborts and commits again, the last one with a
+     * group's offsets (sendOffsetsToTransaction); read_committed and read_uncommitted
+     * consumers, Admin's transaction and producer descriptions see the outcome.
+     */
+    private static void transactions(Admin admin) throws Exception {
+        scenario = "transactions";
+        String topic = prefix + "txn";
+        String txnId = prefix + "tx";
+        String group = prefix + "txn-group";
+        createTopic(admin, topic, 1, Map.of());
+        TopicPartition tp = new TopicPartition(topic, 0);
+        Map<String, Object> extra = Map.of(
+            ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnId,
+            ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, "30000");
+        try (KafkaProducer<byte[], byte[]> p = producer(extra)) {
+            step("initTransactions", () -> {
+                p.initTransactions();
+                return "ok";
+            });
+            int[][] rounds = {{3, 1}, {2, 0}, {1, 1}};
+            int n = 0;
+            for (int[] round : rounds) {
+                p.beginTransaction();
+                List<Object> md = new ArrayList<>();
+                for (int i = 0; i < round[0]; i++) {
+                    md.add(metadata(p.send(new ProducerRecord<>(topic, 0, T0 + n, null, ("t" + n).getBytes(StandardCharsets.UTF_8))).get()));
+                    n++;
+                }
+                emit("sent " + md.size(), md);
+                boolean commit = round[1] == 1;
+                if (commit && round[0] == 1) {
+                    try (KafkaConsumer<byte[], byte[]> member = consumer(Map.of(ConsumerConfig.GROUP_ID_CONFIG, group))) {
+                        p.sendOffsetsToTransaction(Map.of(tp, new OffsetAndMetadata(2, "in-txn")), member.groupMetadata());
+                    }
+                }
+                step(commit ? "commitTransaction" : "abortTransaction", () -> {
+                    if (commit) {
+                        p.commitTransaction();
+                    } else {
+                        p.abortTransaction();
+                    }
+                    return "ok";
+                });
+            }
+            step("listTransactions", () -> {
+                Map<String, Object> out = new TreeMap<>();
+                for (TransactionListing l : admin.listTransactions().all().get()) {
+                    if (l.transactionalId().equals(txnId)) {
+                        out.put(l.transactionalId().substring(prefix.length()), l.state().toString());
+                    }
+                }
+                return out;
+            });
+            step("describeTransactions", () -> {
+                TransactionDescription d = admin.describeTransactions(List.of(txnId)).description(txnId).get();
+                Map<String, Object> m = new LinkedHashMap<>();
+                m.put("state", d.state().toString());
+                m.put("timeoutMs", d.transactionTimeoutMs());
+                m.put("topicPartitions", d.topicPartitions().size());
+                m.put("coordinator", d.coordinatorId());
+                return m;
+            });
+            step("describeProducers", () -> {
+                List<Object> out = new ArrayList<>();
+                for (ProducerState s : admin.describeProducers(List.of(tp)).partitionResult(tp).get().activeProducers()) {
+                    Map<String, Object> m = new LinkedHashMap<>();
+                    m.put("lastSequence", s.lastSequence());
+                    m.put("currentTransactionStartOffset", s.currentTransactionStartOffset().isPresent() ? s.currentTransactionStartOffset().getAsLong() : null);
+                    out.add(m);
+                }
+                return out;
+            });
+        }
+        for (String isolation : new String[] {"read_committed", "read_uncommitted"}) {
+            try (KafkaConsumer<byte[], byte[]> c = consumer(Map.of(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation))) {
+                c.assign(List.of(tp));
+                c.seekToBeginning(List.of(tp));
+                int want = isolation.equals("read_committed") ? 4 : 6;
+                List<Object> seen = new ArrayList<>();
+                for (ConsumerRecord<byte[], byte[]> r : pollFor(c, want)) {
+                    seen.add(List.of(r.offset(), text(r.value())));
+                }
+                emit("consumed " + isolation, seen);
+                step("endOffsets " + isolation, () -> c.endOffsets(List.of(tp)).get(tp));
+                step("position " + isolation, () -> c.position(tp));
+            }
+        }
+        step("group offsets committed in the transaction", () -> {
+            OffsetAndMetadata o = admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get().get(tp);
+            return o == null ? null : List.of(o.offset(), o.metadata());
+        });
     }
 
     private static Map<String, Object> describeGroup(ConsumerGroupDescription d) {
