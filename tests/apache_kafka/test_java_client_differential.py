@@ -48,7 +48,12 @@ def test_the_scenario_observed_what_it_did(observed: tuple[Observations, Observa
             ("codec", c) for c in ("none", "gzip", "snappy", "lz4", "zstd")
         }
         assert sorted(r["valueLength"] for r in consumed)[-5:] == [700_000] * 5
-        assert side[("transactions", "consumed read_committed")] == [[0, "t0"], [1, "t1"], [2, "t2"], [7, "t5"]]
+        assert side[("transactions", "consumed read_committed")] == [
+            [0, "t0"],
+            [1, "t1"],
+            [2, "t2"],
+            [7, "t5"],
+        ]
         for protocol in ("classic", "consumer"):
             assert side[(f"group {protocol}", "committed")] == {"0": [3, "meta-0"], "1": [5, ""]}
 
