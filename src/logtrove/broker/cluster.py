@@ -22,6 +22,7 @@ from logtrove.acl import Operation
 from logtrove.broker.access import Check, names_of, on_cluster, per_resource
 from logtrove.broker.authorize import Resource, authorized_operations
 from logtrove.broker.context import serves
+from logtrove.broker.errors import error_code
 from logtrove.storage import StorageError
 from logtrove.wire import ApiKey
 
@@ -133,7 +134,11 @@ async def handle_describe_producers(broker: BrokerContext, request: Request) -> 
             if not _known(partitions, topic.name, p):
                 results.append({"partition_index": p, "error_code": ErrorCode.unknown_topic_or_partition})
                 continue
-            open_txns = (await broker.txn.indexes.load(broker.storage.log(topic.name, p))).open
+            try:
+                open_txns = (await broker.txn.indexes.load(broker.storage.log(topic.name, p))).open
+            except StorageError as exc:  # a partition that cannot be opened
+                results.append({"partition_index": p, "error_code": error_code(exc)})
+                continue
             active = [
                 {
                     "producer_id": pid,

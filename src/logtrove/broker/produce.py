@@ -257,7 +257,7 @@ async def _recompress_off_loop(
         for p in topic.partition_data:
             try:
                 log = broker.storage.log(topic.name, p.index)
-            except (UnknownTopicError, UnknownPartitionError):
+            except StorageError:  # unknown, or a partition that cannot be opened
                 continue  # answered by _append
             if p.records and log.recompresses(p.records):
                 jobs[(topic.name, p.index)] = (log, p.records)

@@ -26,6 +26,7 @@ from logtrove.broker.access import Check, names_of, on_cluster, per_resource
 from logtrove.broker.authorize import Resource
 from logtrove.broker.context import serves
 from logtrove.groups import CommittedOffset
+from logtrove.storage import StorageError
 from logtrove.txn import TxnState
 from logtrove.wire import ApiKey, ms
 
@@ -192,7 +193,10 @@ async def _load_transactions(broker: BrokerContext, request: Request) -> None:
             continue
         for p in t.partitions:
             if _exists(broker, t.name, p):
-                await broker.txn.indexes.load(broker.storage.log(t.name, p))
+                try:
+                    await broker.txn.indexes.load(broker.storage.log(t.name, p))
+                except StorageError:  # a partition that cannot be opened: its markers are skipped
+                    continue
 
 
 def _verify(broker: BrokerContext, txn: Any) -> list[dict[str, Any]]:
