@@ -18,6 +18,7 @@ import hashlib
 import json
 import re
 import subprocess
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,10 +47,19 @@ def compile_java(jars: KafkaJars, cache: Path) -> Path:
     return out
 
 
-def observe(jars: KafkaJars, classes: Path, bootstrap: str, prefix: str) -> dict[tuple[str, str], Any]:
-    """Run the scenario against ``bootstrap`` (topics and groups named ``prefix…``) and
-    return its observations by (scenario, what)."""
-    done = jars.run("ClientScenarios", bootstrap, prefix, classpath=[classes], timeout=600)
+def recent_t0() -> int:
+    """The scenario's first timestamp: a whole second an hour ago. Records far older
+    would be removed by retention (7 days) while the scenario runs; newer ones would
+    pass the broker's clock."""
+    return (int(time.time()) - 3600) * 1000
+
+
+def observe(
+    jars: KafkaJars, classes: Path, bootstrap: str, prefix: str, t0: int
+) -> dict[tuple[str, str], Any]:
+    """Run the scenario against ``bootstrap`` (topics and groups named ``prefix…``, record
+    timestamps from ``t0``) and return its observations by (scenario, what)."""
+    done = jars.run("ClientScenarios", bootstrap, prefix, str(t0), classpath=[classes], timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     observations: dict[tuple[str, str], Any] = {}
     for line in done.stdout.splitlines():

@@ -4,7 +4,8 @@ an idempotent producer in each codec with headers, null keys and a 700 kB record
 consumer's reads, positions, seeks and ``offsetsForTimes``; Admin's topic, config, offset
 and record APIs with their error paths; a classic and a consumer-protocol group with
 commits, descriptions and deletion; a transactional producer's commits and abort as
-read_committed and read_uncommitted consumers and Admin see them. Every difference is either gone or listed with its
+read_committed and read_uncommitted consumers and Admin see them; pause and resume, two
+cooperative-sticky members, a static member that stays after closing. Every difference is either gone or listed with its
 reason in ``docs/KAFKA_APIS.md``, and every row there is still observed."""
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ def observed(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[Observations, Observations]:
     classes = differential.compile_java(kafka_jars, tmp_path_factory.mktemp("java"))
-    kafka = differential.observe(kafka_jars, classes, kafka_broker.bootstrap, "dj-")
-    logtrove = differential.observe(kafka_jars, classes, logtrove_broker.bootstrap, "dj-")
+    t0 = differential.recent_t0()
+    kafka = differential.observe(kafka_jars, classes, kafka_broker.bootstrap, "dj-", t0)
+    logtrove = differential.observe(kafka_jars, classes, logtrove_broker.bootstrap, "dj-", t0)
     return kafka, logtrove
 
 
@@ -54,6 +56,7 @@ def test_the_scenario_observed_what_it_did(observed: tuple[Observations, Observa
             [2, "t2"],
             [7, "t5"],
         ]
+        assert side[("consumer features", "cooperative partitions")] == [0, 1, 2, 3]
         for protocol in ("classic", "consumer"):
             assert side[(f"group {protocol}", "committed")] == {"0": [3, "meta-0"], "1": [5, ""]}
 

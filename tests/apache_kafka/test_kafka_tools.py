@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,7 +21,7 @@ from logtrove.testing import BrokerProcess, free_port
 from logtrove.testing.kafka import KafkaJars
 
 TOOLS = "org.apache.kafka.tools."
-T0 = 1_700_000_000_000  # 2023-11-14T22:13:20Z
+T0 = (int(time.time()) - 3600) * 1000  # an hour ago: retention (7 days) keeps the records
 
 
 @pytest.fixture(scope="module")

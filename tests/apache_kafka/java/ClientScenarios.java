@@ -52,13 +52,15 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * group states and assignments. Values that differ by nature between two clusters (cluster
  * and node ids, ports) are printed too and normalised by the Python side in one place.
  *
- * Usage: java ClientScenarios BOOTSTRAP TOPIC_PREFIX
+ * Usage: java ClientScenarios BOOTSTRAP TOPIC_PREFIX T0_MILLIS
  * Every step runs whatever the previous one did: a failure is printed as the exception's
  * class and the scenario goes on, so one difference does not hide the others.
  */
 public final class ClientScenarios {
     private static final ObjectMapper JSON = new ObjectMapper();
-    private static final long T0 = 1_700_000_000_000L;
+    /** The scenario's first record timestamp (an hour ago, given by the caller, so both
+     * brokers see the same timestamps and neither's retention removes the records). */
+    private static long T0;
     private static final String[] CODECS = {"none", "gzip", "snappy", "lz4", "zstd"};
     /** Broker configs both brokers describe: their types must agree (values need not). */
     private static final String[] BROKER_CONFIGS = {
@@ -76,12 +78,14 @@ public final class ClientScenarios {
     public static void main(String[] args) throws Exception {
         bootstrap = args[0];
         prefix = args[1];
+        T0 = Long.parseLong(args[2]);
         try (Admin admin = Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap))) {
             producerAndConsumer(admin);
             adminApis(admin);
             consumerGroup(admin, "classic");
             consumerGroup(admin, "consumer");
             transactions(admin);
+            consumerFeatures(admin);
         }
     }
 
@@ -502,6 +506,79 @@ public final class ClientScenarios {
             OffsetAndMetadata o = admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get().get(tp);
             return o == null ? null : List.of(o.offset(), o.metadata());
         });
+    }
+
+    private static List<Integer> partitions(Collection<TopicPartition> tps) {
+        return tps.stream().map(TopicPartition::partition).sorted().toList();
+    }
+
+    /**
+     * pause/resume; two cooperative-sticky members sharing four partitions; a static member
+     * (group.instance.id) that closes and stays in the group until its session ends.
+     */
+    private static void consumerFeatures(Admin admin) throws Exception {
+        scenario = "consumer features";
+        String topic = prefix + "features";
+        createTopic(admin, topic, 4, Map.of());
+        try (KafkaProducer<byte[], byte[]> p = producer(Map.of())) {
+            for (int i = 0; i < 8; i++) {
+                p.send(new ProducerRecord<>(topic, i % 4, T0 + i, null, ("f" + i).getBytes(StandardCharsets.UTF_8))).get();
+            }
+        }
+        TopicPartition p0 = new TopicPartition(topic, 0);
+        TopicPartition p1 = new TopicPartition(topic, 1);
+        try (KafkaConsumer<byte[], byte[]> c = consumer(Map.of())) {
+            c.assign(List.of(p0, p1));
+            c.seekToBeginning(List.of(p0, p1));
+            c.pause(List.of(p0));
+            emit("paused", partitions(c.paused()));
+            List<Object> first = new ArrayList<>();
+            for (ConsumerRecord<byte[], byte[]> r : pollFor(c, 2)) {
+                first.add(List.of(r.partition(), r.offset()));
+            }
+            emit("polled while p0 paused", first);
+            c.resume(List.of(p0));
+            List<Object> second = new ArrayList<>();
+            for (ConsumerRecord<byte[], byte[]> r : pollFor(c, 2)) {
+                second.add(List.of(r.partition(), r.offset()));
+            }
+            emit("polled after resume", second);
+        }
+
+        String group = prefix + "coop";
+        Map<String, Object> coop = new LinkedHashMap<>();
+        coop.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        coop.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, "org.apache.kafka.clients.consumer.CooperativeStickyAssignor");
+        try (KafkaConsumer<byte[], byte[]> a = consumer(coop); KafkaConsumer<byte[], byte[]> b = consumer(coop)) {
+            a.subscribe(List.of(topic));
+            b.subscribe(List.of(topic));
+            long deadline = System.currentTimeMillis() + 60_000;
+            while (System.currentTimeMillis() < deadline
+                    && !(a.assignment().size() == 2 && b.assignment().size() == 2)) {
+                a.poll(Duration.ofMillis(100));
+                b.poll(Duration.ofMillis(100));
+            }
+            List<Integer> all = new ArrayList<>(partitions(a.assignment()));
+            all.addAll(partitions(b.assignment()));
+            emit("cooperative assignment sizes", List.of(a.assignment().size(), b.assignment().size()));
+            emit("cooperative partitions", all.stream().sorted().toList());
+            step("describe cooperative group", () -> {
+                ConsumerGroupDescription d = admin.describeConsumerGroups(List.of(group)).describedGroups().get(group).get();
+                return List.of(d.groupState().toString(), d.partitionAssignor(), d.members().size());
+            });
+        }
+
+        String staticGroup = prefix + "static";
+        Map<String, Object> stat = new LinkedHashMap<>();
+        stat.put(ConsumerConfig.GROUP_ID_CONFIG, staticGroup);
+        stat.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, "instance-1");
+        stat.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "45000");
+        try (KafkaConsumer<byte[], byte[]> c = consumer(stat)) {
+            c.subscribe(List.of(topic));
+            pollFor(c, 8);
+            step("describe static group", () -> describeGroup(admin.describeConsumerGroups(List.of(staticGroup)).describedGroups().get(staticGroup).get()));
+        }
+        step("describe static group after close", () -> describeGroup(admin.describeConsumerGroups(List.of(staticGroup)).describedGroups().get(staticGroup).get()));
     }
 
     private static Map<String, Object> describeGroup(ConsumerGroupDescription d) {
