@@ -1,11 +1,14 @@
 """Apache Kafka's own command-line tools (4.4.0, run from their jars as ``kafka-*.sh``
 runs them) against logtrove, each checked by what it answers: ``kafka-topics``,
 ``kafka-consumer-groups`` (describe and ``--reset-offsets``), ``kafka-configs`` (topic,
-cluster default, group), ``kafka-get-offsets``, and ``kafka-dump-log`` reading a logtrove
-partition's ``.log``, ``.index`` and ``.timeindex`` files."""
+cluster default, group), ``kafka-get-offsets``, ``kafka-console-producer`` and
+``-consumer``, ``kafka-delete-records``, ``kafka-log-dirs``, ``kafka-transactions``, and
+``kafka-dump-log`` reading a logtrove partition's ``.log``, ``.index`` and ``.timeindex``
+files."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -15,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec, ResourceType
 
 from logtrove.testing import BrokerProcess, free_port
 from logtrove.testing.kafka import KafkaJars
@@ -252,3 +255,85 @@ def test_kafka_dump_log_reads_logtrove_segments(kafka_jars: KafkaJars, tmp_path:
     }
     assert "out of order" not in answer.lower()
     assert "timestamp mismatch" not in answer.lower()
+
+
+def test_console_tools_delete_records_and_log_dirs(kafka_jars: KafkaJars, broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("tools-records", 1, 1)])["tools-records"].result(30)
+    produced = kafka_jars.run(
+        TOOLS + "ConsoleProducer", "--bootstrap-server", broker.bootstrap, "--topic", "tools-records",
+        "--reader-property", "parse.key=true", "--reader-property", "key.separator=:",
+        input_="k0:a\nk1:b\nk2:c\nk3:d\n",
+    )  # fmt: skip
+    assert produced.returncode == 0, produced.stderr
+    consumed = tool(
+        kafka_jars, broker, "consumer.ConsoleConsumer", "--topic", "tools-records", "--from-beginning",
+        "--max-messages", "4", "--formatter-property", "print.offset=true", "--formatter-property", "print.key=true",
+    )  # fmt: skip
+    rows = re.findall(r"^Offset:(\d+)\s+(k\d)\s+([a-d])$", consumed, re.M)
+    assert rows == [("0", "k0", "a"), ("1", "k1", "b"), ("2", "k2", "c"), ("3", "k3", "d")]
+
+    spec = '{"version": 1, "partitions": [{"topic": "tools-records", "partition": 0, "offset": 2}]}'
+    offsets = broker.data.parent / "delete-records.json"
+    offsets.write_text(spec)
+    deleted = tool(kafka_jars, broker, "DeleteRecordsCommand", "--offset-json-file", str(offsets))
+    assert re.search(r"partition: tools-records-0\s+low_watermark: 2", deleted), deleted
+    low = admin.list_offsets({TopicPartition("tools-records", 0): OffsetSpec.earliest()})
+    assert low[TopicPartition("tools-records", 0)].result(30).offset == 2
+
+    described = tool(kafka_jars, broker, "LogDirsCommand", "--describe", "--topic-list", "tools-records")
+    answer = json.loads(described.splitlines()[-1])
+    (only,) = answer["brokers"]
+    (log_dir,) = only["logDirs"]
+    assert (only["broker"], log_dir["error"], Path(log_dir["logDir"])) == (0, None, broker.data.resolve())
+    (partition,) = log_dir["partitions"]
+    on_disk = sum(f.stat().st_size for f in (broker.data / "tools-records-0").glob("*.log"))
+    assert (partition["partition"], partition["size"], partition["isFuture"]) == (
+        "tools-records-0",
+        on_disk,
+        False,
+    )
+
+
+def test_kafka_transactions(kafka_jars: KafkaJars, broker: BrokerProcess) -> None:
+    """list, describe and describe-producers see an open and a committed transaction;
+    abort, which sends WriteTxnMarkers to the partition's leader, is refused with Kafka's
+    message (logtrove does not serve that broker-to-broker API: docs/KAFKA_APIS.md)."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("tools-txn", 1, 1)])["tools-txn"].result(30)
+    done = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "tools-tx-done"})
+    done.init_transactions()
+    done.begin_transaction()
+    done.produce("tools-txn", b"committed", partition=0)
+    done.commit_transaction()
+    pending = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "tools-tx-open"})
+    pending.init_transactions()
+    pending.begin_transaction()
+    pending.produce("tools-txn", b"open", partition=0)
+    assert pending.flush(30) == 0
+    try:
+        txn = "TransactionsCommand"
+        listed = re.findall(
+            r"^(tools-tx-\w+)\s+0\s+(\d+)\s+(\w+)\s*$", tool(kafka_jars, broker, txn, "list"), re.M
+        )
+        states = {name: state for name, _, state in listed}
+        assert states == {"tools-tx-done": "CompleteCommit", "tools-tx-open": "Ongoing"}
+        open_pid = next(pid for name, pid, _ in listed if name == "tools-tx-open")
+
+        described = tool(kafka_jars, broker, txn, "describe", "--transactional-id", "tools-tx-open")
+        row = described.splitlines()[-1].split()
+        assert row[:5] == ["0", "tools-tx-open", open_pid, "0", "Ongoing"]
+        assert row[-1] == "tools-txn-0"
+
+        producers = tool(
+            kafka_jars, broker, txn, "describe-producers", "--topic", "tools-txn", "--partition", "0"
+        )
+        rows = {r.split()[0]: r.split() for r in producers.splitlines()[1:] if r.strip()}
+        assert rows[open_pid][-1] == "2"  # after the committed record (0) and its marker (1)
+
+        abort = ["abort", "--topic", "tools-txn", "--partition", "0", "--start-offset", "2"]
+        refused = kafka_jars.run(TOOLS + txn, "--bootstrap-server", broker.bootstrap, *abort)
+        assert refused.returncode != 0
+        assert "does not support WRITE_TXN_MARKERS" in refused.stdout + refused.stderr
+    finally:
+        pending.abort_transaction()
