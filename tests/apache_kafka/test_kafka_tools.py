@@ -116,6 +116,23 @@ def test_kafka_consumer_groups_describe_and_reset(kafka_jars: KafkaJars, broker:
     past_end = tool(kafka_jars, broker, group, *reset, "--shift-by", "100")
     assert _reset_rows(past_end) == {0: 10, 1: 10, 2: 10}  # clamped to the log end
 
+    one = ["--reset-offsets", "--group", "tools-cg", "--topic", "tools-groups:1", "--execute"]
+    assert _reset_rows(tool(kafka_jars, broker, group, *one, "--to-offset", "3")) == {1: 3}
+    # every record is older than 2 minutes and younger than 2 hours
+    assert _reset_rows(tool(kafka_jars, broker, group, *reset, "--by-duration", "PT2M")) == {
+        0: 10,
+        1: 10,
+        2: 10,
+    }
+    assert _reset_rows(tool(kafka_jars, broker, group, *reset, "--by-duration", "PT2H")) == {0: 0, 1: 0, 2: 0}
+    assert _group_offsets(admin, "tools-cg") == {0: 0, 1: 0, 2: 0}
+
+    dropped = tool(
+        kafka_jars, broker, group, "--delete-offsets", "--group", "tools-cg", "--topic", "tools-groups:2"
+    )
+    assert re.search(r"tools-groups\s+2\s+Successful", dropped), dropped
+    assert _group_offsets(admin, "tools-cg") == {0: 0, 1: 0}
+
     deleted = tool(kafka_jars, broker, group, "--delete", "--group", "tools-cg")
     assert "Deletion of requested consumer groups ('tools-cg') was successful." in deleted
     assert "tools-cg" not in tool(kafka_jars, broker, group, "--list").split()
