@@ -29,7 +29,6 @@ from logtrove.http import HttpSecurity, HttpServer, start_in_thread
 from logtrove.http.lag_history import LagHistory
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
-from logtrove.testing import free_port
 
 PASSWORDS = {"admin": "admin-pw", "reader": "reader-pw", "writer": "writer-pw"}
 
@@ -55,7 +54,7 @@ class Secured:
             metrics_auth=bool(options.pop("metrics_auth", False)),
             follow_acls=bool(options.pop("follow_acls", False)),
         )
-        return start_in_thread(self.storage, f"127.0.0.1:{free_port()}", security=security, **options)  # type: ignore[arg-type]
+        return start_in_thread(self.storage, "127.0.0.1:0", security=security, **options)  # type: ignore[arg-type]
 
 
 def topic_acl(principal: str, op: Operation, topic: str) -> AclBinding:

@@ -88,7 +88,7 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Dataset:
 def live(dataset: Dataset) -> Iterator[HttpServer]:
     """A writable app over the dataset, on a free port (closed at the end)."""
     storage = Storage.open(dataset.path)
-    server = start_in_thread(storage, f"127.0.0.1:{free_port()}")
+    server = start_in_thread(storage, "127.0.0.1:0")
     try:
         yield server
     finally:
@@ -105,8 +105,6 @@ def client(live: HttpServer) -> Iterator[httpx.Client]:
 class ServeProcess(HttpBrokerProcess):
     """``logtrove serve`` with its HTTP API on free ports: the tests' broker harness,
     started once Kafka answers (:meth:`wait_http` then waits for the API)."""
-
-    start_timeout_s = 60  # a busy machine imports slowly
 
     def __init__(self, data: Path, *extra: str) -> None:
         super().__init__(data, free_port(), free_port(), *extra)

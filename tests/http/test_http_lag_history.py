@@ -19,7 +19,7 @@ from logtrove.http import start_in_thread
 from logtrove.http.lag_history import LagHistory
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
-from logtrove.testing import consume_until, free_port, wait_until
+from logtrove.testing import consume_until, wait_until
 
 T0 = 1_767_225_600_000
 
@@ -47,7 +47,7 @@ def test_the_sampler_records_lag_as_commits_move(tmp_path: Path) -> None:
     store = OffsetStore(storage)
     store.load()
     store.commit("g", {("t", 0): CommittedOffset(10, -1, "", T0)})
-    server = start_in_thread(storage, f"127.0.0.1:{free_port()}", lag_sample_interval_s=0.1)
+    server = start_in_thread(storage, "127.0.0.1:0", lag_sample_interval_s=0.1)
     try:
         url = f"{server.url}/api/v1/groups/g/lag-history"
         wait_for_lag(url, 20)

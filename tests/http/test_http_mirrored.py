@@ -10,13 +10,12 @@ from tests.http.support import assert_problem
 
 from logtrove.http import start_in_thread
 from logtrove.storage import Storage
-from logtrove.testing import free_port
 
 
 def test_source_configs_and_produce_of_a_mirrored_topic_are_refused(tmp_path: Path) -> None:
     with Storage.open(tmp_path / "data") as storage:
         storage.create_topic("copied", 1, {"retention.ms": "86400000"}, followed_from="source.example:9092")
-        server = start_in_thread(storage, f"127.0.0.1:{free_port()}")
+        server = start_in_thread(storage, "127.0.0.1:0")
         try:
             with httpx.Client(base_url=server.url, timeout=30) as c:
                 refused = assert_problem(

@@ -16,7 +16,7 @@ from logtrove.http import HttpSecurity, HttpServer, start_in_thread
 from logtrove.http.origin import HostNameError, HostPolicy, normalize_host, same_origin
 from logtrove.records import NewRecord, build_batch
 from logtrove.storage import Storage
-from logtrove.testing import cli_in, free_port
+from logtrove.testing import cli_in
 
 ATTACKER = "attacker.example"
 
@@ -32,7 +32,7 @@ def storage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Storage]:
 @pytest.fixture(scope="module")
 def open_api(storage: Storage) -> Iterator[HttpServer]:
     """The API as ``make run`` serves it: loopback, no credentials, writable."""
-    server = start_in_thread(storage, f"127.0.0.1:{free_port()}")
+    server = start_in_thread(storage, "127.0.0.1:0")
     try:
         yield server
     finally:
@@ -125,7 +125,7 @@ def test_same_origin_and_local_names_are_served(client: httpx.Client, storage: S
 
 def test_configured_host_names_are_served(storage: Storage) -> None:
     security = HttpSecurity(allowed_hosts=("logs.example.com", "*.corp.example"))
-    server = start_in_thread(storage, f"127.0.0.1:{free_port()}", security=security)
+    server = start_in_thread(storage, "127.0.0.1:0", security=security)
     try:
         with httpx.Client(base_url=server.url, timeout=30) as c:
             for host in ("logs.example.com", "LOGS.example.com.", "a.corp.example:8080"):

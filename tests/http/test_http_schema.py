@@ -28,7 +28,6 @@ from tests.http.support import build_data
 
 from logtrove.http import HttpServer, create_app, start_in_thread
 from logtrove.storage import Storage
-from logtrove.testing import free_port
 
 EXAMPLES = int(os.environ.get("LOGTROVE_SCHEMA_EXAMPLES", "5"))
 SLOW_EXAMPLES = 60
@@ -39,7 +38,7 @@ def schema_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServ
     path: Path = tmp_path_factory.mktemp("schema-data") / "data"
     build_data(path)
     storage = Storage.open(path)
-    server = start_in_thread(storage, f"127.0.0.1:{free_port()}")
+    server = start_in_thread(storage, "127.0.0.1:0")
     try:
         yield server
     finally:

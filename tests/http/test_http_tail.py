@@ -14,7 +14,7 @@ import pytest
 from logtrove.http import HttpServer, start_in_thread
 from logtrove.http.tail import TailLimits
 from logtrove.storage import Storage
-from logtrove.testing import free_port, wait_until
+from logtrove.testing import wait_until
 
 LIMITS = TailLimits(poll_interval_s=0.05, heartbeat_s=0.3, max_behind=50, max_tails=3)
 
@@ -23,7 +23,7 @@ LIMITS = TailLimits(poll_interval_s=0.05, heartbeat_s=0.3, max_behind=50, max_ta
 def server(tmp_path: Path) -> Iterator[HttpServer]:
     storage = Storage.open(tmp_path / "data")
     storage.create_topic("events", 2)
-    started = start_in_thread(storage, f"127.0.0.1:{free_port()}", tail_limits=LIMITS)
+    started = start_in_thread(storage, "127.0.0.1:0", tail_limits=LIMITS)
     try:
         yield started
     finally:
@@ -139,7 +139,7 @@ def test_a_reconnecting_client_resumes_after_the_last_event(server: HttpServer) 
 def test_shutdown_ends_open_tails(tmp_path: Path) -> None:
     storage = Storage.open(tmp_path / "data")
     storage.create_topic("events", 1)
-    server = start_in_thread(storage, f"127.0.0.1:{free_port()}", tail_limits=LIMITS)
+    server = start_in_thread(storage, "127.0.0.1:0", tail_limits=LIMITS)
     ended = threading.Event()
 
     def follow() -> None:

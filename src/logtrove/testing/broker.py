@@ -16,7 +16,10 @@ from pathlib import Path
 from typing import Self
 
 SERVE = "from logtrove.cli.main import main; main()"
-START_TIMEOUT_S = 60  # a busy machine imports slowly
+# How long a started broker may take to answer. It is a bound on a wait, not a measure:
+# a broker that exits is reported at once, and on a busy machine (parallel test workers,
+# other users) importing logtrove in a fresh interpreter alone can take tens of seconds.
+START_TIMEOUT_S = 120
 
 
 def free_port() -> int:
@@ -51,7 +54,7 @@ class BrokerProcess:
     before it starts (e.g. to lower ``ulimit -n``)."""
 
     preexec: Callable[[], None] | None = None
-    start_timeout_s: float = 30
+    start_timeout_s: float = START_TIMEOUT_S
 
     def __init__(self, data: Path, port: int, *extra: str) -> None:
         self.data = data
