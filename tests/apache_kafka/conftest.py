@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.apache_kafka.differential import compile_java
 
 from logtrove.testing import BrokerProcess, free_port
 from logtrove.testing.kafka import KafkaCluster, KafkaJars
@@ -48,3 +49,9 @@ def logtrove_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker
     names)."""
     with BrokerProcess(tmp_path_factory.mktemp("logtrove") / "data", free_port()) as proc:
         yield proc
+
+
+@pytest.fixture(scope="session")
+def java_classes(kafka_jars: KafkaJars, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Java programs of ``tests/apache_kafka/java``, compiled against Kafka's jars."""
+    return compile_java(kafka_jars, tmp_path_factory.mktemp("java"))

@@ -10,6 +10,8 @@ reason in ``docs/KAFKA_APIS.md``, and every row there is still observed."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from tests.apache_kafka import differential
 from tests.apache_kafka.differential import Finding
@@ -23,11 +25,11 @@ Observations = dict[tuple[str, str], object]
 @pytest.fixture(scope="module")
 def observed(
     kafka_jars: KafkaJars,
+    java_classes: Path,
     kafka_broker: KafkaCluster,
     logtrove_broker: BrokerProcess,
-    tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[Observations, Observations]:
-    classes = differential.compile_java(kafka_jars, tmp_path_factory.mktemp("java"))
+    classes = java_classes
     t0 = differential.recent_t0()
     kafka = differential.observe(kafka_jars, classes, kafka_broker.bootstrap, "dj-", t0)
     logtrove = differential.observe(kafka_jars, classes, logtrove_broker.bootstrap, "dj-", t0)
