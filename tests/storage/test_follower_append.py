@@ -77,7 +77,7 @@ def test_followed_survives_a_reopen_and_new_partitions_are_followed(tmp_path: Pa
     storage.close()
     again = Storage.open(tmp_path / "data", clock=FakeClock())
     assert again.topic(T).followed_from == "leader:9092"
-    again.create_partitions(T, 2)
+    again.create_partitions(T, 2, follower=True)  # as the mirror grows it
     with pytest.raises(FollowedTopicError):
         again.log(T, 1).append(build_batch(_records(1)))
     again.close()
