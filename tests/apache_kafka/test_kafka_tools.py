@@ -1,7 +1,7 @@
 """Apache Kafka's own command-line tools (4.4.0, run from their jars as ``kafka-*.sh``
 runs them) against logtrove, each checked by what it answers: ``kafka-topics``,
 ``kafka-consumer-groups`` (describe and ``--reset-offsets``), ``kafka-configs`` (topic,
-cluster default, group), ``kafka-get-offsets``, ``kafka-console-producer`` and
+cluster default, group), ``kafka-acls``, ``kafka-get-offsets``, ``kafka-console-producer`` and
 ``-consumer``, ``kafka-delete-records``, ``kafka-log-dirs``, ``kafka-transactions``, and
 ``kafka-dump-log`` reading a logtrove partition's ``.log``, ``.index`` and ``.timeindex``
 files."""
@@ -18,7 +18,17 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec, ResourceType
+from confluent_kafka.admin import (
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+    OffsetSpec,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from logtrove.testing import BrokerProcess, free_port
 from logtrove.testing.kafka import KafkaJars
@@ -354,3 +364,54 @@ def test_kafka_transactions(kafka_jars: KafkaJars, broker: BrokerProcess) -> Non
         assert "does not support WRITE_TXN_MARKERS" in refused.stdout + refused.stderr
     finally:
         pending.abort_transaction()
+
+
+def _acls(admin: AdminClient) -> set[tuple[str, str, str, str, str]]:
+    everything = AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+    )
+    bindings = admin.describe_acls(everything).result(30)
+    return {
+        (b.restype.name, b.name, b.resource_pattern_type.name, b.principal, b.operation.name)
+        for b in bindings
+    }
+
+
+def test_kafka_acls(kafka_jars: KafkaJars, tmp_path: Path) -> None:
+    """kafka-acls adds, lists and removes ACLs on a logtrove broker with its authorizer on
+    (the tool's own principal, ANONYMOUS, is a super user)."""
+    extra = ("--authorizer", "--super-user", "User:ANONYMOUS")
+    with BrokerProcess(tmp_path / "data", free_port(), *extra) as secured:
+        admin = AdminClient({"bootstrap.servers": secured.bootstrap})
+        acl = "AclCommand"
+        alice = ["--allow-principal", "User:alice"]
+        tool(
+            kafka_jars,
+            secured,
+            acl,
+            "--add",
+            *alice,
+            "--operation",
+            "Read",
+            "--operation",
+            "Describe",
+            "--topic",
+            "acl-t",
+        )
+        tool(kafka_jars, secured, acl, "--add", *alice, "--consumer", "--topic", "acl-in", "--group", "acl-",
+             "--resource-pattern-type", "prefixed")  # fmt: skip
+        assert _acls(admin) == {
+            ("TOPIC", "acl-t", "LITERAL", "User:alice", "READ"),
+            ("TOPIC", "acl-t", "LITERAL", "User:alice", "DESCRIBE"),
+            ("TOPIC", "acl-in", "PREFIXED", "User:alice", "READ"),
+            ("TOPIC", "acl-in", "PREFIXED", "User:alice", "DESCRIBE"),
+            ("GROUP", "acl-", "PREFIXED", "User:alice", "READ"),
+        }
+        listed = tool(kafka_jars, secured, acl, "--list", "--principal", "User:alice")
+        assert "ResourcePattern(resourceType=GROUP, name=acl-, patternType=PREFIXED)" in listed
+        assert listed.count("(principal=User:alice, host=*, operation=") == 5
+        tool(
+            kafka_jars, secured, acl, "--remove", *alice, "--operation", "Read", "--topic", "acl-t", "--force"
+        )
+        assert ("TOPIC", "acl-t", "LITERAL", "User:alice", "READ") not in _acls(admin)
+        assert len(_acls(admin)) == 4
