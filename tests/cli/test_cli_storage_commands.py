@@ -227,3 +227,15 @@ def test_console_script_help_and_bad_flag() -> None:
     assert ok.returncode == 0 and "Examples" in ok.stdout
     bad = subprocess.run([exe, "topics", "create", "--bogus"], capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and "No such option" in bad.stderr
+
+
+def test_compact_says_why_nothing_was_removed(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with Storage.open(data) as storage:
+        storage.create_topic("users", 1, {"cleanup.policy": "compact"})
+        storage.log("users", 0).append(build_batch([NewRecord(b"v1", b"k"), NewRecord(b"v2", b"k")]))
+    code, out = run("compact", "users", "--data", str(data))
+    assert code == 0, out
+    flat = " ".join(out.split())
+    assert "users-0: nothing removed: no segment could be cleaned" in flat
+    assert "from offset 0 on are in the active segment" in flat

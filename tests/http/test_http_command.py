@@ -30,7 +30,7 @@ def writer(tmp_path: Path) -> Iterator[Storage]:
 
 
 def start_http(data: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
-    args = [sys.executable, "-c", CLI, "http", "--data", str(data), "--listen", f"127.0.0.1:{port}"]
+    args = [sys.executable, "-c", CLI, "http", "--data", str(data), "--http", f"127.0.0.1:{port}"]
     with log.open("wb") as out:
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
 
@@ -91,14 +91,15 @@ def test_serves_read_only_while_a_writer_holds_the_directory(writer: Storage, tm
     assert code == 0, (tmp_path / "http.log").read_text()
 
 
-def test_bad_listen_address_is_a_usage_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize("option", ["--http", "--listen"])  # --listen: the option's old name
+def test_bad_listen_address_is_a_usage_error(tmp_path: Path, option: str) -> None:
     Storage.open(tmp_path / "data").close()
     done = subprocess.run(
-        [sys.executable, "-c", CLI, "http", "--data", str(tmp_path / "data"), "--listen", "nowhere"],
+        [sys.executable, "-c", CLI, "http", "--data", str(tmp_path / "data"), option, "nowhere"],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
     assert done.returncode == 2
-    assert "HOST:PORT" in done.stderr
+    assert "--http: expected HOST:PORT" in done.stderr

@@ -200,3 +200,29 @@ def test_lag_watch_refreshes_as_commits_move_and_stops_on_sigint(mixed: MixedTop
     err = proc.stderr.read() if proc.stderr else ""
     assert proc.returncode == 0, err
     assert "Traceback" not in err
+
+
+def test_lag_watch_piped_prints_one_line_per_sample(mixed: MixedTopic) -> None:
+    from logtrove.groups.consumer import StoreCommitter
+
+    with Storage.open(mixed.path) as storage:
+        StoreCommitter(storage).commit("watcher", TOPIC, {0: 10, 1: 20})
+    lag = (len(mixed.tags[0]) - 10) + (len(mixed.tags[1]) - 20)
+    args = ["lag", "watcher", "-d", str(mixed.path), "--watch", "--interval", "0.2"]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from logtrove.cli.main import main; main()", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    stdout = proc.stdout
+    assert stdout is not None
+    threading.Thread(target=lambda: [lines.put(line) for line in stdout], daemon=True).start()
+    try:
+        samples = [lines.get(timeout=30) for _ in range(3)]  # each arrives as it is taken
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    for line in samples:
+        assert f"  watcher: lag {lag} (" in line and "┃" not in line, samples

@@ -121,4 +121,24 @@ def _report(
             f"{sum(r.tombstones_removed for r in rounds):,}",
         )
     console.print(table)
+    for p, rounds in results.items():
+        reason = nothing_removed_reason(rounds)
+        if reason:
+            console.print(f"{topic}-{p}: nothing removed: {reason}", highlight=False)
     console.print(f"Compacted [bold]{topic}[/].")
+
+
+def nothing_removed_reason(rounds: list[CleanStats]) -> str | None:
+    """Why compaction removed no record from a partition (``None`` if it removed some)."""
+    if any(r.records_removed or r.tombstones_removed or r.markers_removed for r in rounds):
+        return None
+    if not any(r.segments_cleaned for r in rounds):
+        start = rounds[-1].first_uncleanable if rounds else 0
+        return (
+            f"no segment could be cleaned: only closed segments are compacted, and the records from "
+            f"offset {start} on are in the active segment (it closes at segment.bytes or segment.ms), "
+            "younger than min.compaction.lag.ms, or in an open transaction"
+        )
+    return (
+        "each key in the cleaned segments has only its latest value (no older values or expired tombstones)"
+    )

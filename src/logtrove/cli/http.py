@@ -141,8 +141,12 @@ MetricsAuthOption = Annotated[
 def http(
     data: DataOption = DEFAULT_DATA,
     listen: Annotated[
-        str, typer.Option("--listen", "-l", help="Address to serve on, HOST:PORT.")
+        str,
+        typer.Option("--http", help="Serve the HTTP API and web console on HOST:PORT (as serve's --http)."),
     ] = "127.0.0.1:8080",
+    old_listen: Annotated[
+        str | None, typer.Option("--listen", "-l", hidden=True, help="The old name of --http.")
+    ] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
     max_body_mb: Annotated[int, body_limit_option()] = DEFAULT_MAX_BODY_BYTES >> 20,
     http_auth: HttpAuthOption = False,
@@ -180,14 +184,15 @@ def http(
 
       logtrove http --data ./data
 
-      logtrove http --data ./data --listen 127.0.0.1:9000
+      logtrove http --data ./data --http 127.0.0.1:9000
     """
     from logtrove.http import ListenAddressError, parse_listen, run
 
+    listen = old_listen or listen
     try:
         host, port = parse_listen(listen)
     except ListenAddressError as exc:
-        fail(f"--listen: {exc}", 2)
+        fail(f"--http: {exc}", 2)
     if log_level.lower() not in ("debug", "info", "warning", "error"):
         fail(f"--log-level must be debug, info, warning or error, got {log_level!r}", 2)
     options = HttpSecurityOptions(

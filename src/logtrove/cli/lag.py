@@ -33,6 +33,7 @@ from logtrove.cli.common import (
     console,
     err_console,
     fail,
+    format_time,
 )
 from logtrove.cli.remote import BootstrapOption, HttpOption, connect
 from logtrove.client import (
@@ -238,9 +239,9 @@ def _run(
         _print(groups, as_json)
         return
     try:
-        if as_json:
+        if as_json or not console.is_terminal:  # piped: one line per sample, as it is taken
             while True:
-                _print(groups, as_json=True)
+                typer.echo(json.dumps([g.to_json() for g in groups]) if as_json else sample_line(groups))
                 time.sleep(interval)
                 groups = source.lag(client, group, topic)
         with Live(render(groups), console=console, auto_refresh=False) as live:
@@ -250,6 +251,18 @@ def _run(
                 live.update(render(groups), refresh=True)
     except KeyboardInterrupt:
         return
+
+
+def sample_line(groups: list[GroupLag], now_ms: int | None = None) -> str:
+    """One line for one sample of ``lag --watch`` when the output is not a terminal:
+    ``TIME  group: lag N (age), tag lag M; other: …``."""
+    parts = []
+    for g in groups:
+        age = "-" if g.time_lag_ms is None else f"{g.time_lag_ms} ms"
+        tags = "" if g.tag_lag is None else f", tag lag {g.tag_lag}"
+        parts.append(f"{g.group}: lag {g.lag} ({age}){tags}")
+    when = format_time(time.time_ns() // 1_000_000 if now_ms is None else now_ms)
+    return f"{when}  " + ("; ".join(parts) if parts else "no groups")
 
 
 def _print(groups: list[GroupLag], as_json: bool) -> None:
