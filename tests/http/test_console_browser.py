@@ -34,6 +34,10 @@ def test_console_loads_and_lists_topics(page: Any, live: HttpServer) -> None:
     page.locator("#topics-table tbody tr", has_text="orders").wait_for()
     assert page.locator("#topics-table tbody tr").count() >= 3
     assert "read-only" not in page.locator("#server").inner_text()
+    assert page.locator("#auth-link").is_hidden(), "no HTTP auth: nothing to log in to"
+    page.goto(f"{live.url}/ui/search")
+    page.locator("#f-topic option", has_text="__consumer_offsets").wait_for(state="attached")
+    assert not page.locator("#f-topic").input_value().startswith("__"), "an internal topic as the default"
 
 
 def test_key_search_shows_every_record_of_the_key(page: Any, live: HttpServer, dataset: Dataset) -> None:

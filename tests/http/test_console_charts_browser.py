@@ -105,6 +105,7 @@ def test_live_tail_shows_new_filtered_records_pauses_and_keeps_a_capped_list(
     page.fill("#tail-form input[name=keep]", "3")
     page.click("#tail-follow")
     page.locator("#tail-status.ok", has_text="Following").wait_for()
+    assert page.locator("#tail-follow").is_disabled(), "Follow while following"
     rest_produce(
         live.url,
         topic,
@@ -119,6 +120,7 @@ def test_live_tail_shows_new_filtered_records_pauses_and_keeps_a_capped_list(
 
     page.click("#tail-pause")
     page.locator("#tail-follow", has_text="Resume").wait_for()
+    assert page.locator("#tail-follow").is_enabled()
     rest_produce(
         live.url, topic, [{"key": "k1", "value": f"while paused {i}", "partition": 0} for i in range(3)]
     )

@@ -49,6 +49,7 @@ def test_console_login_with_a_token(page: Any, server: HttpServer, secured: Any)
     _, token = TokenStore(secured.data).create("reader", "browser")
     page.goto(f"{server.url}/ui/topics")
     page.wait_for_url("**/ui/login?next=%2Fui%2Ftopics")
+    page.locator("#auth-link", has_text="Log in").wait_for()  # visible: this server asks for credentials
     page.fill("#login-token", "lt_wrong")
     page.click("#login-submit")
     page.locator("#login-status.error").wait_for()

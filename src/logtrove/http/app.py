@@ -117,7 +117,13 @@ def create_app(
         app.state.lag_sampler = LagSampler(
             app.state.groups, app.state.lag_history, storage.clock, lag_sample_interval_s
         ).start()
-    app.state.features = {"query": True, "groups": True, "lag": True, "tag_lag": True}
+    app.state.features = {
+        "query": True,
+        "groups": True,
+        "lag": True,
+        "tag_lag": True,
+        "auth": app.state.security.credentials is not None,  # the console shows "Log in" only then
+    }
     install_handlers(app)
     document_problems(app)
     document_security(app, app.state.security)

@@ -27,7 +27,9 @@ class Health(_Model):
     read_only: bool = Field(description="True when the API cannot write (produce, create topics).")
     topics: int
     uptime_ms: int
-    features: dict[str, bool] = Field(description="Optional parts present: query, groups, lag.")
+    features: dict[str, bool] = Field(
+        description="Optional parts present: query, groups, lag; auth: requests need a credential."
+    )
 
 
 # -- topics ----------------------------------------------------------------------------

@@ -88,8 +88,12 @@ function authHeaders(headers = {}) {
   return t ? { ...all, Authorization: "Bearer " + t } : all;
 }
 
+// Without HTTP auth on the server there is nothing to log in to: the link is shown only
+// when the server asks for credentials (health's features.auth) or a token is held.
 function updateAuthLink() {
-  $("#auth-link").textContent = token() ? "Log out" : "Log in";
+  const link = $("#auth-link");
+  link.textContent = token() ? "Log out" : "Log in";
+  link.hidden = !token() && !(health && health.features && health.features.auth);
 }
 
 // EventSource cannot send an Authorization header, so with a token the live tail reads
@@ -267,7 +271,9 @@ async function loadTopicChoices() {
   if (!topicsLoaded) {
     topicsLoaded = api("/topics", { internal: "true" }).then((topics) => {
       const select = $("#f-topic");
-      select.replaceChildren(...topics.map((t) => el("option", { value: t.name, text: t.name })));
+      // the user's topics first: internal ones (__consumer_offsets…) are never the default
+      const ordered = [...topics].sort((a, b) => a.name.startsWith("__") - b.name.startsWith("__"));
+      select.replaceChildren(...ordered.map((t) => el("option", { value: t.name, text: t.name })));
       return topics;
     });
   }
@@ -693,6 +699,8 @@ function stopTail(keepCursor = false) {
   if (!keepCursor) tail = null;
   const pause = $("#tail-pause");
   if (pause) pause.disabled = true;
+  const follow = $("#tail-follow");
+  if (follow) follow.disabled = false;
 }
 
 function setupTail(name) {
@@ -723,6 +731,7 @@ function startTail() {
   $("#tail-table").hidden = false;
   $("#tail-pause").disabled = false;
   $("#tail-follow").textContent = "Follow";
+  $("#tail-follow").disabled = true; // following already; a changed filter enables it again
   const describe = () => `${fmtNum(state.shown)} shown${state.dropped ? `, ${fmtNum(state.dropped)} older dropped (keeping ${keep})` : ""}`;
   source.addEventListener("ready", (event) => {
     state.cursor = JSON.parse(event.data).cursor;
@@ -763,6 +772,9 @@ $("#tail-form").addEventListener("submit", (event) => {
     $("#tail-table tbody").replaceChildren();
   }
   startTail();
+});
+$("#tail-form").addEventListener("input", () => {
+  if (tail && tail.source) $("#tail-follow").disabled = false; // Follow again: with the new filters
 });
 $("#tail-pause").addEventListener("click", () => {
   stopTail(true);
@@ -950,6 +962,7 @@ updateAuthLink();
 api("/health")
   .then((h) => {
     health = h;
+    updateAuthLink();
     $("#server").textContent = `${h.data_dir}${h.read_only ? " · read-only" : ""} · v${h.version}`;
   })
   .catch(() => ($("#server").textContent = "server unreachable"))
