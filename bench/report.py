@@ -165,6 +165,16 @@ def plot(name: str, spec: dict[str, Any], out_dir: Path) -> str | None:
     return path.name
 
 
+def kept_summary(target: Path) -> list[str]:
+    """The hand-written ``## Summary`` at the top of an existing report (headline figures,
+    peers, ratios, dates), kept when the tables below are generated again."""
+    if not target.exists():
+        return []
+    text = target.read_text()
+    start, end = text.find("## Summary"), text.find("\nGenerated ")
+    return [*text[start:end].rstrip("\n").split("\n"), ""] if 0 <= start < end else []
+
+
 def write_report(*, quick: bool) -> Path:
     suffix = "-quick" if quick else ""
     found = {
@@ -175,9 +185,11 @@ def write_report(*, quick: bool) -> Path:
     names = [n for n in ORDER if n in found] + sorted(n for n in found if n not in ORDER)
     info = machine()
     disk = disk_write_mb_s()
+    target = ROOT / "BENCHMARKS.md" if not quick else RESULTS / "BENCHMARKS-quick.md"
     lines = [
         "# Benchmarks" + (" (quick sizes)" if quick else ""),
         "",
+        *kept_summary(target),
         f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `make bench{'-quick' if quick else ''}`"
         " (`bench/run_all.py`). Raw figures: `bench/results/*.json`.",
         "",
@@ -198,7 +210,6 @@ def write_report(*, quick: bool) -> Path:
                 lines += [f"![{spec['title']}](bench/results/{png})", ""]
         for key, value in results.items() if isinstance(results, dict) else [("results", results)]:
             lines += render(key, value)
-    target = ROOT / "BENCHMARKS.md" if not quick else RESULTS / "BENCHMARKS-quick.md"
     target.write_text("\n".join(lines) + "\n")
     return target
 

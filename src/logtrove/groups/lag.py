@@ -18,7 +18,7 @@ For one partition and a group's committed offset ``c`` (DESIGN.md §5)::
 * With a tag subscription on the topic (:mod:`.subscriptions`): ``tag_lag`` = the exact
   number of unconsumed records whose tag is wanted (counted from ``.tagidx``, see
   :mod:`.tags`), and ``tag_time_lag_ms`` = the age of the first of them. A consumer of
-  one tag is thus not shown the backlog of the others (seed 003, RocketMQ #3323). Under
+  one tag is thus not shown the backlog of the others. Under
   read_committed the count leaves out aborted records and ends at the last stable offset,
   and the first record is the first one the consumer will see.
 

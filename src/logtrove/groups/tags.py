@@ -1,4 +1,4 @@
-"""Tag expressions, and exact tag-aware counting and reading over ``.tagidx`` (seed 003).
+"""Tag expressions, and exact tag-aware counting and reading over ``.tagidx``.
 
 A record's tag is the value of its topic's ``message.tag.header`` (its last such header,
 as :meth:`~logtrove.records.Record.header` reads it). A group subscribed to

@@ -1,6 +1,6 @@
 """Message IDs: time-ordered client IDs, and broker position IDs.
 
-**Client IDs** (:class:`MessageIdGenerator`, seed 000's "simple method") are 64-bit
+**Client IDs** (:class:`MessageIdGenerator`) are 64-bit
 snowflakes written as 13 Crockford base-32 characters, so they sort by time as strings::
 
     ┌─────────────────────────────┬──────────────┬──────────────────┐
