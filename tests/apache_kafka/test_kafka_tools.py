@@ -2,7 +2,7 @@
 runs them) against logtrove, each checked by what it answers: ``kafka-topics``,
 ``kafka-consumer-groups`` (describe and ``--reset-offsets``), ``kafka-configs`` (topic,
 cluster default, group), ``kafka-acls``, ``kafka-get-offsets``, ``kafka-console-producer`` and
-``-consumer``, ``kafka-delete-records``, ``kafka-log-dirs``, ``kafka-transactions``, and
+``-consumer``, ``kafka-verifiable-producer`` and ``-consumer``, ``kafka-delete-records``, ``kafka-log-dirs``, ``kafka-transactions``, and
 ``kafka-dump-log`` reading a logtrove partition's ``.log``, ``.index`` and ``.timeindex``
 files."""
 
@@ -415,3 +415,38 @@ def test_kafka_acls(kafka_jars: KafkaJars, tmp_path: Path) -> None:
         )
         assert ("TOPIC", "acl-t", "LITERAL", "User:alice", "READ") not in _acls(admin)
         assert len(_acls(admin)) == 4
+
+
+def _events(output: str) -> list[dict[str, object]]:
+    return [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+
+
+def test_kafka_verifiable_producer_and_consumer(kafka_jars: KafkaJars, broker: BrokerProcess) -> None:
+    """The system tests' producer and consumer: every send acknowledged at contiguous
+    offsets per partition, every record consumed once by a group, and its commits."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("tools-verifiable", 2, 1)])["tools-verifiable"].result(30)
+    topic = ["--topic", "tools-verifiable"]
+    produced = _events(
+        tool(kafka_jars, broker, "VerifiableProducer", *topic, "--max-messages", "100", "--acks", "-1")
+    )
+    sent = [e for e in produced if e["name"] == "producer_send_success"]
+    assert len(sent) == 100
+    per_partition: dict[int, list[int]] = {}
+    for event in sent:
+        per_partition.setdefault(int(str(event["partition"])), []).append(int(str(event["offset"])))
+    assert all(sorted(offsets) == list(range(len(offsets))) for offsets in per_partition.values())
+    (summary,) = [e for e in produced if e["name"] == "tool_data"]
+    assert (summary["sent"], summary["acked"]) == (100, 100)
+
+    consumed = _events(
+        tool(kafka_jars, broker, "VerifiableConsumer", *topic, "--group-id", "tools-vc", "--max-messages", "100",
+             "--reset-policy", "earliest")
+    )  # fmt: skip
+    records = [p for e in consumed if e["name"] == "records_consumed" for p in e["partitions"]]  # type: ignore[attr-defined]
+    assert sum(p["count"] for p in records) == 100
+    commits = [e for e in consumed if e["name"] == "offsets_committed"]
+    assert commits
+    assert all(e["success"] for e in commits)
+    ends = {p: len(offsets) for p, offsets in per_partition.items()}
+    assert _group_offsets(admin, "tools-vc") == ends
