@@ -80,6 +80,17 @@ class BrokerProcess:
         args += ["--initial-rebalance-delay-ms", "200", *self.http_args(), *self.extra]
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, preexec_fn=self.preexec)  # noqa: PLW1509
+        try:
+            self._wait_ready()
+        except BaseException:
+            # A start that fails (or is interrupted) ends its process: the caller's
+            # ``with`` never reaches __exit__, and a broker left running holds a port, a
+            # data directory and CPU for the rest of the session.
+            self.stop(signal.SIGKILL)
+            raise
+
+    def _wait_ready(self) -> None:
+        assert self.proc is not None
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -90,7 +101,7 @@ class BrokerProcess:
             except OSError:
                 pass
             time.sleep(0.05)
-        raise RuntimeError(f"broker did not start: {self.log.read_text()}")
+        raise RuntimeError(f"broker did not start in {self.start_timeout_s:.0f} s: {self.log.read_text()}")
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int | None:
         """Signal the broker (by its PID) and wait; SIGKILL after ``timeout``. Returns
