@@ -459,6 +459,13 @@ public final class ClientScenarios {
                     return "ok";
                 });
             }
+            // Kafka answers EndTxn once PrepareCommit is logged and writes the markers after;
+            // logtrove writes them first. Both settle on CompleteCommit: wait for it (10 s).
+            long settle = System.currentTimeMillis() + 10_000;
+            while (System.currentTimeMillis() < settle
+                    && admin.describeTransactions(List.of(txnId)).description(txnId).get().state().toString().startsWith("Prepare")) {
+                Thread.sleep(50);
+            }
             step("listTransactions", () -> {
                 Map<String, Object> out = new TreeMap<>();
                 for (TransactionListing l : admin.listTransactions().all().get()) {
