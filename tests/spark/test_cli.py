@@ -203,6 +203,10 @@ def test_a_failed_export_leaves_the_target_as_it_was(spark: Any, tmp_path: Path)
         )
     assert (table / "_logtrove_export.json").read_bytes() == settings
     assert spark.read.parquet(str(table)).count() == len(ACCESS_LINES)
+    # the library call reports each committed micro-batch
+    lines: list[str] = []
+    export_topic(spark, ExportSpec("access_log", tables / "again", path=str(data), parse="raw"), lines.append)
+    assert lines and lines[-1].endswith(f"({len(ACCESS_LINES)} this run)"), lines
     # a directory that holds something else is refused, untouched
     (tables / "photos").mkdir()
     (tables / "photos" / "cat.jpg").write_bytes(b"meow")

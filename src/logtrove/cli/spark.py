@@ -28,6 +28,7 @@ from logtrove.cli.common import (
     JsonOption,
     cli_errors,
     console,
+    err_console,
     fail,
 )
 from logtrove.clock import parse_time
@@ -65,7 +66,8 @@ def _spark_session(name: str, *, full_jit: bool = False) -> Iterator[Any]:
         register(active)
         yield active
         return
-    spark = local_session(name, full_jit=full_jit)
+    with err_console.status("Starting Spark (a local JVM, 10-30 s)…"):  # shown on a terminal only
+        spark = local_session(name, full_jit=full_jit)
     try:
         yield spark
     finally:
@@ -167,7 +169,8 @@ def export(
         )
         check_source(spec)  # no such topic: one line, before a JVM starts
     with _spark_session("logtrove-export", full_jit=True) as spark, cli_errors(), _spark_errors():
-        result = export_topic(spark, spec)
+        with err_console.status(f"Exporting {topic}…") as status:  # shown on a terminal only
+            result = export_topic(spark, spec, lambda line: status.update(f"Exporting {topic}: {line}"))
         total = table_rows(spark, to)
     if as_json:
         console.print_json(

@@ -33,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,7 @@ from logtrove.spark.ranges import Catalog, DirectCatalog, plan_batch
 SETTINGS_FILE = "_logtrove_export.json"
 CHECKPOINT_DIR = "_checkpoint"
 SAMPLE_PER_PARTITION = 1000
+PROGRESS_EVERY_S = 2
 
 
 @dataclass(frozen=True)
@@ -209,20 +210,31 @@ def _committed(table: Path) -> bool:
     return log.is_dir() and any(not p.name.startswith(".") for p in log.iterdir())
 
 
-def export_topic(spark: Any, spec: ExportSpec) -> ExportResult:
+def export_topic(spark: Any, spec: ExportSpec, progress: Callable[[str], None] | None = None) -> ExportResult:
     """Run one export (until caught up, or forever with ``stream``); what a failure
-    leaves is in the module's docstring."""
+    leaves is in the module's docstring. ``progress`` gets a line for each micro-batch
+    committed (its records and the run's total so far)."""
     _check_target(spec)
     before = _Before.of(spec.to)
     try:
-        return _export(spark, spec)
+        return _export(spark, spec, progress or (lambda _line: None))
     except BaseException:
         if not (spec.stream and _committed(spec.to)):
             before.restore(spec.to)
         raise
 
 
-def _export(spark: Any, spec: ExportSpec) -> ExportResult:
+def _report_batches(query: Any, seen: set[Any], progress: Callable[[str], None]) -> None:
+    for p in query.recentProgress:
+        batch = p.get("batchId")
+        if batch in seen or not p.get("numInputRows", 0):
+            continue
+        seen.add(batch)
+        total = sum(q.get("numInputRows", 0) for q in query.recentProgress if q.get("batchId") in seen)
+        progress(f"batch {batch}: {p['numInputRows']:,} records ({total:,} this run)")
+
+
+def _export(spark: Any, spec: ExportSpec, progress: Callable[[str], None]) -> ExportResult:
     from pyspark.sql import functions as sf
 
     schema = _json_schema(spark, spec) if spec.parse == "json" else None
@@ -249,12 +261,14 @@ def _export(spark: Any, spec: ExportSpec) -> ExportResult:
     else:
         writer = writer.trigger(availableNow=True)
     query = writer.start()
+    seen: set[Any] = set()
     try:
-        query.awaitTermination()
+        while not query.awaitTermination(PROGRESS_EVERY_S):
+            _report_batches(query, seen, progress)
+        _report_batches(query, seen, progress)
     finally:
         if query.isActive:
             query.stop()
-    progress = query.recentProgress
     rows = table_rows(spark, spec.to) - before
-    batches = len({p.get("batchId") for p in progress if p.get("numInputRows", 0)})
+    batches = len({p.get("batchId") for p in query.recentProgress if p.get("numInputRows", 0)})
     return ExportResult(rows, batches, spec.to)
