@@ -1,7 +1,8 @@
 """Remote mode's raw-batch reads (:mod:`logtrove.spark.rawfetch`) from a live broker:
 the rows of direct mode over the same data directory, committed ones as the brute force
-over the markers says, whatever the fetch size (a batch bigger than it doubles it), and
-hostile fetch answers refused. No Spark session: the executor side alone."""
+over the markers says, whatever the fetch size (a batch bigger than it doubles it). No
+Spark session: the executor side alone. Splitting an answer into whole batches is
+tested where it lives (tests/records/test_split.py)."""
 
 from __future__ import annotations
 
@@ -20,13 +21,13 @@ from tests.txn.committed_data import (  # noqa: F401  (module-scoped fixtures sh
     written,
 )
 
-from logtrove.records import Compression, CorruptBatchError, NewRecord, build_batch
+from logtrove.records import Compression, NewRecord, build_batch
 from logtrove.spark import remote
 from logtrove.spark.direct import read_range
 from logtrove.spark.filtering import columnar_exact
 from logtrove.spark.options import RecordFilter
 from logtrove.spark.ranges import OffsetRange
-from logtrove.spark.rawfetch import fetch_batches, read_range_raw, whole_batches
+from logtrove.spark.rawfetch import fetch_batches, read_range_raw
 from logtrove.storage import Storage
 from logtrove.testing import BrokerProcess, free_port
 
@@ -172,15 +173,3 @@ def test_fetches_smaller_than_a_batch_still_get_every_batch_whole(compressed: Br
     assert [b for _, b in fetch_batches(compressed.bootstrap, rng, partition_bytes=100)] == stored
 
 
-def test_a_batch_cut_at_the_end_of_a_fetch_is_left_for_the_next_one() -> None:
-    one, two = build_batch([NewRecord(b"a")]), build_batch([NewRecord(b"b")], base_offset=1)
-    assert [h.base_offset for h, _ in whole_batches(one + two[:-1])] == [0]
-    assert [h.base_offset for h, _ in whole_batches(one + two[:30])] == [0]
-    assert [b for _, b in whole_batches(one + two)] == [one, two]
-
-
-def test_a_batch_length_that_cannot_be_is_refused() -> None:
-    batch = bytearray(build_batch([NewRecord(b"a")]))
-    batch[8:12] = (5).to_bytes(4, "big")  # batchLength below the fixed header
-    with pytest.raises(CorruptBatchError):
-        whole_batches(bytes(batch))

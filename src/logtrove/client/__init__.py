@@ -6,8 +6,8 @@ Python programs use them alike.
 * :mod:`.security`: TLS and SASL (:class:`ClientSecurity`, librdkafka's property names)
 * :mod:`.admin`: topics: Metadata, ListOffsets, Create/DeleteTopics, CreatePartitions,
   Describe/IncrementalAlterConfigs
-* :mod:`.records`: Fetch decoded into records (read_committed as Kafka's consumer), and
-  Produce of record batches
+* :mod:`.records`: Fetch decoded into records (read_committed as Kafka's consumer:
+  :class:`AbortedFilter`), and Produce of record batches
 * :mod:`.groups`: ListGroups, OffsetFetch/Commit, tag subscriptions
 * :mod:`.lag`: consumer lag through the broker, by the local lag's formula
 * :mod:`.http`: the broker's HTTP API (tag counts and filtered records)
@@ -23,10 +23,12 @@ from logtrove.client.http import HttpApi, HttpTagCounter, http_url
 from logtrove.client.kafka import KafkaClient, parse_bootstrap
 from logtrove.client.lag import TagCounter, remote_lag
 from logtrove.client.local import StorageTagCounter, open_brokers_data
+from logtrove.client.records import AbortedFilter
 from logtrove.client.security import ClientSecurity
 from logtrove.client.tags import RemoteTagSource
 
 __all__ = [
+    "AbortedFilter",
     "BrokerCommitter",
     "ClientConfigError",
     "ClientSecurity",

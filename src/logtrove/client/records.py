@@ -2,32 +2,68 @@
 read_committed filtering), and Produce of record batches, acks=all.
 
 Record batches go out as :func:`~logtrove.records.build_batch` encodes them and come
-back as the broker sends them; a batch that does not decode is skipped, as the indexer
-skips it, so a reader never stalls on it.
+back as the broker sends them, split by :func:`~logtrove.records.whole_batches` (a torn
+last batch is fetched again from its offset). A batch whose records do not decode is
+skipped, as the indexer skips it, so a reader never stalls on it; bytes that cannot be
+framed at all (a batch length smaller than a header, a magic other than 2) raise
+:class:`~logtrove.records.CorruptBatchError`, since no offset past them is known.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from logtrove.client.errors import KafkaProtocolError, check
 from logtrove.client.kafka import KafkaClient
 from logtrove.groups.tags import TagFetch
 from logtrove.records import (
+    BatchHeader,
     Compression,
     NewRecord,
     Record,
     RecordsError,
     build_batch,
     iter_records,
-    read_header,
+    whole_batches,
 )
-from logtrove.records.batch import HEADER_SIZE
 from logtrove.storage.txnview import marker_kind
 from logtrove.wire import READ_COMMITTED, READ_UNCOMMITTED, ApiKey, fetch_body, produce_body
 
 FETCH_WAIT_MS = 100
+_ABORT = 0  # a transaction marker's type (1 is COMMIT)
+
+
+@dataclass
+class AbortedFilter:
+    """Kafka's read_committed consumer over the batches of one Fetch answer, given in
+    offset order to :meth:`shows`. ``aborted`` are the answer's aborted transactions as
+    (first offset, producer id) pairs (the list is sorted in place).
+
+    A producer's transactional batches are those of an aborted transaction from the
+    first offset listed for it until its ABORT marker (a control batch): hidden. Control
+    batches are never shown; batches of no producer (id -1) always are."""
+
+    aborted: list[tuple[int, int]]
+
+    def __post_init__(self) -> None:
+        self.aborted.sort(reverse=True)  # popped from the end, lowest first offset first
+        self._aborting: set[int] = set()  # producers now inside an aborted transaction
+
+    def shows(self, header: BatchHeader, batch: bytes) -> bool:
+        """Whether ``batch`` holds records a read_committed consumer sees: not a control
+        batch, nor one of an aborted transaction."""
+        pid = header.producer_id
+        if pid >= 0:
+            while self.aborted and self.aborted[-1][0] <= header.last_offset:
+                self._aborting.add(self.aborted.pop()[1])
+            if header.is_control:
+                if marker_kind(batch, header) == _ABORT:
+                    self._aborting.discard(pid)  # its ABORT marker ends the aborted transaction
+            elif header.is_transactional and pid in self._aborting:
+                return False
+        return not header.is_control
 
 
 def fetch(
@@ -51,8 +87,7 @@ def fetch(
 
     With ``read_committed`` the Fetch asks for READ_COMMITTED: the broker answers up to the
     last stable offset (then ``log_end_offset``) with the partition's aborted transactions,
-    and the records of those are dropped as Kafka's consumer does: a producer's batches are
-    aborted from its aborted transaction's first offset until its ABORT marker.
+    and the records of those are dropped as Kafka's consumer does (:class:`AbortedFilter`).
 
     Raises :class:`KafkaProtocolError` (code 1, OFFSET_OUT_OF_RANGE) for an offset below
     the log start or past the end, as Kafka does.
@@ -70,23 +105,14 @@ def fetch(
     check(part.error_code, None, f"fetch {topic}-{partition}")
     data = bytes(part.records or b"")
     out: list[Record] = []
-    pos, next_offset = 0, offset
-    aborted = sorted((a.first_offset, a.producer_id) for a in (part.aborted_transactions or ()))
-    aborting: set[int] = set()  # producers whose batches are now those of an aborted transaction
-    while pos + HEADER_SIZE <= len(data):
-        header = read_header(data, pos)
-        if pos + header.size > len(data):
-            break
-        while aborted and aborted[0][0] <= header.last_offset:
-            aborting.add(aborted.pop(0)[1])
-        hidden = read_committed and header.is_transactional and header.producer_id in aborting
-        if header.is_control and hidden and marker_kind(data[pos : pos + header.size], header) == 0:
-            aborting.discard(header.producer_id)  # its ABORT marker ends the aborted transaction
-        if not header.is_control and not hidden:
+    next_offset = offset
+    aborted = [(int(a.first_offset), int(a.producer_id)) for a in part.aborted_transactions or ()]
+    shown = AbortedFilter(aborted) if read_committed else None
+    for header, batch in whole_batches(data).slices(data):  # every batch through the filter, in order
+        if shown.shows(header, batch) if shown is not None else not header.is_control:
             with contextlib.suppress(RecordsError):  # an undecodable batch: skipped, as the indexer does
-                out += [r for r in iter_records(data, pos, header) if r.offset >= offset]
-        next_offset = max(next_offset, header.last_offset + 1)
-        pos += header.size
+                out += [r for r in iter_records(batch, 0, header) if r.offset >= offset]
+        next_offset = max(next_offset, header.next_offset)
     end = int(part.last_stable_offset) if read_committed and part.last_stable_offset >= 0 else None
     return TagFetch(out, next_offset, int(part.high_watermark) if end is None else end)
 

@@ -9,6 +9,11 @@ a partial one at its end (Kafka cuts at the byte limit)::
       skipped        appended byte for byte at their     dropped (fetched
       (already here) own offsets, all or none            again next time)
 
+The answer is split by :func:`~logtrove.records.whole_batches`: a torn tail is normal,
+but a batch length or magic that no cut can produce is corruption, and the whole answer
+is refused (a :class:`~logtrove.records.CorruptBatchError`; the mirror fails the
+partition), never appended, and never mistaken for a torn tail to be fetched forever.
+
 A batch that ends below ``O`` is one the local log already has (a source may answer
 from the start of the batch holding ``O``). A batch that starts below ``O`` and ends at
 or after it cannot be placed without rewriting it: the leader's log no longer agrees
@@ -22,8 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from logtrove.records import LOG_OVERHEAD, BatchHeader, peek_batch_size, read_header
-from logtrove.records.batch import HEADER_SIZE
+from logtrove.records import BatchHeader, CorruptBatchError, whole_batches
 from logtrove.storage import PartitionLog
 from logtrove.storage.txnfollow import follow_transactions
 
@@ -39,46 +43,32 @@ class Appended:
     records: int
     batches: int
     bytes: int
-    partial: bool  # the answer ended with a batch cut short (or held only one)
-
-
-def whole_batches(data: bytes) -> tuple[int, bool]:
-    """The length of the whole batches at the start of ``data``, and whether a partial
-    batch follows them. Only the length field is read; validation is the log's."""
-    pos = 0
-    while pos < len(data):
-        size = peek_batch_size(data, pos)
-        if size is None or size < LOG_OVERHEAD or size > len(data) - pos:
-            return pos, True
-        pos += size
-    return pos, False
+    partial: bool  # the answer ended with a batch cut short (a torn tail)
 
 
 def append_fetched(log: PartitionLog, data: bytes) -> Appended:
     """Append the batches of one fetched answer at or after the log end (module doc).
-    Raises :class:`DivergedError`, or what the follower append raises for a batch that
-    is not valid (nothing of the answer is then written)."""
-    end, partial = whole_batches(data)
+    Raises :class:`DivergedError`, or a :class:`~logtrove.records.RecordsError` for an
+    answer whose framing is corrupt (:func:`~logtrove.records.whole_batches`) or a batch
+    the follower append refuses; nothing of the answer is then written."""
+    split = whole_batches(data)
     follow_transactions(log)  # its rolls write the transaction files (storage.txnfollow)
     leo = log.log_end_offset
-    pos = 0
-    while pos < end:  # skip what the log already has
-        if (peek_batch_size(data, pos) or 0) < HEADER_SIZE:
-            break  # too short to be a batch: the follower append refuses it below
-        header = read_header(data, pos)
-        if header.base_offset >= leo:
-            break
+    new = 0  # the first batch the log does not have
+    while new < len(split.batches) and split.batches[new][0].base_offset < leo:
+        header = split.batches[new][0]
         if header.last_offset >= leo:
             raise DivergedError(
                 f"{log.tp}: the leader's batch {header.base_offset}-{header.last_offset} overlaps "
                 f"the local log end {leo}; the leader's log no longer matches (truncated or rewritten)"
             )
-        pos += header.size
-    if pos >= end:
-        return Appended(0, 0, 0, partial)
-    view = memoryview(data)[pos:end]
+        new += 1
+    if new == len(split.batches):
+        return Appended(0, 0, 0, split.torn)
+    pos = split.batches[new][1]
+    view = memoryview(data)[pos : split.end]
     result = log.append_replicated(view)
-    return Appended(result.record_count, _count_batches(view), end - pos, partial)
+    return Appended(result.record_count, len(split.batches) - new, split.end - pos, split.torn)
 
 
 def tail_matches(last: tuple[BatchHeader, bytes], data: bytes, *, compacted: bool) -> bool | None:
@@ -87,7 +77,8 @@ def tail_matches(last: tuple[BatchHeader, bytes], data: bytes, *, compacted: boo
     offset is the same (byte for byte; for a compacted topic the same offset span, since
     the source's cleaner may have dropped records from it since), ``False`` if it differs
     (the source's log diverged: truncated and rewritten, or the topic recreated), ``None``
-    if the answer holds no batch at that offset (nothing to compare).
+    if the answer holds no batch at that offset (nothing to compare), or cannot be framed
+    (:func:`append_fetched` then refuses it).
 
     The mirror compares once per partition at start, after every reconnection and leader
     epoch change, before it appends again, after the leader's epochs were asked
@@ -95,20 +86,17 @@ def tail_matches(last: tuple[BatchHeader, bytes], data: bytes, *, compacted: boo
     and it tells a topic deleted and created again at the source, whose epochs start
     over, from the one the mirror copied."""
     header, raw = last
-    end, _partial = whole_batches(data)
-    pos = 0
-    while pos < end:
-        size = peek_batch_size(data, pos) or 0
-        if size < HEADER_SIZE:
-            return None
-        theirs = read_header(data, pos)
+    try:
+        split = whole_batches(data)
+    except CorruptBatchError:
+        return None
+    for theirs, pos in split.batches:
         if theirs.base_offset == header.base_offset:
             if compacted:
                 return theirs.last_offset == header.last_offset
-            return data[pos : pos + size] == raw
+            return data[pos : pos + theirs.size] == raw
         if theirs.base_offset > header.base_offset:
             return None
-        pos += size
     return None
 
 
@@ -118,14 +106,3 @@ def last_batch(plog: PartitionLog) -> tuple[BatchHeader, bytes] | None:
     if end <= plog.log_start_offset:
         return None
     return next(iter(plog.batches(end - 1)), None)
-
-
-def _count_batches(view: memoryview) -> int:
-    count = pos = 0
-    while pos < len(view):
-        size = peek_batch_size(view, pos)
-        if size is None:
-            break
-        pos += size
-        count += 1
-    return count

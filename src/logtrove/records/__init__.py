@@ -1,10 +1,11 @@
 """The Kafka RecordBatch v2 codec.
 
 Batches travel opaquely through produce and fetch; this package frames, validates and
-patches them (:mod:`.batch`), walks a produced batch's records in compiled code
-(:mod:`.walk`), decodes runs of batches into Arrow buffers for the bulk readers
-(:mod:`.columnar`, compiled too) and, off the hot path, decodes, builds and recompresses
-their records (:mod:`.record`, :mod:`.builder`) in all four compressions
+patches them (:mod:`.batch`), splits bytes holding batches back to back (a Fetch answer)
+into whole batches and a torn tail (:mod:`.split`), walks a produced batch's records in
+compiled code (:mod:`.walk`), decodes runs of batches into Arrow buffers for the bulk
+readers (:mod:`.columnar`, compiled too) and, off the hot path, decodes, builds and
+recompresses their records (:mod:`.record`, :mod:`.builder`) in all four compressions
 (:mod:`.compression`, which bounds how much a batch may decompress to).
 """
 
@@ -35,6 +36,7 @@ from logtrove.records.errors import (
     UnsupportedCompressionError,
 )
 from logtrove.records.record import Headers, NewRecord, Record, count_records, iter_keys, iter_records
+from logtrove.records.split import Split, whole_batches
 
 __all__ = [
     "HEADER_SIZE",
@@ -53,6 +55,7 @@ __all__ = [
     "OffsetOverflowError",
     "Record",
     "RecordsError",
+    "Split",
     "UnsupportedCompressionError",
     "assign_offsets",
     "build_batch",
@@ -66,4 +69,5 @@ __all__ = [
     "set_log_append_time",
     "validate_batch",
     "validate_produced_batch",
+    "whole_batches",
 ]

@@ -12,32 +12,28 @@ An executor task opens one connection to the broker (the project's own client,
 
 A response holding no whole batch while the first one is bigger than the size asked for
 doubles the size, up to :data:`MAX_PARTITION_BYTES`. Every byte of the answer is
-checked as the storage checks a file: batch lengths against the bytes present, the
-header's fields by :func:`~logtrove.records.read_header`, records by the decoder
-(:class:`~logtrove.records.CorruptRecordError`); decompression is bounded.
+checked: its framing by :func:`~logtrove.records.whole_batches` (a length or magic that
+cannot be: :class:`~logtrove.records.CorruptBatchError`, the task fails), records by
+the decoder (:class:`~logtrove.records.CorruptRecordError`); decompression is bounded.
 
 Read committed: the Fetch asks for READ_COMMITTED (the broker stops at the last stable
 offset and lists the aborted transactions of what it returns) and batches of aborted
-transactions are dropped as Kafka's consumer drops them: an aborted transaction of a
-producer starts at its listed first offset and ends at that producer's ABORT marker.
-Control batches are never rows.
+transactions are dropped as Kafka's consumer drops them
+(:class:`~logtrove.client.AbortedFilter`). Control batches are never rows.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
-from logtrove.client import ClientSecurity, KafkaProtocolError, check
-from logtrove.records import HEADER_SIZE, BatchHeader, CorruptBatchError, read_header
-from logtrove.records.batch import MIN_BATCH_LENGTH
+from logtrove.client import AbortedFilter, ClientSecurity, KafkaProtocolError, check
+from logtrove.records import BatchHeader, whole_batches
 from logtrove.records.columnar import new_decoder
 from logtrove.spark.columns import BATCH_BYTES, BATCH_ROWS, add_batch, arrow_batch
 from logtrove.spark.connect import open_client
 from logtrove.spark.ranges import OffsetRange
-from logtrove.storage.txnview import marker_kind
 from logtrove.wire import ApiKey, fetch_body
 
 FETCH_VERSION = 12
@@ -46,48 +42,6 @@ PARTITION_BYTES = 8 << 20
 MAX_PARTITION_BYTES = 128 << 20  # a batch larger than this is refused (the broker's default max is 1 MiB)
 MAX_WAIT_MS = 500
 TIMEOUT_S = 30.0
-_ABORT = 0
-
-
-def whole_batches(records: bytes) -> list[tuple[BatchHeader, bytes]]:
-    """The whole batches at the start of a Fetch answer's ``records`` (a batch cut at the
-    end is left out); :class:`CorruptBatchError` for a batch length that cannot be."""
-    out = []
-    pos, size = 0, len(records)
-    while size - pos >= HEADER_SIZE:
-        header = read_header(records, pos)
-        if header.batch_length < MIN_BATCH_LENGTH:
-            raise CorruptBatchError(f"batch at byte {pos} of a fetch claims {header.batch_length} bytes")
-        if pos + header.size > size:
-            break
-        out.append((header, records[pos : pos + header.size]))
-        pos += header.size
-    return out
-
-
-@dataclass
-class AbortedFilter:
-    """Kafka's read_committed consumer over one Fetch answer: ``aborted`` are its
-    (first offset, producer id) pairs."""
-
-    aborted: list[tuple[int, int]]
-
-    def __post_init__(self) -> None:
-        self.aborted.sort(reverse=True)  # popped from the end, lowest first offset first
-        self._aborting: set[int] = set()
-
-    def shows(self, header: BatchHeader, batch: bytes) -> bool:
-        """Whether ``batch`` holds rows: not a control batch, nor one of an aborted transaction."""
-        pid = header.producer_id
-        if pid >= 0:
-            while self.aborted and self.aborted[-1][0] <= header.last_offset:
-                self._aborting.add(self.aborted.pop()[1])
-            if header.is_control:
-                if marker_kind(batch, header) == _ABORT:
-                    self._aborting.discard(pid)
-            elif header.is_transactional and pid in self._aborting:
-                return False
-        return not header.is_control
 
 
 def _partition(resp: Any, rng: OffsetRange) -> Any:
@@ -126,7 +80,7 @@ def fetch_batches(
                 continue
             check(part.error_code, None, f"fetch of {rng}")
             records = bytes(part.records or b"")
-            batches = whole_batches(records)
+            batches = whole_batches(records).slices(records)
             if not batches:
                 if records and want < MAX_PARTITION_BYTES:
                     want = min(want * 2, MAX_PARTITION_BYTES)
