@@ -171,5 +171,3 @@ def test_fetches_smaller_than_a_batch_still_get_every_batch_whole(compressed: Br
         rng = OffsetRange("mixed", 0, 0, log.log_end_offset)
     assert max(map(len, stored)) > 100
     assert [b for _, b in fetch_batches(compressed.bootstrap, rng, partition_bytes=100)] == stored
-
-
