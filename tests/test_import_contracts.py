@@ -124,3 +124,12 @@ def test_a_handler_naming_the_server_breaks_the_contract(project: Path) -> None:
     out = _lint(project)
     assert out.returncode != 0
     assert "No cycles are allowed in logtrove.broker" in out.stdout
+
+
+def test_the_http_api_importing_the_index_writer_breaks_the_contract(project: Path) -> None:
+    _append(project / "src/logtrove/http/api/health.py", "import logtrove.storage.derived.indexer")
+    out = _lint(project)
+    assert out.returncode != 0
+    assert "The HTTP API, the clients and Spark import no index writer module themselves BROKEN" in " ".join(
+        out.stdout.split()
+    )

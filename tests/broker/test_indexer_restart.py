@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Producer
 from tests.broker.procs import indexer_children
 
-from logtrove.storage.derived.indexer import recorded_index_offsets
+from logtrove.storage import recorded_index_offsets
 from logtrove.testing import BrokerProcess, free_port, wait_until
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from logtrove.records import BatchHeader, Compression, NewRecord, build_batch, validate_batch
 from logtrove.records.walk import MAX_KEYLESS_REPORTED
-from logtrove.storage import InvalidRecordError, OffsetOutOfRangeError, Storage
+from logtrove.storage import InvalidRecordError, OffsetOutOfRangeError, Span, Storage
 from logtrove.storage.index import OffsetIndex, TimeIndex
 from logtrove.testing import FakeClock
 
@@ -274,6 +274,10 @@ def test_segment_max_timestamp_offset_is_where_it_is_first_reached_after_reopen(
     storage.close()
 
 
+def _triples(spans: Iterator[Span]) -> Iterator[tuple[BatchHeader, bytes, int]]:
+    return ((span.header, span.buffer, span.at) for span in spans)
+
+
 def _spans_as_batches(spans: Iterator[tuple[BatchHeader, bytes, int]]) -> list[tuple[BatchHeader, bytes]]:
     return [(header, bytes(buf[pos : pos + header.size])) for header, buf, pos in spans]
 
@@ -295,7 +299,7 @@ def test_batch_spans_give_the_batches_of_every_range_whatever_the_read_size(tmp_
         for seg in ro_log.segments:
             whole = [(h, seg.read(pos, h.size)) for pos, h in seg.batches()]
             for chunk in (61, 100, 1000, 1 << 20):
-                assert _spans_as_batches(seg.spans(0, chunk)) == whole
+                assert _spans_as_batches(_triples(seg.spans(0, max_read=chunk))) == whole
     finally:
         read_only.close()
         storage.close()
@@ -315,7 +319,7 @@ def test_batch_spans_stop_where_batches_stop_at_a_torn_tail(tmp_path: Path) -> N
         expected = list(ro_log.batches(0, None))
         assert len(expected) == 20
         assert _spans_as_batches(ro_log.batch_spans(0, None)) == expected
-        assert _spans_as_batches(ro_log.segments[-1].spans(0, 100)) == expected
+        assert _spans_as_batches(_triples(ro_log.segments[-1].spans(0, max_read=100))) == expected
     finally:
         read_only.close()
         storage.close()

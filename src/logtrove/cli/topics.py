@@ -23,9 +23,8 @@ from logtrove.cli.common import (
     open_storage,
 )
 from logtrove.cli.remote import BootstrapOption, HttpOption
-from logtrove.storage import CONFIG_DEFS, Storage, TopicInfo
+from logtrove.storage import CONFIG_DEFS, Storage, TopicInfo, recorded_index_offsets
 from logtrove.storage.cleaner import status_of
-from logtrove.storage.derived.indexer import recorded_index_offsets
 from logtrove.storage.follow import read_follow_status
 from logtrove.storage.names import escaped_name
 

@@ -12,8 +12,7 @@ from logtrove.client.http import HttpApi
 from logtrove.client.kafka import KafkaClient
 from logtrove.groups.lag import TagMatches, count_tags
 from logtrove.groups.tags import TagFilter
-from logtrove.storage import Storage, StorageError
-from logtrove.storage.derived.indexer import recorded_index_offsets
+from logtrove.storage import Storage, StorageError, recorded_index_offsets
 from logtrove.storage.txnview import committed_view
 
 

@@ -19,7 +19,7 @@ from logtrove.query.fullparse import batch_decoder, matching_offsets
 from logtrove.query.model import Stats
 from logtrove.query.picking import RangeBatches, RecordReader, scan_window
 from logtrove.query.predicates import Predicate
-from logtrove.query.tail import chunked_batches, tail_key_tables
+from logtrove.query.tail import tail_key_tables
 from logtrove.records import (
     HEADER_SIZE,
     BatchHeader,
@@ -83,20 +83,17 @@ class Budget:
             return True
 
 
+_SCAN_READ = 1024 * 1024  # a content scan reads the log a MiB at a time
+
+
 class BudgetExhaustedError(Exception):
     """Raised inside a scan when the byte budget runs out."""
-
-
-def iter_batches(seg: Segment, start: int, end: int) -> Iterator[tuple[int, BatchHeader, bytes, int]]:
-    """(position, header, buffer, position in buffer) of each whole batch in
-    ``[start, end)``, reading the log in large chunks."""
-    return chunked_batches(seg, start, end)
 
 
 def scan_records(seg: Segment, start: int, end: int, stats: Stats, needle: bytes = b"") -> Iterator[Record]:
     """Every record of the batches in ``[start, end)`` whose decompressed bytes contain
     ``needle``."""
-    for _, header, buf, rel in iter_batches(seg, start, end):
+    for _, header, buf, rel in seg.spans(start, end, first_read=_SCAN_READ, max_read=_SCAN_READ):
         stats.bytes_scanned += header.size
         if header.is_control:
             continue
@@ -374,7 +371,10 @@ def _scan_range(
     view: CommittedView | None = None,
 ) -> Iterator[Record | Progress]:
     decoder: Decoder | None = None
-    batches = ((header, buf, rel) for _, header, buf, rel in iter_batches(seg, a, b))
+    batches = (
+        (span.header, span.buffer, span.at)
+        for span in seg.spans(a, b, first_read=_SCAN_READ, max_read=_SCAN_READ)
+    )
     for item in RangeBatches(batches, begin, to_offset, start_ms, view):
         if isinstance(item, int):
             yield item

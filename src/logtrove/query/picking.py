@@ -22,13 +22,12 @@ import logging
 from collections.abc import Generator, Iterable, Iterator
 
 from logtrove.query.model import Stats
-from logtrove.query.tail import append_time, batches_in, tail_bounds
+from logtrove.query.tail import append_time, tail_bounds
 from logtrove.records import HEADER_SIZE, BatchHeader, Record, RecordsError, iter_records, read_header
-from logtrove.records.batch import MIN_BATCH_LENGTH
 from logtrove.records.compression import Compression
 from logtrove.records.pick import find_record, pick_offset, pick_window
 from logtrove.records.record import batch_payload, decode_record, record_span, timestamp_bounds
-from logtrove.storage import Segment
+from logtrove.storage import Segment, Span
 from logtrove.storage.derived.views import index_view
 from logtrove.storage.txnview import CommittedView
 
@@ -36,37 +35,19 @@ _log = logging.getLogger(__name__)
 
 _FIRST_READ = 32 * 1024  # a produced batch of ~200 small records fits: one pread per candidate
 _INT64_MAX = 2**63 - 1
+_RANGE_READ = 1024 * 1024  # a range scan's reads start at 64 KiB and grow to this
 
 
-def batch_holding(seg: Segment, offset: int) -> tuple[int, BatchHeader, bytes, int] | None:
-    """(position, header, buffer, position of the batch in the buffer) of the first batch
-    whose last offset is ≥ ``offset`` (what :meth:`Segment.find` finds), read with one
+def batch_holding(seg: Segment, offset: int) -> Span | None:
+    """The first batch whose last offset is ≥ ``offset`` (what :meth:`Segment.find` finds), read with one
     ``pread`` when the batch is within :data:`_FIRST_READ` of the offset index's entry.
     That first read ends at the next index entry when it is nearer: with batches larger
     than the index interval (every batch indexed) it reads exactly the batch."""
     start, following = seg.offset_index.positions_around(offset)
-    end = seg.size
-    pos = start
     first = _FIRST_READ if following is None else min(following - start, _FIRST_READ)
-    while pos + HEADER_SIZE <= end:
-        buf = seg.read(pos, min(max(first if pos == start else _FIRST_READ, HEADER_SIZE), end - pos))
-        rel = 0
-        while rel + HEADER_SIZE <= len(buf):
-            try:
-                header = read_header(buf, rel)
-            except RecordsError:
-                return None
-            size = header.size
-            if header.batch_length < MIN_BATCH_LENGTH or pos + rel + size > end:
-                return None
-            if header.last_offset >= offset:
-                if rel + size > len(buf):
-                    return pos + rel, header, seg.read(pos + rel, size), 0
-                return pos + rel, header, buf, rel
-            rel += size
-        if rel == 0:
-            return None
-        pos += rel
+    for span in seg.spans(start, first_read=max(first, HEADER_SIZE), max_read=_FIRST_READ):
+        if span.header.last_offset >= offset:
+            return span
     return None
 
 
@@ -108,9 +89,9 @@ class RecordReader:
                     start + found, header, bytes(self._view[found : found + header.size]), 0, offset
                 )
         held = batch_holding(seg, offset)
-        if held is None or held[1].base_offset > offset:
+        if held is None or held.header.base_offset > offset:
             return None
-        return self._pick(*held, offset)
+        return self._pick(held.position, held.header, held.buffer, held.at, offset)
 
     def _pick(self, position: int, header: BatchHeader, buf: bytes, rel: int, offset: int) -> Record | None:
         """The record at ``offset`` of the batch at ``rel`` in ``buf`` (at ``position`` in
@@ -227,7 +208,8 @@ def _scan_batches(
     """:func:`scan_window` over ``[a, b)`` batch by batch; True when it reached
     ``to_offset``."""
     max_offset = _INT64_MAX if to_offset is None else to_offset
-    batches = RangeBatches(batches_in(seg, a, b), begin, to_offset, start_ms, view)
+    spans = ((span.header, span.buffer, span.at) for span in seg.spans(a, b, max_read=_RANGE_READ))
+    batches = RangeBatches(spans, begin, to_offset, start_ms, view)
     for item in batches:
         if isinstance(item, int):
             yield item

@@ -31,11 +31,10 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from logtrove.records import HEADER_SIZE, BatchHeader, RecordsError, read_header
-from logtrove.records.batch import ATTR_TIMESTAMP_TYPE, MIN_BATCH_LENGTH
+from logtrove.records import BatchHeader, RecordsError
+from logtrove.records.batch import ATTR_TIMESTAMP_TYPE
 from logtrove.records.pick import time_bounds
 from logtrove.records.record import batch_payload
 from logtrove.storage import Segment, TopicConfig
@@ -83,46 +82,6 @@ def append_time(header: BatchHeader) -> int | None:
     return header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None
 
 
-def chunked_batches(
-    seg: Segment, start: int, end: int, *, first_chunk: int = _CHUNK
-) -> Iterator[tuple[int, BatchHeader, bytes, int]]:
-    """(position, header, buffer, position in buffer) of each whole batch in
-    ``[start, end)`` of ``seg``, read in chunks that start at ``first_chunk`` bytes and
-    grow 4× up to :data:`_CHUNK` (a batch larger than a chunk is read whole). The walk
-    ends at the first header that does not parse or does not fit in ``end``: the writer
-    may be mid-append there."""
-    pos = start
-    chunk_size = first_chunk
-    while pos + HEADER_SIZE <= end:
-        chunk = seg.read(pos, min(chunk_size, end - pos))
-        chunk_size = min(chunk_size * 4, _CHUNK)
-        rel = 0
-        while rel + HEADER_SIZE <= len(chunk):
-            try:
-                header = read_header(chunk, rel)
-            except RecordsError:
-                return
-            size = header.size
-            if header.batch_length < MIN_BATCH_LENGTH or pos + rel + size > end:
-                return
-            if rel + size > len(chunk):
-                if rel:
-                    break
-                chunk = seg.read(pos, size)
-            yield pos + rel, header, chunk, rel
-            rel += size
-        if rel == 0:
-            return
-        pos += rel
-
-
-def batches_in(seg: Segment, start: int, end: int) -> Iterator[tuple[BatchHeader, bytes, int]]:
-    """(header, buffer, position in buffer) of each whole batch in ``[start, end)``; the
-    reads start at :data:`_FIRST_CHUNK` and grow (a limited scan often stops early)."""
-    for _, header, chunk, rel in chunked_batches(seg, start, end, first_chunk=_FIRST_CHUNK):
-        yield header, chunk, rel
-
-
 _tails: OrderedDict[tuple[str, int], _Tail] = OrderedDict()
 _tails_lock = threading.Lock()
 
@@ -159,7 +118,7 @@ def _summarise(tail: _Tail, seg: Segment, end: int) -> None:
     """Add the whole batches of ``[tail.end, end)`` to the summary, closing a piece every
     :data:`_CHUNK` bytes."""
     position = tail.end
-    for header, buf, rel in batches_in(seg, tail.end, end):
+    for _, header, buf, rel in seg.spans(tail.end, end, first_read=_FIRST_CHUNK, max_read=_CHUNK):
         if not header.is_control:
             appended = append_time(header)
             try:
@@ -265,7 +224,7 @@ def _gather(keys: _TailKeys, seg: Segment, end: int, config: TopicConfig) -> Non
             config.message_id_header.encode("utf-8"), config.message_tag_header.encode("utf-8"), indexed
         )
     position = keys.pending_end
-    for header, buf, rel in batches_in(seg, position, end):
+    for _, header, buf, rel in seg.spans(position, end, first_read=_FIRST_CHUNK, max_read=_CHUNK):
         if not header.is_control:
             try:
                 keys.pending.add(

@@ -6,6 +6,7 @@ Public API: :class:`Storage` (a data directory: topics, logs, checkpoints),
 storage knows nothing of the network, HTTP or Spark.
 """
 
+from logtrove.storage.checkpoint import recorded_index_offsets
 from logtrove.storage.config import CONFIG_BY_NAME, CONFIG_DEFS, SOURCE_CONFIGS, ConfigDef, TopicConfig
 from logtrove.storage.errors import (
     CorruptIndexError,
@@ -39,6 +40,7 @@ from logtrove.storage.log import (
 )
 from logtrove.storage.segment import Segment
 from logtrove.storage.segmentnames import segment_file_name
+from logtrove.storage.segmentscan import Span
 from logtrove.storage.store import DEFAULT_MAX_TOTAL_PARTITIONS, Storage, TopicInfo, check_topic_name
 
 __all__ = [
@@ -65,6 +67,7 @@ __all__ = [
     "RecordTooLargeError",
     "Segment",
     "SegmentsChangedError",
+    "Span",
     "Storage",
     "StorageError",
     "TimestampOffset",
@@ -78,5 +81,6 @@ __all__ = [
     "UnknownTopicError",
     "UnsafePartitionError",
     "check_topic_name",
+    "recorded_index_offsets",
     "segment_file_name",
 ]

@@ -191,3 +191,13 @@ def fsync_if_exists(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def recorded_index_offsets(data_dir: Path) -> dict[tuple[str, int], int]:
+    """What ``index-offset-checkpoint`` says: per (topic, partition), the offset below
+    which every record is in index blocks. Empty when no indexer has run, or when the file
+    is damaged (the indexer rewrites it; queries never depend on it)."""
+    try:
+        return CheckpointFile(data_dir / INDEX_OFFSET).read()
+    except StorageError:
+        return {}

@@ -114,10 +114,10 @@ def iter_batch_spans(
     """The batches of :func:`iter_batches` as (header, buffer, position in the buffer),
     each segment read once in large reads (:meth:`Segment.spans`)."""
     for seg, start in _walk_from(segments, begin):
-        for header, buf, pos in seg.spans(start):
-            if end_offset is not None and header.base_offset >= end_offset:
+        for span in seg.spans(start):
+            if end_offset is not None and span.header.base_offset >= end_offset:
                 return
-            yield header, buf, pos
+            yield span.header, span.buffer, span.at
 
 
 def _walk_from(segments: list[Segment], begin: int) -> Iterator[tuple[Segment, int]]:

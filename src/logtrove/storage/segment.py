@@ -55,6 +55,8 @@ from logtrove.storage.segmentnames import (
 from logtrove.storage.segmentscan import (
     RELATIVE_OFFSET_LIMIT,
     SPAN_CHUNK,
+    SPAN_FIRST_READ,
+    Span,
     walk_headers,
     walk_spans,
     walk_valid,
@@ -334,16 +336,23 @@ class Segment:
         """
         yield from walk_headers(self._file, start, self.size if end is None else end)
 
-    def spans(self, start: int = 0, chunk: int = SPAN_CHUNK) -> Iterator[tuple[BatchHeader, bytes, int]]:
-        """(header, buffer, position of the batch in the buffer) of each whole batch from
-        ``start`` on, the file read once, in reads growing from 64 KiB to about ``chunk``
-        bytes (more for a larger batch): a full scan's walk, where :meth:`batches` and
-        :meth:`read` would read every byte twice and make one ``bytes`` per batch; a short
-        range stops after a small read or two. The batches end where
-        :meth:`batches` ends them (the first incomplete batch or bad header). A buffer is
-        shared by the batches it holds.
-        """
-        yield from walk_spans(self._file, start, self.size, chunk)
+    def spans(
+        self,
+        start: int = 0,
+        end: int | None = None,
+        *,
+        first_read: int = SPAN_FIRST_READ,
+        max_read: int = SPAN_CHUNK,
+    ) -> Iterator[Span]:
+        """Each whole batch in ``[start, end)`` (to the file's end by default) as a
+        :class:`~logtrove.storage.segmentscan.Span`: the file read once, in reads growing
+        4× from ``first_read`` to ``max_read`` bytes (more for a larger batch, read whole).
+        A full scan reads each byte once, where :meth:`batches` and :meth:`read` would read
+        it twice and make one ``bytes`` per batch; a lookup that stops early reads little.
+        The batches end where :meth:`batches` ends them (the first incomplete batch or bad
+        header). A buffer is shared by the batches it holds."""
+        stop = self.size if end is None else end
+        return walk_spans(self._file, start, stop, first_read=first_read, max_read=max_read)
 
     def find(self, offset: int, end: int | None = None) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is ≥ ``offset``: the batch holding it, or the

@@ -1,4 +1,5 @@
-"""The three walks over a segment's ``.log`` file, batch after batch from a byte position.
+"""The walks over a segment's ``.log`` file, batch after batch from a byte position: the
+one loop every reader of whole batches goes through.
 
 ::
 
@@ -7,11 +8,13 @@
            └───────────────┴───────────────┴───────────────┴────────────────────
             ▲ start                                        ▲ every walk stops here
 
+* :func:`walk_spans` (``Segment.spans``): each whole batch as a :class:`Span` (its
+  position, header, and the buffer holding it), the file read in reads that grow 4× from
+  ``first_read`` to ``max_read`` bytes (more for a larger batch, which is read whole). A
+  lookup that stops after a batch or two reads little; a full scan reads each byte once.
+  Queries, the cleaner and the indexer all walk this way.
 * :func:`walk_headers` (``Segment.batches``): (position, header) by the headers alone,
-  in reads growing from 4 KiB to 1 MiB, so a lookup that stops after a batch or two
-  reads little; it stops at the first incomplete batch or bad header.
-* :func:`walk_spans` (``Segment.spans``): the batches themselves, the file read once in
-  large reads, for full scans.
+  the same loop without reading past a header.
 * :func:`walk_valid` (``Segment.recover``): every batch fully validated (CRC32C, record
   framing), stopping at the first invalid one or one whose offsets do not increase.
 
@@ -22,6 +25,7 @@ meet the writer mid-append, which is why a torn batch ends it rather than failin
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from logtrove.records import (
     HEADER_SIZE,
@@ -38,33 +42,39 @@ RELATIVE_OFFSET_LIMIT = 2**32 - 1  # a segment's offsets are within [base, base 
 SPAN_CHUNK = 8 * 1024 * 1024
 _SCAN_CHUNK = 1024 * 1024
 _FIRST_CHUNK = 4096
-_SPAN_FIRST_CHUNK = 64 * 1024
+SPAN_FIRST_READ = 64 * 1024
+
+
+class Span(NamedTuple):
+    """One whole batch met by a walk: where it starts in the file, its header, and the
+    buffer that holds it from ``buffer[at]`` (a buffer is shared by the batches it holds)."""
+
+    position: int
+    header: BatchHeader
+    buffer: bytes
+    at: int
 
 
 def walk_headers(file: SegmentFile, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
     """(position, header) of each whole batch in ``[start, end)`` of ``file``, by headers
     only; stops at the first batch that is incomplete or has a bad header. Reads start at
     4 KiB (lookups stop after a batch or two) and grow to 1 MiB for long walks."""
-    for pos, header, _, _ in _walk(file, start, end, _FIRST_CHUNK, _SCAN_CHUNK, whole=False):
-        yield pos, header
+    for span in _walk(file, start, end, _FIRST_CHUNK, _SCAN_CHUNK, whole=False):
+        yield span.position, span.header
 
 
 def walk_spans(
-    file: SegmentFile, start: int, end: int, chunk: int = SPAN_CHUNK
-) -> Iterator[tuple[BatchHeader, bytes, int]]:
-    """(header, buffer, position of the batch in the buffer) of each whole batch in
-    ``[start, end)`` of ``file``, in reads growing from 64 KiB to about ``chunk`` bytes
-    (more for a larger batch); the batches end where :func:`walk_headers` ends them. A
-    buffer is shared by the batches it holds."""
-    for _, header, buf, rel in _walk(file, start, end, min(_SPAN_FIRST_CHUNK, chunk), chunk, whole=True):
-        yield header, buf, rel
+    file: SegmentFile, start: int, end: int, *, first_read: int = SPAN_FIRST_READ, max_read: int = SPAN_CHUNK
+) -> Iterator[Span]:
+    """Each whole batch in ``[start, end)`` of ``file``, in reads growing 4× from
+    ``first_read`` to ``max_read`` bytes (more for a larger batch); the batches end where
+    :func:`walk_headers` ends them."""
+    return _walk(file, start, end, min(first_read, max_read), max_read, whole=True)
 
 
-def _walk(
-    file: SegmentFile, start: int, end: int, first: int, limit: int, *, whole: bool
-) -> Iterator[tuple[int, BatchHeader, bytes, int]]:
-    """(position, header, buffer, position in the buffer) of each whole batch in
-    ``[start, end)``, in reads growing 4× from ``first`` to ``limit`` bytes. With
+def _walk(file: SegmentFile, start: int, end: int, first: int, limit: int, *, whole: bool) -> Iterator[Span]:
+    """Each whole batch in ``[start, end)``, in reads growing 4× from ``first`` to
+    ``limit`` bytes. With
     ``whole`` the buffer holds the batch entire (a batch running past a read is read
     again from its start); without, only its header."""
     pos = start
@@ -91,7 +101,7 @@ def _walk(
             buf_start, rel = pos, 0
             if len(buf) < header.size:  # the file shrank under us (a swap): its end
                 return
-        yield pos, header, buf, rel
+        yield Span(pos, header, buf, rel)
         pos += header.size
 
 

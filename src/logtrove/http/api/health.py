@@ -15,7 +15,7 @@ from logtrove import __version__
 from logtrove.http.context import HttpContext, get_context
 from logtrove.http.groups import GroupsSource
 from logtrove.http.models import Health
-from logtrove.storage.derived.indexer import recorded_index_offsets
+from logtrove.storage import recorded_index_offsets
 from logtrove.storage.follow import RETRYING, RUNNING, STOPPED, read_follow_status
 
 router = APIRouter(tags=["health"])

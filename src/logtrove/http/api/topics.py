@@ -21,8 +21,7 @@ from logtrove.http.models import (
 )
 from logtrove.http.problems import Problem, problem_responses
 from logtrove.http.security import allowed, require
-from logtrove.storage import CONFIG_DEFS, PartitionLog, Storage, TopicInfo
-from logtrove.storage.derived.indexer import recorded_index_offsets
+from logtrove.storage import CONFIG_DEFS, PartitionLog, Storage, TopicInfo, recorded_index_offsets
 
 router = APIRouter(prefix="/api/v1/topics", tags=["topics"])
 

@@ -45,7 +45,6 @@ from logtrove.records import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
-    CorruptBatchError,
     CorruptRecordError,
     read_header,
 )
@@ -55,8 +54,6 @@ from logtrove.records.batch import (
     ATTR_TRANSACTIONAL,
     CRC_START,
     HEADER,
-    MIN_BATCH_LENGTH,
-    peek_batch_size,
 )
 from logtrove.records.compression import compress, decompressed_limit
 from logtrove.records.record import batch_payload
@@ -193,29 +190,11 @@ def _dirty_batches(
 
 
 def read_batches(seg: Segment, start: int = 0) -> Iterator[tuple[int, BatchHeader, memoryview]]:
-    """``(position, header, bytes)`` of each whole batch of ``seg`` from ``start``, read
-    :data:`_READ_CHUNK` bytes at a time (one ``pread`` for many small batches). Stops at
-    the first incomplete batch or bad header, as :meth:`Segment.batches` does."""
-    end = seg.size
-    pos = buf_start = start
-    buf = memoryview(b"")
-    while pos + HEADER_SIZE <= end:
-        rel = pos - buf_start
-        size = peek_batch_size(buf, rel)
-        if size is None or rel + max(size, HEADER_SIZE) > len(buf):
-            buf = memoryview(seg.read(pos, min(max(_READ_CHUNK, size or 0), end - pos)))
-            buf_start, rel = pos, 0
-            size = peek_batch_size(buf, 0)
-            if size is None or max(size, HEADER_SIZE) > len(buf):
-                return
-        try:
-            header = read_header(buf, rel)
-        except CorruptBatchError:
-            return
-        if header.batch_length < MIN_BATCH_LENGTH:
-            return
-        yield pos, header, buf[rel : rel + size]
-        pos += size
+    """``(position, header, bytes)`` of each whole batch of ``seg`` from ``start``, walked
+    :data:`_READ_CHUNK` bytes at a time (one ``pread`` for many small batches); the walk
+    stops where :meth:`Segment.batches` stops."""
+    for span in seg.spans(start, first_read=_READ_CHUNK, max_read=_READ_CHUNK):
+        yield span.position, span.header, memoryview(span.buffer)[span.at : span.at + span.header.size]
 
 
 def group_segments(segments: list[Segment], max_bytes: int) -> list[list[Segment]]:

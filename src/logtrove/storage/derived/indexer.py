@@ -28,14 +28,13 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Protocol
 
-from logtrove.records import HEADER_SIZE, BatchHeader, RecordsError, read_header
-from logtrove.records.batch import ATTR_TIMESTAMP_TYPE, MIN_BATCH_LENGTH
+from logtrove.records import BatchHeader, RecordsError
+from logtrove.records.batch import ATTR_TIMESTAMP_TYPE
 from logtrove.records.compression import decompressed_limit
 from logtrove.records.record import batch_payload
-from logtrove.storage import PartitionLog, Segment, Storage, StorageError, TopicConfig, TopicPartition
+from logtrove.storage import PartitionLog, Segment, Storage, TopicConfig, TopicPartition
 from logtrove.storage.checkpoint import INDEX_OFFSET, CheckpointFile
 from logtrove.storage.derived import keyindex, skipindex, tagindex
 from logtrove.storage.derived.blockentries import new_pending
@@ -47,16 +46,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_BLOCK_RECORDS = 65_536
 _READ_CHUNK = 1024 * 1024
-
-
-def recorded_index_offsets(data_dir: Path) -> dict[tuple[str, int], int]:
-    """What ``index-offset-checkpoint`` says: per (topic, partition), the offset below
-    which every record is in index blocks. Empty when no indexer has run, or when the file
-    is damaged (the indexer rewrites it; queries never depend on it)."""
-    try:
-        return CheckpointFile(data_dir / INDEX_OFFSET).read()
-    except StorageError:
-        return {}
 
 
 class SegmentIndexBuilder:
@@ -105,35 +94,16 @@ class SegmentIndexBuilder:
     def index(self, max_records: int) -> int:
         """Parse batches after the pending position (up to the segment's current size)
         until about ``max_records`` records; returns how many were parsed."""
-        seg = self.segment
-        limit = seg.size
-        pos = self.pending_end_position
         done = 0
-        while pos + HEADER_SIZE <= limit and done < max_records:
-            chunk = seg.read(pos, min(_READ_CHUNK, limit - pos))
-            rel = 0
-            while rel + HEADER_SIZE <= len(chunk):
-                try:
-                    header = read_header(chunk, rel)
-                except RecordsError:
-                    return done
-                size = header.size
-                if header.batch_length < MIN_BATCH_LENGTH or pos + rel + size > limit:
-                    return done
-                if rel + size > len(chunk):
-                    if rel == 0:
-                        chunk = seg.read(pos, size)
-                    else:
-                        break
-                done += self._index_batch(chunk, rel, header)
-                rel += size
-                self.pending_end_offset = header.next_offset
-                self.pending_end_position = pos + rel
-                if done >= max_records:
-                    break
-            if rel == 0:
-                return done
-            pos += rel
+        if max_records <= 0:
+            return done
+        spans = self.segment.spans(self.pending_end_position, first_read=_READ_CHUNK, max_read=_READ_CHUNK)
+        for span in spans:
+            done += self._index_batch(span.buffer, span.at, span.header)
+            self.pending_end_offset = span.header.next_offset
+            self.pending_end_position = span.position + span.header.size
+            if done >= max_records:
+                break
         return done
 
     def _index_batch(self, buf: bytes, pos: int, header: BatchHeader) -> int:
