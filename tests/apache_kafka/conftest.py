@@ -29,23 +29,24 @@ def kafka_jars() -> KafkaJars:
     return KafkaJars(Path(done.stdout.strip()), ROOT / "scripts" / "kafka" / "log4j2.properties")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def kafka_broker(kafka_jars: KafkaJars, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    """One Apache Kafka KRaft node (broker and controller) for the whole session."""
+    """One Apache Kafka KRaft node (broker and controller) for this package's tests (stopped
+    after them: its JVM would otherwise live through the rest of the suite)."""
     with KafkaCluster(kafka_jars, tmp_path_factory.mktemp("kafka"), size=1) as cluster:
         yield cluster
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def kafka_cluster(kafka_jars: KafkaJars, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     """Three Apache Kafka KRaft nodes, each broker and controller (three voters)."""
     with KafkaCluster(kafka_jars, tmp_path_factory.mktemp("kafka3"), size=3) as cluster:
         yield cluster
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def logtrove_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """A logtrove broker for the session, beside the Kafka ones (tests use distinct topic
+    """A logtrove broker for this package's tests, beside the Kafka ones (tests use distinct topic
     names)."""
     with BrokerProcess(tmp_path_factory.mktemp("logtrove") / "data", free_port()) as proc:
         yield proc
