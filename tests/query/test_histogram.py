@@ -4,21 +4,24 @@ decoded and counted by its own timestamp."""
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from logtrove.query import InvalidQueryError, histogram, pick_bucket, topic_span
+from logtrove.query.histogram import HistogramTimeoutError
 from logtrove.records import Compression, NewRecord, build_batch
 from logtrove.storage import PartitionLog, Storage
+from logtrove.storage.derived.indexer import PartitionIndexer
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 MINUTE = 60_000
 
 
 def brute_counts(logs: list[PartitionLog], edges: tuple[int, ...]) -> list[int]:
-    """Records per bucket by their own timestamps (valid for non-decreasing timestamps)."""
+    """Records per bucket by their own timestamps, every record decoded."""
     counts = [0] * (len(edges) - 1)
     for log in logs:
         for record in log.records():
@@ -26,14 +29,6 @@ def brute_counts(logs: list[PartitionLog], edges: tuple[int, ...]) -> list[int]:
                 if edges[i] <= record.timestamp < edges[i + 1]:
                     counts[i] += 1
     return counts
-
-
-def brute_cut(log: PartitionLog, timestamp: int) -> int:
-    """ListOffsets by time, by decoding everything: the first record with ts ≥ T."""
-    for record in log.records():
-        if record.timestamp >= timestamp:
-            return record.offset
-    return log.log_end_offset
 
 
 @pytest.fixture
@@ -85,15 +80,16 @@ def test_a_range_inside_the_log_counts_only_its_records(storage: Storage) -> Non
     assert list(found.counts) == brute_counts([log], plan.edges)
 
 
-def test_out_of_order_timestamps_are_counted_where_list_offsets_puts_them(storage: Storage) -> None:
+def test_out_of_order_timestamps_are_counted_by_their_own_timestamps(storage: Storage) -> None:
     storage.create_topic("t", 1, {"segment.bytes": "10000", "index.interval.bytes": "512"})
     log = storage.log("t", 0)
     fill(log, random.Random(3), 1500, shuffle_ms=20_000)
     span = topic_span([log])
     assert span is not None
+    assert span[0] == min(r.timestamp for r in log.records())  # not the first batch's base
     plan = pick_bucket(*span, "minute", 2000)
     found = histogram([log], plan.edges)
-    assert list(found.partitions[0].cuts) == [brute_cut(log, e) for e in plan.edges]
+    assert list(found.counts) == brute_counts([log], plan.edges)
     assert sum(found.counts) == log.log_end_offset  # every record is somewhere
 
 
@@ -151,3 +147,39 @@ def test_bad_bucket_requests_say_what_is_wrong(
 ) -> None:
     with pytest.raises(InvalidQueryError, match=message):
         pick_bucket(start, end, unit, max_buckets)
+
+
+def test_indexed_blocks_headers_and_records_each_settle_a_part(storage: Storage) -> None:
+    """In order for a while, then two producers whose clocks are ten minutes apart
+    writing in turns, then in order again; indexed in small blocks with an unindexed
+    tail: whole blocks, whole batches and record timestamps all count some records, and
+    every bucket equals brute force."""
+    storage.create_topic("t", 1, {"segment.bytes": "30000"})
+    log = storage.log("t", 0)
+    rng = random.Random(5)
+    ts = T0
+    for turn in range(400):
+        skewed = 100 <= turn < 250 and turn % 2 == 1
+        records = []
+        for _ in range(rng.randint(1, 12)):
+            ts += rng.randint(0, 1500)
+            records.append(NewRecord(b"v" * 30, None, (), ts - (600_000 if skewed else 0)))
+        log.append(build_batch(records, compression=rng.choice([Compression.NONE, Compression.LZ4])))
+    PartitionIndexer(log, block_records=60).step(log.log_end_offset - 200)
+    span = topic_span([log])
+    assert span is not None and span[0] == min(r.timestamp for r in log.records())
+    for unit in ("minute", "15 minutes", "hour"):
+        plan = pick_bucket(*span, unit, 2000)
+        found = histogram([log], plan.edges)
+        assert list(found.counts) == brute_counts([log], plan.edges), unit
+        assert sum(found.counts) == log.log_end_offset
+    assert found.blocks_counted > 0 and found.batches_counted > 0 and found.batches_scanned > 0
+    assert 0 < sum(found.decoded) < sum(found.counts)
+
+
+def test_a_deadline_past_stops_the_count_rather_than_answer_part_of_it(storage: Storage) -> None:
+    storage.create_topic("t", 1)
+    log = storage.log("t", 0)
+    fill(log, random.Random(6), 300)
+    with pytest.raises(HistogramTimeoutError, match="took too long"):
+        histogram([log], (T0, T0 + 3_600_000), deadline=time.monotonic() - 1)

@@ -4,6 +4,8 @@ whatever a picker accepts, the row-wise readers give the same records for."""
 
 from __future__ import annotations
 
+from array import array
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -23,6 +25,7 @@ from logtrove.records.batch import ATTR_TIMESTAMP_TYPE
 from logtrove.records.pick import (
     NATIVE,
     first_stamped,
+    py_count_times,
     py_find_record,
     py_pick_offset,
     py_pick_window,
@@ -293,6 +296,56 @@ def test_time_bounds_are_the_row_wise_bounds(recs: list[NewRecord], data: st.Dat
     assert bounds[0] == bounds[1] == timestamp_bounds(payload, header)
     bad = damaged(payload, data)
     assert outcome(py_time_bounds, bad, BASE_TS) == outcome(NATIVE[2], bad, BASE_TS)
+
+
+def both_count(payload: bytes, edges: list[int], min_offset: int) -> object:
+    """Both twins' counts per bucket (or their error) for ``payload``, from zeroed counts."""
+    assert NATIVE is not None
+    results = []
+    for f in (py_count_times, NATIVE[4]):
+        counts = array("q", [0] * (len(edges) - 1))
+        got = outcome(f, payload, BASE_TS, BASE_OFFSET, min_offset, array("q", edges), counts)
+        results.append((got, counts.tolist()))
+    assert results[0] == results[1], results
+    return results[0]
+
+
+@SETTINGS
+@given(
+    st.lists(records, min_size=1, max_size=20),
+    st.lists(st.integers(BASE_TS - 3500, BASE_TS + 3500), min_size=2, max_size=8, unique=True),
+    st.integers(BASE_OFFSET - 2, BASE_OFFSET + 21),
+    st.data(),
+)
+def test_count_times_counts_the_row_wise_timestamps_per_bucket(
+    recs: list[NewRecord], edges: list[int], min_offset: int, data: st.DataObject
+) -> None:
+    edges.sort()
+    batch = build_batch(recs, base_offset=BASE_OFFSET, base_timestamp=BASE_TS)
+    payload = bytes(batch_payload(batch, read_header(batch)))
+    expected = [0] * (len(edges) - 1)
+    for r in iter_records(batch):
+        for i in range(len(expected)):
+            if r.offset >= min_offset and edges[i] <= r.timestamp < edges[i + 1]:
+                expected[i] += 1
+    assert both_count(payload, edges, min_offset) == (len(recs), expected)
+    bad = damaged(payload, data)
+    got, counts = both_count(bad, edges, min_offset)  # type: ignore[misc]
+    if isinstance(got, str):
+        assert counts == [0] * len(expected), "a refused batch adds nothing"
+
+
+@SETTINGS
+@given(st.binary(max_size=200), st.integers(BASE_OFFSET - 3, BASE_OFFSET + 3))
+def test_count_times_twins_agree_on_random_bytes(payload: bytes, min_offset: int) -> None:
+    both_count(payload, [BASE_TS - 2**40, BASE_TS, BASE_TS + 2**40], min_offset)
+
+
+def test_count_times_refuses_edges_that_do_not_fit_the_counts() -> None:
+    assert NATIVE is not None
+    for f in (py_count_times, NATIVE[4]):
+        with pytest.raises(ValueError, match="one int64 more"):
+            f(b"", BASE_TS, BASE_OFFSET, 0, array("q", [1, 2]), array("q", [0, 0]))
 
 
 def first_rowwise(data: bytes, min_offset: int, timestamp: int) -> object:

@@ -162,7 +162,12 @@ class MessagePage(_Model):
 class HistogramBucket(_Model):
     start_ms: int
     end_ms: int = Field(description="Exclusive.")
-    records: int
+    records: int = Field(description="Data records stamped within [start_ms, end_ms).")
+    decoded: int = Field(
+        default=0,
+        description="How many of them were counted from record timestamps (the rest from "
+        "index summaries and batch headers).",
+    )
 
 
 class PartitionHistogram(_Model):
@@ -175,8 +180,8 @@ class PartitionHistogram(_Model):
 
 
 class TopicHistogram(_Model):
-    """Records per time bucket, from the time index and batch headers (see
-    ``logtrove.query.histogram`` for what the counts mean and when they are exact)."""
+    """Records per time bucket, counted by the records' own timestamps (see
+    ``logtrove.query.histogram`` for what is counted, and how)."""
 
     topic: str
     from_ms: int | None = Field(description="Start of the first bucket; null for a topic without records.")
@@ -186,9 +191,10 @@ class TopicHistogram(_Model):
     records: int = Field(description="Sum of the buckets.")
     buckets: list[HistogramBucket]
     partitions: list[PartitionHistogram]
-    exact: str = Field(description="When the counts are exact record counts.")
-    edges_walked: int = Field(description="Bucket edges that needed a walk of batch headers.")
-    batches_scanned: int = Field(description="Batches straddling an edge whose record timestamps were read.")
+    exact: str = Field(description="What the counts count.")
+    blocks_counted: int = Field(description="Index blocks settled by their summary (count and time bounds).")
+    batches_counted: int = Field(description="Batches counted whole from their header and a summary's bound.")
+    batches_scanned: int = Field(description="Batches whose record timestamps were read.")
     elapsed_ms: float
 
 

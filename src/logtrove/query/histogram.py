@@ -1,53 +1,67 @@
-"""Records over time for a topic's whole retention, from indexes and batch headers.
+"""Records over time for a topic's whole retention, counted by the records' own timestamps.
 
-A histogram is a list of time edges ``E0 < E1 < … < En`` and, per partition, the **cut**
-of each edge: ``cut(E)`` is the offset of the first record whose timestamp is ≥ E, the
-answer Kafka's ListOffsets gives for E (``log end offset`` when no record has one; never
-below the log start offset). Bucket ``i`` counts ``cut(E[i+1]) - cut(E[i])``::
+A histogram is a list of time edges ``E0 < E1 < … < En``; bucket ``i`` counts the data
+records at or past the log start offset whose timestamp ``t`` has ``E[i] ≤ t < E[i+1]``
+(a LogAppendTime batch's records all carry its append time). That is exactly what a
+time-range search of ``[E[i], E[i+1])`` returns, in any order of timestamps: a late
+record is counted where its own timestamp puts it, not where its offset is.
 
-    offsets   0 ─────────── cut(E0) ───────── cut(E1) ─────── cut(E2) ──── log end
-    buckets                 └─ bucket 0 ──────┘└── bucket 1 ──┘
+How, without decoding keys and values, from the coarsest summary that settles a part of
+the log to the finest:
 
-How a cut is found, without decoding records:
+1. segments whose newest record (``max_timestamp``) is before ``E0``, or that hold no
+   visible record, are passed over;
+2. ``.skip`` blocks (:mod:`logtrove.storage.derived.skipindex`) keep each block's record
+   count and smallest and largest record timestamp: a block whose ``[min, max]`` misses
+   the range is passed over, one within a single bucket is counted whole from its count;
+   the segment's unindexed tail has the same bounds from
+   :func:`~logtrove.query.tail.tail_bounds` (no count: its batches are walked);
+3. in a block (or tail) that straddles an edge, each batch header gives the batch's
+   record count and largest timestamp; the block's smallest timestamp bounds the batch's
+   from below (the batch's ``baseTimestamp`` does not: it is the first record's, and a
+   later record may be older). A batch whose ``[block min, batch max]`` lies within one
+   bucket is counted whole;
+4. only the other batches are read, and then only each record's length, timestamp delta
+   and offset delta (:func:`~logtrove.records.pick.count_times`, compiled). A batch it
+   refuses is read row by row as the range search reads it (up to the first damaged
+   record).
 
-1. segments: the first segment whose running maximum timestamp reaches E (a bisect over
-   the segments' ``max_timestamp``; a topic's segments are ``O(100)``);
-2. batches: in it, the first batch whose max timestamp is ≥ E: the sparse time index
-   (:class:`~logtrove.storage.index.TimeIndex`) gives the last indexed batch below E, then
-   batch *headers* are walked from there (at most ``index.interval.bytes`` of log);
-3. records: if the batch's first timestamp is ≥ E (or it is a LogAppendTime batch, whose
-   records all carry its max timestamp) the cut is its base offset; only a batch that
-   *straddles* E is read, and then only each record's length and timestamp delta
-   (:func:`first_at_or_after`): keys, values and headers are never decoded.
+With timestamps in order, a block straddles at most the edges its time span crosses, so
+the work is the batches near the edges; with timestamps out of order it is the batches
+whose records span an edge, at worst every batch of the range (framing them costs a few
+nanoseconds a record, plus decompression). The answer says, per bucket, how many records
+were counted from record timestamps (``decoded``) and how many from summaries and
+headers. A deadline, checked at every block and every :data:`_CHECK_EVERY` batches,
+bounds the work: past it the histogram raises :class:`HistogramTimeoutError` rather than
+returning counts that are not exact.
 
-So the work is one bisect, a short header walk and at most one batch scan per edge and
-partition, whatever the topic's size: :data:`MAX_BUCKETS` bounds it, and a deadline is
-checked at every edge (:class:`HistogramTimeoutError`).
-
-How exact it is: the counts are exact record counts when a partition's timestamps do not
-go backwards (one producer clock, or LogAppendTime) and the topic is not compacted. When
-clients send timestamps out of order, each record is counted where ListOffsets places it
-(between the first records ≥ E[i] and ≥ E[i+1]), so a late record is counted in the bucket
-of the records around it. Like a partition's ``messages``, counts are offset spans: on a
-compacted topic they include records compaction removed since, transaction markers
-take an offset each, and records of aborted transactions are counted (offsets, not what a
-read_committed reader sees). A batch's ``baseTimestamp`` is taken to be its first record's
-timestamp, as the protocol defines it (every client writes it so).
+What is counted: data records (control batches, the transaction markers, are not), of
+committed and aborted transactions alike (a read_uncommitted reader's view; a
+read_committed search of a range holding an aborted transaction returns fewer). A
+batch that cannot be decompressed is skipped, as the range search skips it.
 """
 
 from __future__ import annotations
 
 import bisect
+import logging
 import time
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from logtrove.query.errors import InvalidQueryError, QueryError
-from logtrove.records import BatchHeader, RecordsError
-from logtrove.records.batch import ATTR_DELETE_HORIZON, ATTR_TIMESTAMP_TYPE
-from logtrove.records.record import batch_payload
-from logtrove.records.walk import first_at_or_after as cut_in_records
+from logtrove.query.tail import append_time, batches_in, tail_bounds
+from logtrove.records import BatchHeader, RecordsError, iter_records
+from logtrove.records.pick import count_times, time_bounds
+from logtrove.records.record import batch_payload, timestamp_bounds
 from logtrove.storage import PartitionLog, Segment
+from logtrove.storage.derived.views import index_view
+
+_log = logging.getLogger(__name__)
+
+_CHECK_EVERY = 256
+"""Batches walked between two looks at the deadline."""
 
 MAX_BUCKETS = 2000
 """Most buckets one histogram may have: each edge costs a lookup per partition."""
@@ -75,19 +89,17 @@ class HistogramTimeoutError(QueryError):
 
 @dataclass(frozen=True, slots=True)
 class PartitionCounts:
-    """One partition's records per bucket, and the cuts they come from."""
+    """One partition's records per bucket, and how many of them were counted from record
+    timestamps (the rest from index summaries and batch headers)."""
 
     partition: int
-    cuts: tuple[int, ...]  # cut(E) for every edge, non-decreasing
+    counts: tuple[int, ...]
+    decoded: tuple[int, ...]
     size_bytes: int
 
     @property
-    def counts(self) -> tuple[int, ...]:
-        return tuple(b - a for a, b in zip(self.cuts, self.cuts[1:], strict=False))
-
-    @property
     def records(self) -> int:
-        return self.cuts[-1] - self.cuts[0] if self.cuts else 0
+        return sum(self.counts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,13 +108,22 @@ class Histogram:
 
     edges: tuple[int, ...]
     partitions: tuple[PartitionCounts, ...]
-    edges_walked: int  # edges that needed a header walk (the rest were settled by bisect)
-    batches_scanned: int  # straddling batches whose record timestamps were read
+    blocks_counted: int  # index blocks (or unindexed tails) settled by their summary alone
+    batches_counted: int  # batches counted whole from their header and a summary's bound
+    batches_scanned: int  # batches whose record timestamps were read
 
     @property
     def counts(self) -> tuple[int, ...]:
-        per = [p.counts for p in self.partitions]
-        return tuple(sum(col) for col in zip(*per, strict=True)) if per else ()
+        return _column_sums([p.counts for p in self.partitions], len(self.edges) - 1)
+
+    @property
+    def decoded(self) -> tuple[int, ...]:
+        """Per bucket, the records counted from their own timestamps."""
+        return _column_sums([p.decoded for p in self.partitions], len(self.edges) - 1)
+
+
+def _column_sums(rows: list[tuple[int, ...]], n: int) -> tuple[int, ...]:
+    return tuple(sum(col) for col in zip(*rows, strict=True)) if rows else (0,) * max(n, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,29 +182,68 @@ def _edges(start_ms: int, end_ms: int, width: int) -> tuple[int, ...]:
 
 def topic_span(logs: Sequence[PartitionLog]) -> tuple[int, int] | None:
     """``[from, to)`` covering every visible record of ``logs`` (``to`` is the largest
-    timestamp + 1), from segment metadata and one batch header per partition; ``None``
-    when no partition holds a record."""
+    timestamp + 1), from segment metadata, the ``.skip`` blocks' and unindexed tails'
+    bounds (a block that begins before the log start may widen ``from`` a little: its
+    bound covers a few records no longer visible); ``None`` when no partition holds a
+    record."""
     lows, highs = [], []
     for log in logs:
-        first = _first_visible_batch(log)
-        if first is None:
-            continue
-        lows.append(min(first.base_timestamp, first.max_timestamp))
-        highs.append(log.max_timestamp)
+        low = _lowest_timestamp(log)
+        if low is not None:
+            lows.append(low)
+            highs.append(log.max_timestamp)
     if not lows:
         return None
     low = min(lows)
     return low, max(*highs, low) + 1
 
 
-def _first_visible_batch(log: PartitionLog) -> BatchHeader | None:
+def _lowest_timestamp(log: PartitionLog) -> int | None:
+    """A lower bound of the visible records' timestamps (their smallest, unless a summary
+    reaches back before the log start), ``None`` when there is no visible data record."""
     start = log.log_start_offset
+    lows: list[int] = []
     for seg in log.segments:
-        if seg.next_offset > start:
-            found = seg.find(start)
-            if found is not None:
-                return found[1]
-    return None
+        if seg.next_offset <= start:
+            continue
+        start_pos = _start_position(seg, start)
+        if start_pos is None:
+            continue
+        view = index_view(seg)
+        for sb in view.skip_blocks:
+            if sb.end_position > start_pos and sb.summary.record_count > 0:
+                lows.append(sb.summary.min_timestamp)
+        tail = max(view.end_position, start_pos)
+        size = seg.size
+        if tail < size:
+            covered, lo, hi = tail_bounds(seg, tail, size)
+            if covered > tail and lo <= hi:
+                lows.append(lo)
+            for header, buf, rel in batches_in(seg, covered, size):
+                if not header.is_control:
+                    lows.append(_batch_low(header, buf, rel))
+    return min(lows) if lows else None
+
+
+def _batch_low(header: BatchHeader, buf: bytes, rel: int) -> int:
+    """The smallest record timestamp of a batch; a bound from its header when its records
+    cannot be read."""
+    appended = append_time(header)
+    if appended is not None:
+        return appended
+    try:
+        return time_bounds(batch_payload(buf, header, rel), header.base_timestamp)[0]
+    except (RecordsError, ValueError):
+        return min(header.base_timestamp, header.max_timestamp)
+
+
+def _start_position(seg: Segment, start: int) -> int | None:
+    """Where the batch holding offset ``start`` begins in ``seg`` (0 when the segment
+    begins at or past it), ``None`` when the segment holds nothing from there."""
+    if start <= seg.base_offset:
+        return 0
+    found = seg.find(start)
+    return None if found is None else found[0]
 
 
 def histogram(
@@ -191,90 +251,145 @@ def histogram(
 ) -> Histogram:
     """Records per bucket between consecutive ``edges`` (increasing epoch ms) for each
     log. ``deadline`` is a :func:`time.monotonic` value; past it the histogram raises
-    :class:`HistogramTimeoutError`. See the module doc for what the counts mean."""
-    if list(edges) != sorted(set(edges)):
-        raise InvalidQueryError("histogram edges must increase")
-    stats = _Work()
+    :class:`HistogramTimeoutError`. See the module doc for what is counted, and how."""
+    if len(edges) < 2 or list(edges) != sorted(set(edges)):
+        raise InvalidQueryError("histogram edges must increase (two at least)")
+    work = _Work()
     parts = []
     for log in logs:
-        cutter = _Cutter(log, stats)
-        cuts = []
-        for edge in edges:
-            if deadline is not None and time.monotonic() > deadline:
-                raise HistogramTimeoutError(
-                    f"the histogram of {log.tp.topic} took too long (partition {log.tp.partition}, "
-                    f"{len(edges)} edges): ask for fewer buckets"
-                )
-            cuts.append(cutter.cut(edge))
-        parts.append(PartitionCounts(log.tp.partition, tuple(cuts), log.size_bytes))
-    return Histogram(tuple(edges), tuple(parts), stats.walked, stats.scanned)
+        counter = _Counter(log, edges, work, deadline)
+        counter.run()
+        decoded = tuple(counter.decoded)
+        counts = tuple(a + b for a, b in zip(counter.counts, decoded, strict=True))
+        parts.append(PartitionCounts(log.tp.partition, counts, decoded, log.size_bytes))
+    return Histogram(tuple(edges), tuple(parts), work.blocks, work.counted, work.scanned)
 
 
 @dataclass
 class _Work:
-    walked: int = 0
+    blocks: int = 0
+    counted: int = 0
     scanned: int = 0
 
 
-class _Cutter:
-    """``cut(E)`` for one partition, over a snapshot of its segments."""
+class _Counter:
+    """One partition's counts per bucket, over a snapshot of its segments: ``counts``
+    from summaries and headers, ``decoded`` from record timestamps."""
 
-    def __init__(self, log: PartitionLog, work: _Work) -> None:
+    def __init__(self, log: PartitionLog, edges: Sequence[int], work: _Work, deadline: float | None) -> None:
+        self.log = log
         self.start = log.log_start_offset
-        self.end = log.log_end_offset
-        self.segments = [s for s in log.segments if s.next_offset > self.start and s.max_timestamp >= 0]
-        self.running_max: list[int] = []
-        for seg in self.segments:
-            self.running_max.append(max(seg.max_timestamp, self.running_max[-1] if self.running_max else -1))
+        self.edges = list(edges)
+        self.packed = array("q", self.edges)
+        self.first, self.last = self.edges[0], self.edges[-1]
+        self.counts = [0] * (len(self.edges) - 1)
+        self.decoded = array("q", self.counts)
         self.work = work
+        self.deadline = deadline
+        self.walked = 0
 
-    def cut(self, timestamp: int) -> int:
-        """The offset of the first visible record with a timestamp ≥ ``timestamp``, else
-        the log end offset."""
-        i = bisect.bisect_left(self.running_max, timestamp)
-        for seg in self.segments[i:]:
-            if seg.max_timestamp < timestamp:
+    def bucket(self, timestamp: int) -> int:
+        """The bucket of ``timestamp``, which lies in ``[first, last)``."""
+        return bisect.bisect_right(self.edges, timestamp) - 1
+
+    def one_bucket(self, lo: int, hi: int) -> int | None:
+        """The bucket holding all of ``[lo, hi]``, if one does."""
+        if lo < self.first or hi >= self.last:
+            return None
+        k = self.bucket(lo)
+        return k if hi < self.edges[k + 1] else None
+
+    def check_deadline(self) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            tp = self.log.tp
+            raise HistogramTimeoutError(
+                f"the histogram of {tp.topic} took too long (partition {tp.partition}, "
+                f"{len(self.edges)} edges): ask for fewer buckets or a shorter range"
+            )
+
+    def run(self) -> None:
+        for seg in self.log.segments:
+            if seg.next_offset <= self.start or seg.max_timestamp < self.first:
                 continue
-            found = self._cut_in(seg, timestamp)
-            if found is not None:
-                return found
-        return max(self.end, self.start)
+            start_pos = _start_position(seg, self.start)
+            if start_pos is not None:
+                self.count_segment(seg, start_pos)
 
-    def _cut_in(self, seg: Segment, timestamp: int) -> int | None:
-        self.work.walked += 1
-        at = self.start
-        while True:
-            found = seg.find_timestamp(timestamp, at)
-            if found is None:
-                return None
-            position, header = found
-            if _starts_at_or_after(header, timestamp) and header.base_offset >= self.start:
-                return header.base_offset
+    def count_segment(self, seg: Segment, start_pos: int) -> None:
+        view = index_view(seg)
+        for sb in view.skip_blocks:
+            if sb.end_position <= start_pos:
+                continue
+            self.check_deadline()
+            summary = sb.summary
+            lo, hi = summary.min_timestamp, summary.max_timestamp
+            if summary.record_count == 0 or hi < self.first or lo >= self.last:
+                self.work.blocks += 1
+                continue
+            k = self.one_bucket(lo, hi)
+            if k is not None and sb.start_position >= start_pos and sb.start_offset >= self.start:
+                self.counts[k] += summary.record_count
+                self.work.blocks += 1
+                continue
+            self.count_batches(seg, max(sb.start_position, start_pos), sb.end_position, lo)
+        tail = max(view.end_position, start_pos)
+        size = seg.size
+        if tail >= size:
+            return
+        self.check_deadline()
+        covered, lo, hi = tail_bounds(seg, tail, size)
+        if covered > tail:
+            if lo > hi or hi < self.first or lo >= self.last:
+                self.work.blocks += 1
+            else:
+                self.count_batches(seg, tail, covered, lo)
+        if covered < size:
+            self.count_batches(seg, covered, size, None)
+
+    def count_batches(self, seg: Segment, a: int, b: int, low: int | None) -> None:
+        """Count the batches of ``[a, b)``, whose records are stamped ``low`` or later
+        (``None``: not known)."""
+        for header, buf, rel in batches_in(seg, a, b):
+            self.walked += 1
+            if self.walked % _CHECK_EVERY == 0:
+                self.check_deadline()
+            if header.is_control or header.last_offset < self.start:
+                continue
+            appended = append_time(header)
+            high = header.max_timestamp if appended is None else appended
+            if high < self.first or (low is not None and low >= self.last):
+                continue
+            floor = appended if appended is not None else low
+            k = None if floor is None else self.one_bucket(floor, high)
+            if k is not None and header.base_offset >= self.start:
+                self.counts[k] += header.record_count
+                self.work.counted += 1
+                continue
             self.work.scanned += 1
-            offset = first_at_or_after(seg.read(position, header.size), header, timestamp, self.start)
-            if offset is not None:
-                return offset
-            at = header.next_offset
+            self.count_records(seg, header, buf, rel, appended)
 
-
-def _starts_at_or_after(header: BatchHeader, timestamp: int) -> bool:
-    """Whether the batch's first record has a timestamp ≥ ``timestamp``, from its header."""
-    if header.attributes & ATTR_TIMESTAMP_TYPE:  # LogAppendTime: every record has the max
-        return header.max_timestamp >= timestamp
-    if header.attributes & ATTR_DELETE_HORIZON:  # baseTimestamp holds the horizon instead
-        return False
-    return header.base_timestamp >= timestamp
-
-
-def first_at_or_after(data: bytes, header: BatchHeader, timestamp: int, min_offset: int) -> int | None:
-    """The offset of the first record of the batch ``data`` at offset ≥ ``min_offset`` with
-    a timestamp ≥ ``timestamp``, reading only each record's length prefix, timestamp delta
-    and offset delta (compiled: :func:`logtrove.records.walk.first_at_or_after`).
-    ``None`` when no record qualifies."""
-    if header.attributes & ATTR_TIMESTAMP_TYPE:
-        return max(header.base_offset, min_offset) if header.max_timestamp >= timestamp else None
-    try:
-        payload = batch_payload(data, header)
-        return cut_in_records(payload, header.base_timestamp, header.base_offset, timestamp, min_offset)
-    except (RecordsError, ValueError) as exc:
-        raise QueryError(f"batch at offset {header.base_offset} cannot be read: {exc}") from None
+    def count_records(
+        self, seg: Segment, header: BatchHeader, buf: bytes, rel: int, appended: int | None
+    ) -> None:
+        """Count one batch's records by their timestamps, as the range search reads them."""
+        try:
+            payload = batch_payload(buf, header, rel)
+        except RecordsError as exc:
+            _log.warning("%s: batch at offset %d not counted: %s", seg.log_path.name, header.base_offset, exc)
+            return
+        if appended is None:
+            try:
+                count_times(
+                    payload, header.base_timestamp, header.base_offset, self.start, self.packed, self.decoded
+                )
+                return
+            except ValueError:
+                pass  # refused: the row-wise reader answers
+        try:
+            timestamp_bounds(payload, header)
+            for record in iter_records(buf, rel, header):
+                ts = record.timestamp
+                if record.offset >= self.start and self.first <= ts < self.last:
+                    self.decoded[self.bucket(ts)] += 1
+        except RecordsError as exc:
+            _log.warning("%s: batch at offset %d not counted: %s", seg.log_path.name, header.base_offset, exc)

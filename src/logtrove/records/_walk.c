@@ -706,6 +706,77 @@ done:
     return out;
 }
 
+PyDoc_STRVAR(count_times_doc,
+             "count_times(payload, base_ts, base_offset, min_offset, edges, counts)\n--\n\n"
+             "Add to counts[i] (a writable buffer of n native int64) the records of a batch's\n"
+             "records section with offset >= min_offset and timestamp in [edges[i], edges[i+1])\n"
+             "(edges: n+1 increasing native int64), from record lengths and timestamp and offset\n"
+             "deltas; returns the records framed. Nothing is added when a record is refused\n"
+             "(ValueError). See logtrove.records.pick.py_count_times.");
+
+static PyObject *
+count_times(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer buf, edges_buf, counts_buf;
+    long long base_ts, base_offset, min_offset;
+    if (!PyArg_ParseTuple(args, "y*LLLy*w*", &buf, &base_ts, &base_offset, &min_offset, &edges_buf,
+                          &counts_buf)) {
+        return NULL;
+    }
+    PyObject *out = NULL;
+    int64_t *local = NULL;
+    Py_ssize_t n = counts_buf.len / (Py_ssize_t)sizeof(int64_t);
+    if (counts_buf.len % (Py_ssize_t)sizeof(int64_t) != 0 || edges_buf.len != (n + 1) * (Py_ssize_t)sizeof(int64_t) ||
+        n < 1) {
+        PyErr_SetString(PyExc_ValueError, "count_times: edges must hold one int64 more than counts (at least 1)");
+        goto done;
+    }
+    local = PyMem_Calloc((size_t)n, sizeof(int64_t));
+    if (local == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const int64_t *e = edges_buf.buf;
+    const uint8_t *b = buf.buf;
+    Py_ssize_t end = buf.len, p = 0, count = 0, rec_end;
+    int64_t ts_delta, off_delta;
+    for (; p < end; p = rec_end, count++) {
+        if (frame(b, end, &p, count, &rec_end, &ts_delta, &off_delta) < 0) {
+            goto done;
+        }
+        int64_t ts, offset;
+        if (__builtin_add_overflow((int64_t)base_offset, off_delta, &offset) ||
+            __builtin_add_overflow((int64_t)base_ts, ts_delta, &ts)) {
+            bad_record(count, "its offset or timestamp does not fit 64 bits");
+            goto done;
+        }
+        if (offset < min_offset || ts < e[0] || ts >= e[n]) {
+            continue;
+        }
+        Py_ssize_t lo = 0, hi = n; /* e[lo] <= ts < e[hi] */
+        while (hi - lo > 1) {
+            Py_ssize_t mid = lo + (hi - lo) / 2;
+            if (e[mid] <= ts) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        local[lo]++;
+    }
+    int64_t *c = counts_buf.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        c[i] += local[i];
+    }
+    out = PyLong_FromSsize_t(count);
+done:
+    PyMem_Free(local);
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&edges_buf);
+    PyBuffer_Release(&counts_buf);
+    return out;
+}
+
 static PyMethodDef walk_methods[] = {
     {"walk", walk, METH_O, walk_doc},
     {"first_at_or_after", first_at_or_after, METH_VARARGS, first_at_or_after_doc},
@@ -713,6 +784,7 @@ static PyMethodDef walk_methods[] = {
     {"pick_offset", pick_offset, METH_VARARGS, pick_offset_doc},
     {"find_record", find_record, METH_VARARGS, find_record_doc},
     {"time_bounds", time_bounds, METH_VARARGS, time_bounds_doc},
+    {"count_times", count_times, METH_VARARGS, count_times_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -2,6 +2,8 @@
 :func:`logtrove.records.walk.py_first_at_or_after` and the pickers of
 :mod:`logtrove.records.pick`."""
 
+from array import array
+
 from logtrove.records.batch import Buffer
 
 MAX_KEYLESS_REPORTED: int
@@ -35,3 +37,6 @@ def find_record(
     | None
 ): ...
 def time_bounds(payload: Buffer, base_ts: int, /) -> tuple[int, int]: ...
+def count_times(
+    payload: Buffer, base_ts: int, base_offset: int, min_offset: int, edges: array[int], counts: array[int], /
+) -> int: ...

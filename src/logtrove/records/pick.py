@@ -3,7 +3,8 @@
 A point lookup wants one record of a batch (:func:`pick_offset`); a time-range scan wants
 the records stamped inside a window, and most batches it reads have none
 (:func:`pick_window`); the unindexed tail of a busy partition is summarised by its
-timestamps once (:func:`time_bounds`); a key lookup's candidate is found among the batches
+timestamps once (:func:`time_bounds`); a histogram counts a batch's records per time
+bucket (:func:`count_times`); a key lookup's candidate is found among the batches
 of one read of the log, and picked from an uncompressed one, in one call
 (:func:`find_record`). They read the batch's decompressed records section (the layout is
 drawn in :mod:`logtrove.records.record`) and give records as plain tuples
@@ -30,6 +31,8 @@ run.
 
 from __future__ import annotations
 
+import bisect
+from array import array
 from collections.abc import Callable
 
 from logtrove.native import native
@@ -297,20 +300,56 @@ def py_time_bounds(payload: Buffer, base_ts: int) -> tuple[int, int]:
     return lo, hi
 
 
+def py_count_times(
+    payload: Buffer, base_ts: int, base_offset: int, min_offset: int, edges: array[int], counts: array[int]
+) -> int:
+    """Add to ``counts[i]`` (``n`` native int64, writable) the records of a records section
+    whose offset (``base_offset`` + delta) is ≥ ``min_offset`` and whose timestamp
+    (``base_ts`` + delta) is in ``[edges[i], edges[i+1])`` (``n + 1`` increasing native
+    int64), from record lengths and timestamp and offset deltas alone; returns how many
+    records were framed. A record refused by the framing :func:`py_pick_window` checks
+    raises :class:`ValueError` and nothing is added."""
+    b = memoryview(payload).cast("B")
+    e, c = edges, counts
+    n = len(c)
+    if n < 1 or len(e) != n + 1 or e.typecode != "q" or c.typecode != "q":
+        raise ValueError("count_times: edges must hold one int64 more than counts (at least 1)")
+    end = len(b)
+    local = [0] * n
+    first, last = e[0], e[n]
+    inner = e.tolist()[1:n]
+    p = count = 0
+    while p < end:
+        p, ts_delta, off_delta, _ = _frame(b, end, p, count)
+        try:
+            offset = _add(base_offset, off_delta)
+            ts = _add(base_ts, ts_delta)
+        except _UnfitError:
+            raise _bad(count, "its offset or timestamp does not fit 64 bits") from None
+        count += 1
+        if offset >= min_offset and first <= ts < last:
+            local[bisect.bisect_right(inner, ts)] += 1
+    for i, k in enumerate(local):
+        c[i] += k
+    return count
+
+
 PickWindow = Callable[[Buffer, int, int, "int | None", "int | None", "int | None", int, int, int], WindowPick]
 PickOffset = Callable[[Buffer, int, int, "int | None", int], "RecordTuple | None"]
 TimeBounds = Callable[[Buffer, int], tuple[int, int]]
 FindRecord = Callable[[Buffer, int, int], FoundRecord]
+CountTimes = Callable[[Buffer, int, int, int, "array[int]", "array[int]"], int]
 
 
-NATIVE: tuple[PickWindow, PickOffset, TimeBounds, FindRecord] | None = native(
-    "logtrove.records._walk", "pick_window", "pick_offset", "time_bounds", "find_record"
+NATIVE: tuple[PickWindow, PickOffset, TimeBounds, FindRecord, CountTimes] | None = native(
+    "logtrove.records._walk", "pick_window", "pick_offset", "time_bounds", "find_record", "count_times"
 )
 IMPLEMENTATION = "compiled" if NATIVE is not None else "python"
 pick_window: PickWindow = NATIVE[0] if NATIVE is not None else py_pick_window
 pick_offset: PickOffset = NATIVE[1] if NATIVE is not None else py_pick_offset
 time_bounds: TimeBounds = NATIVE[2] if NATIVE is not None else py_time_bounds
 find_record: FindRecord = NATIVE[3] if NATIVE is not None else py_find_record
+count_times: CountTimes = NATIVE[4] if NATIVE is not None else py_count_times
 
 
 def first_stamped(data: Buffer, header: BatchHeader, min_offset: int, timestamp: int) -> Record | None:

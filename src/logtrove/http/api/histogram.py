@@ -1,9 +1,11 @@
 """A topic's records over time: ``GET /api/v1/topics/{topic}/histogram``.
 
-The counts come from the sparse time indexes and batch headers, never from decoding
-records (:mod:`logtrove.query.histogram`), so the whole retention of a large topic is
-drawn in milliseconds. Without ``from`` / ``to`` the range is the topic's: from its
-oldest visible record to its newest, and the buckets then add up to ``messages``.
+Each bucket counts the records whose own timestamps fall in it, what a time-range search
+of the bucket returns, whatever the order of the timestamps
+(:mod:`logtrove.query.histogram`): from the ``.skip`` blocks' counts and time bounds and
+from batch headers where they settle it, from record timestamps (never keys or values)
+where they do not. Without ``from`` / ``to`` the range is the topic's: from its oldest
+visible record to its newest, and the buckets then add up to its data records.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ from logtrove.storage import PartitionLog
 router = APIRouter(prefix="/api/v1/topics/{topic}", tags=["topics"])
 
 HISTOGRAM_TIME_LIMIT_S = 10.0
-"""A histogram costs a lookup per bucket edge and partition; past this it is a 503."""
+"""Past this the histogram stops and answers 503 rather than give counts that are not exact."""
 
 EXACT = (
-    "Counts are differences of ListOffsets-by-time answers (the first record with timestamp "
-    "≥ each bucket edge): exact record counts when a partition's timestamps do not go "
-    "backwards; offset spans on compacted topics."
+    "Exact: each bucket counts the data records whose own timestamps fall in it (aborted "
+    "transactions' included, transaction markers not), in any order of timestamps; "
+    "'decoded' says how many of a bucket's records were counted from record timestamps, "
+    "the rest from index summaries and batch headers."
 )
 
 BucketParam = Annotated[
@@ -77,8 +80,8 @@ def topic_histogram(
         bucket_ms=plan.width_ms,
         records=sum(counts),
         buckets=[
-            HistogramBucket(start_ms=a, end_ms=b, records=n)
-            for a, b, n in zip(plan.edges[:-1], plan.edges[1:], counts, strict=True)
+            HistogramBucket(start_ms=a, end_ms=b, records=n, decoded=d)
+            for a, b, n, d in zip(plan.edges[:-1], plan.edges[1:], counts, found.decoded, strict=True)
         ],
         partitions=[
             PartitionHistogram(
@@ -90,7 +93,8 @@ def topic_histogram(
             for p in found.partitions
         ],
         exact=EXACT,
-        edges_walked=found.edges_walked,
+        blocks_counted=found.blocks_counted,
+        batches_counted=found.batches_counted,
         batches_scanned=found.batches_scanned,
         elapsed_ms=round((time.monotonic() - began) * 1000, 3),
     )
@@ -110,7 +114,8 @@ def _empty(topic: str, logs: list[PartitionLog], began: float) -> TopicHistogram
             for log in logs
         ],
         exact=EXACT,
-        edges_walked=0,
+        blocks_counted=0,
+        batches_counted=0,
         batches_scanned=0,
         elapsed_ms=round((time.monotonic() - began) * 1000, 3),
     )

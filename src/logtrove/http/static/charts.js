@@ -4,7 +4,7 @@
 "use strict";
 
 // -- topic histogram ------------------------------------------------------------------------
-// Records per time bucket (GET /topics/{t}/histogram, counted from the time index) drawn
+// Records per time bucket (GET /topics/{t}/histogram, counted by the records' own timestamps) drawn
 // with uPlot as bars. A click on a bar opens the time-range search for that bucket; a drag
 // across bars zooms in (the range goes into the URL, so a zoomed view can be shared).
 let histogramChart = null;
@@ -71,7 +71,7 @@ async function drawHistogram(name, params) {
   }
   $("#hist-range").textContent = `${fmtTime(h.from_ms)} – ${fmtTime(h.to_ms)} · one bar per ${h.bucket}`;
   setStatus(
-    `${fmtNum(h.records)} records in ${h.buckets.length} buckets · counted from the time index in ${h.elapsed_ms} ms · click a bar to search it, drag to zoom`,
+    `${fmtNum(h.records)} records in ${h.buckets.length} buckets · counted by their timestamps in ${h.elapsed_ms} ms · click a bar to search it, drag to zoom`,
     "ok",
     status,
   );
