@@ -51,7 +51,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from logtrove.query.errors import InvalidQueryError, QueryError
-from logtrove.query.tail import append_time, batches_in, tail_bounds
+from logtrove.query.tail import append_time, tail_bounds
 from logtrove.records import BatchHeader, RecordsError, iter_records
 from logtrove.records.pick import count_times, time_bounds
 from logtrove.records.record import batch_payload, timestamp_bounds
@@ -219,7 +219,7 @@ def _lowest_timestamp(log: PartitionLog) -> int | None:
             covered, lo, hi = tail_bounds(seg, tail, size)
             if covered > tail and lo <= hi:
                 lows.append(lo)
-            for header, buf, rel in batches_in(seg, covered, size):
+            for _, header, buf, rel in seg.spans(covered, size):
                 if not header.is_control:
                     lows.append(_batch_low(header, buf, rel))
     return min(lows) if lows else None
@@ -349,7 +349,7 @@ class _Counter:
     def count_batches(self, seg: Segment, a: int, b: int, low: int | None) -> None:
         """Count the batches of ``[a, b)``, whose records are stamped ``low`` or later
         (``None``: not known)."""
-        for header, buf, rel in batches_in(seg, a, b):
+        for _, header, buf, rel in seg.spans(a, b):
             self.walked += 1
             if self.walked % _CHECK_EVERY == 0:
                 self.check_deadline()
