@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from logtrove.storage.cleaner import OffsetMapFile, key_digest
 from logtrove.storage.cleaner import offset_map as om
 
-compiled = pytest.mark.skipif(om._NATIVE is None, reason="the compiled passes are not built here")
+compiled = pytest.mark.skipif(om.NATIVE is None, reason="the compiled passes are not built here")
 
 KEYS = st.lists(st.binary(max_size=40), max_size=60)
 
@@ -35,8 +35,8 @@ def test_digest_keys_gives_each_keys_digest_for_sliced_and_large_columns(
     ends, data, is_large = _buffers(array)
     expected = b"".join(key_digest(k) for k in array.to_pylist())
     assert om.py_digest_keys(ends, data, len(array), is_large, array.offset) == expected
-    if om._NATIVE is not None:
-        assert om._NATIVE[0](ends, data, len(array), is_large, array.offset) == expected
+    if om.NATIVE is not None:
+        assert om.NATIVE.digest_keys(ends, data, len(array), is_large, array.offset) == expected
 
 
 @given(
@@ -50,14 +50,16 @@ def test_map_entries_packs_digest_and_big_endian_offset(rows: list[tuple[bytes, 
     offsets = pa.array([o for _, o in rows], pa.int64()).buffers()[1] or pa.py_buffer(b"")
     expected = b"".join(struct.pack(">16sq", d, o) for d, o in rows)
     assert om.py_map_entries(digests, offsets, len(rows)) == expected
-    if om._NATIVE is not None:
-        assert om._NATIVE[1](digests, offsets, len(rows)) == expected
+    if om.NATIVE is not None:
+        assert om.NATIVE.map_entries(digests, offsets, len(rows)) == expected
 
 
 @pytest.mark.parametrize("twin", ["python", pytest.param("compiled", marks=compiled)])
 def test_short_buffers_are_refused_not_read_past(twin: str) -> None:
     digest, entries = (
-        (om.py_digest_keys, om.py_map_entries) if twin == "python" else om._NATIVE  # type: ignore[misc]
+        (om.py_digest_keys, om.py_map_entries)
+        if twin == "python"
+        else (om.NATIVE.digest_keys, om.NATIVE.map_entries)
     )
     ends = struct.pack("=3i", 0, 4, 9)  # row 1 ends past the 8 data bytes
     with pytest.raises(ValueError, match="row 1 has offsets outside the data buffer"):

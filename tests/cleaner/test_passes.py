@@ -66,7 +66,7 @@ def test_both_map_passes_build_the_same_table(keyed_log: tuple[PartitionLog, Mod
     assert passes.NATIVE is not None
     for first_dirty in (0, batches[len(batches) // 3][0].base_offset + 1):
         assert map_with(passes.py_map_records, batches, budget, first_dirty) == map_with(
-            passes.NATIVE[0], batches, budget, first_dirty
+            passes.NATIVE.map_records, batches, budget, first_dirty
         )
 
 
@@ -134,7 +134,13 @@ def test_both_copy_passes_decide_and_rebuild_the_same(
                 passes.py_filter_records, table, layout, batches, end=end, now=5_000, horizon_of=horizon_of
             )
             got = filter_all(
-                passes.NATIVE[1], table, layout, batches, end=end, now=5_000, horizon_of=horizon_of
+                passes.NATIVE.filter_records,
+                table,
+                layout,
+                batches,
+                end=end,
+                now=5_000,
+                horizon_of=horizon_of,
             )
             assert got == expected
             seen.update("rebuilt" if r[0] else "copied" if r[2] else "dropped" for r in got)
@@ -197,7 +203,7 @@ def outcome(fn, *args):
 def test_both_twins_fail_alike_on_damaged_payloads(keyed_log: tuple[PartitionLog, Model]) -> None:
     log, _ = keyed_log
     assert passes.NATIVE is not None
-    native_map, native_filter = passes.NATIVE
+    native_map, native_filter = passes.NATIVE.map_records, passes.NATIVE.filter_records
     rng = random.Random(8)
     uncompressed = [(h, p) for h, p in real_batches(log) if h.compression == 0 and len(p) > 20]
     errors = 0
@@ -262,7 +268,7 @@ def test_both_twins_agree_on_log_append_time_and_existing_horizons() -> None:
             now + 7,
             105,
         )
-        assert passes.py_filter_records(*args) == passes.NATIVE[1](*args)
+        assert passes.py_filter_records(*args) == passes.NATIVE.filter_records(*args)
 
 
 def test_the_map_file_layout_is_read_by_the_copy_pass(tmp_path: Path) -> None:
@@ -347,7 +353,7 @@ def test_both_twins_agree_when_a_large_batch_fills_the_map_stops_at_the_limit_or
     from logtrove.records import NewRecord
 
     assert passes.NATIVE is not None
-    native_map, native_filter = passes.NATIVE
+    native_map, native_filter = passes.NATIVE.map_records, passes.NATIVE.filter_records
     rng = random.Random(21)
     for trial in range(300):
         records = [

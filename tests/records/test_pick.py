@@ -52,14 +52,14 @@ def outcome(fn: object, *args: object) -> object:
 
 def both_window(payload: bytes, *args: object) -> object:
     assert NATIVE is not None
-    results = [outcome(f, payload, *args) for f in (py_pick_window, NATIVE[0])]
+    results = [outcome(f, payload, *args) for f in (py_pick_window, NATIVE.pick_window)]
     assert results[0] == results[1], results
     return results[0]
 
 
 def both_offset(payload: bytes, *args: object) -> object:
     assert NATIVE is not None
-    results = [outcome(f, payload, *args) for f in (py_pick_offset, NATIVE[1])]
+    results = [outcome(f, payload, *args) for f in (py_pick_offset, NATIVE.pick_offset)]
     assert results[0] == results[1], results
     return results[0]
 
@@ -292,17 +292,17 @@ def test_time_bounds_are_the_row_wise_bounds(recs: list[NewRecord], data: st.Dat
     assert NATIVE is not None
     batch, payload = batch_of(recs)
     header = read_header(batch)
-    bounds = [outcome(f, payload, header.base_timestamp) for f in (py_time_bounds, NATIVE[2])]
+    bounds = [outcome(f, payload, header.base_timestamp) for f in (py_time_bounds, NATIVE.time_bounds)]
     assert bounds[0] == bounds[1] == timestamp_bounds(payload, header)
     bad = damaged(payload, data)
-    assert outcome(py_time_bounds, bad, BASE_TS) == outcome(NATIVE[2], bad, BASE_TS)
+    assert outcome(py_time_bounds, bad, BASE_TS) == outcome(NATIVE.time_bounds, bad, BASE_TS)
 
 
 def both_count(payload: bytes, edges: list[int], min_offset: int) -> object:
     """Both twins' counts per bucket (or their error) for ``payload``, from zeroed counts."""
     assert NATIVE is not None
     results = []
-    for f in (py_count_times, NATIVE[4]):
+    for f in (py_count_times, NATIVE.count_times):
         counts = array("q", [0] * (len(edges) - 1))
         got = outcome(f, payload, BASE_TS, BASE_OFFSET, min_offset, array("q", edges), counts)
         results.append((got, counts.tolist()))
@@ -343,7 +343,7 @@ def test_count_times_twins_agree_on_random_bytes(payload: bytes, min_offset: int
 
 def test_count_times_refuses_edges_that_do_not_fit_the_counts() -> None:
     assert NATIVE is not None
-    for f in (py_count_times, NATIVE[4]):
+    for f in (py_count_times, NATIVE.count_times):
         with pytest.raises(ValueError, match="one int64 more"):
             f(b"", BASE_TS, BASE_OFFSET, 0, array("q", [1, 2]), array("q", [0, 0]))
 
@@ -377,7 +377,7 @@ def test_first_stamped_is_the_row_wise_walk(recs: list[NewRecord], damage: bool,
 
 def both_find(buf: bytes, room: int, offset: int) -> object:
     assert NATIVE is not None
-    results = [outcome(f, buf, room, offset) for f in (py_find_record, NATIVE[3])]
+    results = [outcome(f, buf, room, offset) for f in (py_find_record, NATIVE.find_record)]
     assert results[0] == results[1], results
     return results[0]
 

@@ -39,7 +39,7 @@ NAMES = ["id", "tag", "trace", "é", ""]
 def _decoders(with_headers: bool, threshold: int = columnar.LARGE_THRESHOLD) -> list[Any]:
     found: list[Any] = [PyDecoder(b"id", b"tag", with_headers, threshold)]
     if NATIVE is not None:
-        found.append(NATIVE(b"id", b"tag", with_headers, threshold))
+        found.append(NATIVE.Decoder(b"id", b"tag", with_headers, threshold))
     return found
 
 
@@ -162,7 +162,7 @@ def test_threshold_above_32_bit_offsets_is_refused() -> None:
         PyDecoder(b"id", b"tag", False, 2**31)
     if NATIVE is not None:
         with pytest.raises(ValueError, match="large_threshold"):
-            NATIVE(b"id", b"tag", False, 2**31)
+            NATIVE.Decoder(b"id", b"tag", False, 2**31)
 
 
 def _raw_record(
@@ -298,6 +298,6 @@ def test_the_compiled_decoder_is_what_runs_when_built() -> None:
 @requires_native
 def test_a_compiled_decoder_without_init_refuses_to_decode() -> None:
     assert NATIVE is not None
-    decoder = NATIVE.__new__(NATIVE)
+    decoder = NATIVE.Decoder.__new__(NATIVE.Decoder)
     with pytest.raises(RuntimeError, match="__init__"):
         decoder.add(GOOD, 0, 0, None, 0, 10)

@@ -20,11 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.storage.helpers import answer, digest_lists
 
-from logtrove.native import native
 from logtrove.storage.derived import keyindex
 from logtrove.testing.old_formats import encode_chained_table
 
-COMPILED = native("logtrove.storage.derived._indexcore", "chain")
+COMPILED = getattr(keyindex.NATIVE, "chain", None)
 BASE = 1_000_000
 
 
@@ -107,7 +106,7 @@ def test_bad_arguments_are_refused_alike(tmp_path: Path) -> None:
         os.close(fd)
 
 
-COMPILED_FROM = native("logtrove.storage.derived._indexcore", "chain_from")
+COMPILED_FROM = getattr(keyindex.NATIVE, "chain_from", None)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -155,7 +154,7 @@ def test_a_walk_from_a_slot_held_in_memory_answers_what_the_walk_from_the_file_d
         os.close(fd)
 
 
-COMPILED_PROBES = native("logtrove.storage.derived._indexcore", "probe_tables")
+COMPILED_PROBES = getattr(keyindex.NATIVE, "probe_tables", None)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

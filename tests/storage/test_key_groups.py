@@ -20,12 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.storage.helpers import answer, digest_lists
 
-from logtrove.native import native
 from logtrove.storage.derived import keyindex
 from logtrove.testing.old_formats import encode_chained_table, grouped_entries
 
-COMPILED_PROBES = native("logtrove.storage.derived._indexcore", "probe_tables")
-COMPILED_IN_MEMORY = native("logtrove.storage.derived._indexcore", "tables_candidates")
+COMPILED_PROBES = getattr(keyindex.NATIVE, "probe_tables", None)
+COMPILED_IN_MEMORY = getattr(keyindex.NATIVE, "tables_candidates", None)
 BASE = 1_000_000
 
 

@@ -35,7 +35,7 @@ def test_the_compiled_loop_is_built() -> None:
 
 def implementations() -> list[Pending]:
     assert NATIVE is not None
-    return [PyPending(ID, TAG, INDEXED), NATIVE(ID, TAG, INDEXED)]
+    return [PyPending(ID, TAG, INDEXED), NATIVE.Pending(ID, TAG, INDEXED)]
 
 
 def outputs(p: Pending) -> tuple[object, ...]:

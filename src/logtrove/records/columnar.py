@@ -13,9 +13,9 @@ Two implementations give the same bytes for the same batches:
   installed with a C compiler (5-10 M records/s on one core, 45-90× the twin);
 * :class:`PyDecoder`, pure Python, which defines the behaviour and the formats.
 
-:data:`NATIVE` is the compiled one when it is there, unless the environment sets
-``LOGTROVE_PURE_PYTHON=1``; :data:`IMPLEMENTATION` says which one runs;
-:func:`new_decoder` makes one. ``tests/spark/test_columnar.py`` checks both give the same
+:data:`NATIVE` is the extension when it is used (:mod:`logtrove.native`; the environment
+sets ``LOGTROVE_PURE_PYTHON=1`` to force the twin); :data:`IMPLEMENTATION` says which one
+runs; :func:`new_decoder` makes one. ``tests/spark/test_columnar.py`` checks both give the same
 bytes, and the same errors, for valid, random and damaged batches.
 
 What ``take()`` returns (all integers little-endian, as Arrow on this platform)::
@@ -56,7 +56,7 @@ from array import array
 from collections.abc import Callable
 from typing import Protocol
 
-from logtrove.native import native
+from logtrove.native import compiled, implementation
 from logtrove.records.batch import Buffer
 from logtrove.records.errors import CorruptRecordError
 from logtrove.records.varint import varint_below as _varint
@@ -320,13 +320,13 @@ class PyDecoder:
 DecoderFactory = Callable[..., Decoder]
 
 
-NATIVE: DecoderFactory | None = native("logtrove.records._columnar", "Decoder")
-IMPLEMENTATION = "compiled" if NATIVE is not None else "python"
+NATIVE = compiled("logtrove.records._columnar")
+IMPLEMENTATION = implementation(NATIVE)
 
 
 def new_decoder(
     id_name: bytes, tag_name: bytes, with_headers: bool, large_threshold: int = LARGE_THRESHOLD
 ) -> Decoder:
     """A :class:`Decoder`: compiled when available (see the module doc)."""
-    factory: DecoderFactory = NATIVE if NATIVE is not None else PyDecoder
+    factory: DecoderFactory = NATIVE.Decoder if NATIVE is not None else PyDecoder
     return factory(id_name, tag_name, with_headers, large_threshold)

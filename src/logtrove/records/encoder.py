@@ -24,7 +24,7 @@ Two implementations give the same results for the same buffers:
   behaviour and the formats.
 
 :data:`IMPLEMENTATION` says which one :func:`partition_order` and :func:`encode_records`
-run (``LOGTROVE_PURE_PYTHON=1`` forces the twin). ``tests/spark/test_encoder.py`` checks
+run, chosen as :mod:`logtrove.native` says (``LOGTROVE_PURE_PYTHON=1`` forces the twin). ``tests/spark/test_encoder.py`` checks
 both give the same bytes as ``build_batch`` for random rows.
 
 Argument formats (Arrow's layout; integers little-endian; ``offset`` is the Arrow
@@ -51,7 +51,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from logtrove.native import native
+from logtrove.native import compiled, implementation
 from logtrove.records.partitioner import partition_for_key
 from logtrove.records.varint import encode_varint
 
@@ -236,9 +236,7 @@ PartitionOrder = Callable[[ColumnSpec | None, IntsSpec | None, int, int, int], t
 EncodeRecords = Callable[..., Encoded]
 
 
-_NATIVE: tuple[PartitionOrder, EncodeRecords] | None = native(
-    "logtrove.records._encoder", "partition_order", "encode_records"
-)
-IMPLEMENTATION = "compiled" if _NATIVE is not None else "python"
-partition_order: PartitionOrder = _NATIVE[0] if _NATIVE is not None else py_partition_order
-encode_records: EncodeRecords = _NATIVE[1] if _NATIVE is not None else py_encode_records
+NATIVE = compiled("logtrove.records._encoder")
+IMPLEMENTATION = implementation(NATIVE)
+partition_order: PartitionOrder = NATIVE.partition_order if NATIVE is not None else py_partition_order
+encode_records: EncodeRecords = NATIVE.encode_records if NATIVE is not None else py_encode_records

@@ -25,8 +25,8 @@ Two implementations: ``logtrove.records._walk`` (compiled from ``_walk.c``) and 
 pure-Python twins below, which define the behaviour (the same values and messages;
 ``tests/records/test_pick.py`` checks it under hypothesis, on valid, damaged and random
 bytes; those tests and the query tests run clean with ``_walk.c`` built under ASan and
-UBSan). ``LOGTROVE_PURE_PYTHON=1`` forces the twins; :data:`IMPLEMENTATION` says which
-run.
+UBSan). Chosen with the rest of ``_walk`` as :mod:`logtrove.native` says
+(``LOGTROVE_PURE_PYTHON=1`` forces the twins); :data:`IMPLEMENTATION` says which run.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import bisect
 from array import array
 from collections.abc import Callable
 
-from logtrove.native import native
+from logtrove.native import compiled, implementation
 from logtrove.records.batch import (
     ATTR_TIMESTAMP_TYPE,
     CODEC_BITS,
@@ -341,15 +341,13 @@ FindRecord = Callable[[Buffer, int, int], FoundRecord]
 CountTimes = Callable[[Buffer, int, int, int, "array[int]", "array[int]"], int]
 
 
-NATIVE: tuple[PickWindow, PickOffset, TimeBounds, FindRecord, CountTimes] | None = native(
-    "logtrove.records._walk", "pick_window", "pick_offset", "time_bounds", "find_record", "count_times"
-)
-IMPLEMENTATION = "compiled" if NATIVE is not None else "python"
-pick_window: PickWindow = NATIVE[0] if NATIVE is not None else py_pick_window
-pick_offset: PickOffset = NATIVE[1] if NATIVE is not None else py_pick_offset
-time_bounds: TimeBounds = NATIVE[2] if NATIVE is not None else py_time_bounds
-find_record: FindRecord = NATIVE[3] if NATIVE is not None else py_find_record
-count_times: CountTimes = NATIVE[4] if NATIVE is not None else py_count_times
+NATIVE = compiled("logtrove.records._walk")
+IMPLEMENTATION = implementation(NATIVE)
+pick_window: PickWindow = NATIVE.pick_window if NATIVE is not None else py_pick_window
+pick_offset: PickOffset = NATIVE.pick_offset if NATIVE is not None else py_pick_offset
+time_bounds: TimeBounds = NATIVE.time_bounds if NATIVE is not None else py_time_bounds
+find_record: FindRecord = NATIVE.find_record if NATIVE is not None else py_find_record
+count_times: CountTimes = NATIVE.count_times if NATIVE is not None else py_count_times
 
 
 def first_stamped(data: Buffer, header: BatchHeader, min_offset: int, timestamp: int) -> Record | None:

@@ -20,8 +20,9 @@ offset from its delta: a wrong delta would make them loop or skip.
 
 :func:`walk` runs compiled (``logtrove.records._walk``, from ``_walk.c``) when the
 package was built with a C compiler, else its pure-Python twin :func:`py_walk`, which
-defines the behaviour (same values, same messages); ``LOGTROVE_PURE_PYTHON=1`` forces the
-twin. :data:`IMPLEMENTATION` says which one runs.
+defines the behaviour (same values, same messages); chosen with the rest of ``_walk`` as
+:mod:`logtrove.native` says (``LOGTROVE_PURE_PYTHON=1`` forces the twin).
+:data:`IMPLEMENTATION` says which one runs.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from logtrove.native import native
+from logtrove.native import compiled, implementation
 from logtrove.records.batch import BatchHeader, Buffer, validate_produced_batch
 from logtrove.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
 from logtrove.records.errors import CorruptRecordError, InvalidRecordCountError
@@ -218,9 +219,7 @@ def _malformed(record: int, what: str) -> ValueError:
 FirstAtOrAfter = Callable[[Buffer, int, int, int, int], "int | None"]
 
 
-NATIVE: Callable[[Buffer], WalkResult] | None = native("logtrove.records._walk", "walk")
-IMPLEMENTATION = "compiled" if NATIVE is not None else "python"
-walk: Callable[[Buffer], WalkResult] = NATIVE if NATIVE is not None else py_walk
-first_at_or_after: FirstAtOrAfter = (
-    native("logtrove.records._walk", "first_at_or_after") or py_first_at_or_after
-)
+NATIVE = compiled("logtrove.records._walk")
+IMPLEMENTATION = implementation(NATIVE)
+walk: Callable[[Buffer], WalkResult] = NATIVE.walk if NATIVE is not None else py_walk
+first_at_or_after: FirstAtOrAfter = NATIVE.first_at_or_after if NATIVE is not None else py_first_at_or_after

@@ -34,8 +34,9 @@ Two helpers serve that job on Arrow buffers, with no Python object per key:
 :func:`digest_keys` (the digests of a binary key column) and :func:`map_entries` (the
 24-byte entries from digests and offsets). Both are compiled in
 ``logtrove.storage.cleaner._passes`` when built, with pure-Python twins
-(:func:`py_digest_keys`, :func:`py_map_entries`) that define them;
-``LOGTROVE_PURE_PYTHON=1`` forces the twins.
+(:func:`py_digest_keys`, :func:`py_map_entries`) that define them, chosen with the rest
+of ``_passes`` as :mod:`logtrove.native` says (``LOGTROVE_PURE_PYTHON=1`` forces the
+twins); :data:`IMPLEMENTATION` says which run.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from typing import Protocol
 
 import xxhash
 
-from logtrove.native import native
+from logtrove.native import compiled, implementation
 from logtrove.records.batch import Buffer
 from logtrove.storage.cleaner import passes
 
@@ -326,8 +327,7 @@ def py_map_entries(digests: Buffer, offsets: Buffer, rows: int) -> bytes:
     return bytes(out)
 
 
-_NATIVE: tuple[DigestKeys, MapEntries] | None = native(
-    "logtrove.storage.cleaner._passes", "digest_keys", "map_entries"
-)
-digest_keys: DigestKeys = _NATIVE[0] if _NATIVE is not None else py_digest_keys
-map_entries: MapEntries = _NATIVE[1] if _NATIVE is not None else py_map_entries
+NATIVE = compiled("logtrove.storage.cleaner._passes")
+IMPLEMENTATION = implementation(NATIVE)
+digest_keys: DigestKeys = NATIVE.digest_keys if NATIVE is not None else py_digest_keys
+map_entries: MapEntries = NATIVE.map_entries if NATIVE is not None else py_map_entries

@@ -20,8 +20,9 @@ Two implementations give the same tables, bytes and errors:
 * :func:`py_map_records` / :func:`py_filter_records`, pure Python, which define the
   behaviour (5-20 us a record).
 
-The compiled one is used unless it is missing or the environment sets
-``LOGTROVE_PURE_PYTHON=1``; :data:`IMPLEMENTATION` says which one runs. A malformed
+The compiled one is used as :mod:`logtrove.native` says (unless it is missing, an older
+build, or the environment sets ``LOGTROVE_PURE_PYTHON=1``); :data:`IMPLEMENTATION` says
+which one runs. A malformed
 payload raises :class:`ValueError` from either (the cleaner reports it as a
 :class:`~logtrove.records.CorruptRecordError`).
 
@@ -40,7 +41,7 @@ from typing import NamedTuple
 
 import xxhash
 
-from logtrove.native import native
+from logtrove.native import compiled, implementation
 from logtrove.records.batch import Buffer
 from logtrove.records.varint import varint_below as _read_varint
 
@@ -309,12 +310,10 @@ def _too_few(declared: int, held: int) -> ValueError:
 # -- choosing one ----------------------------------------------------------------------------
 
 
-NATIVE: tuple[MapRecords, FilterRecords] | None = native(
-    "logtrove.storage.cleaner._passes", "map_records", "filter_records"
-)
-IMPLEMENTATION = "compiled" if NATIVE is not None else "python"
-map_records: MapRecords = NATIVE[0] if NATIVE is not None else py_map_records
-_filter: FilterRecords = NATIVE[1] if NATIVE is not None else py_filter_records
+NATIVE = compiled("logtrove.storage.cleaner._passes")
+IMPLEMENTATION = implementation(NATIVE)
+map_records: MapRecords = NATIVE.map_records if NATIVE is not None else py_map_records
+_filter: FilterRecords = NATIVE.filter_records if NATIVE is not None else py_filter_records
 
 
 def filter_records(

@@ -13,8 +13,9 @@ Two implementations give the same bytes for the same batches:
 * :class:`PyPending`, pure Python, which defines the behaviour (2-4 µs a record, several
   times slower than a broker appends).
 
-:func:`new_pending` picks the compiled one when it is there, unless the environment
-sets ``LOGTROVE_PURE_PYTHON=1``. :data:`IMPLEMENTATION` says which one runs.
+:func:`new_pending` picks the compiled one when :mod:`logtrove.native` gives it (unless
+the environment sets ``LOGTROVE_PURE_PYTHON=1``). :data:`IMPLEMENTATION` says which one
+runs.
 
 What is collected, per record: ``k:`` + key (when the key is not null), ``i:`` + the
 message-ID header value, ``h:<name>:`` + each indexed header's value (xxh3-64, with the
@@ -28,12 +29,11 @@ may keep extra value tokens, which only make the filter say "maybe" more often).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable
 from typing import Protocol
 
 import xxhash
 
-from logtrove.native import native
+from logtrove.native import compiled, implementation
 from logtrove.records import RecordsError
 from logtrove.records.batch import Buffer
 from logtrove.records.varint import decode_varint
@@ -226,15 +226,14 @@ class PyPending:
         return dict(self._tags)
 
 
-NATIVE: Callable[[bytes, bytes, dict[bytes, bytes]], Pending] | None = native(
-    "logtrove.storage.derived._indexcore", "Pending"
-)
-IMPLEMENTATION = "compiled" if NATIVE is not None else "python"
+NATIVE = compiled("logtrove.storage.derived._indexcore")
+IMPLEMENTATION = implementation(NATIVE)
 
 
 def new_pending(id_name: bytes, tag_name: bytes, indexed: dict[bytes, bytes]) -> Pending:
     """A :class:`Pending` for one block: compiled when available (see the module doc).
     ``indexed`` maps each indexed header name to its hash prefix ``h:<name>:``."""
     if NATIVE is not None:
-        return NATIVE(id_name, tag_name, indexed)
+        pending: Pending = NATIVE.Pending(id_name, tag_name, indexed)
+        return pending
     return PyPending(id_name, tag_name, indexed)

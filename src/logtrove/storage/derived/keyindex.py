@@ -46,7 +46,7 @@ from collections.abc import Callable
 
 import xxhash
 
-from logtrove.native import native
+from logtrove.native import compiled, implementation
 from logtrove.storage.derived.blockfile import Block
 
 KIND = ord("K")
@@ -300,17 +300,19 @@ def _pread_all(fd: int, length: int, position: int) -> bytes:
     return data
 
 
-chain: Callable[[int, int, int, int, int, int], list[int]] = (
-    native("logtrove.storage.derived._indexcore", "chain") or py_chain
-)
+# The probes are compiled in ``_indexcore`` beside the indexer's ``Pending``
+# (:mod:`.blockentries`): both modules take all of it or none (:mod:`logtrove.native`).
+NATIVE = compiled("logtrove.storage.derived._indexcore")
+IMPLEMENTATION = implementation(NATIVE)
+chain: Callable[[int, int, int, int, int, int], list[int]] = NATIVE.chain if NATIVE is not None else py_chain
 chain_from: Callable[[int, int, int, int, int, int], list[int]] = (
-    native("logtrove.storage.derived._indexcore", "chain_from") or py_chain_from
+    NATIVE.chain_from if NATIVE is not None else py_chain_from
 )
 probe_tables: Callable[[int, tuple[Probe, ...], int, int], list[list[int]]] = (
-    native("logtrove.storage.derived._indexcore", "probe_tables") or py_probe_tables
+    NATIVE.probe_tables if NATIVE is not None else py_probe_tables
 )
 tables_candidates: Callable[[tuple[bytes, ...], int, int], list[int]] = (
-    native("logtrove.storage.derived._indexcore", "tables_candidates") or py_tables_candidates
+    NATIVE.tables_candidates if NATIVE is not None else py_tables_candidates
 )
 
 
