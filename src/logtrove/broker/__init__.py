@@ -9,7 +9,8 @@ One module per API family:
 * :mod:`.fetch`: Fetch (long polls; record bytes sent as they lie in the segment)
 * :mod:`.offsets`: ListOffsets, DeleteRecords
 * :mod:`.groups_api`: FindCoordinator and the group APIs, over :mod:`logtrove.groups`
-* :mod:`.configs`: DescribeConfigs, IncrementalAlterConfigs
+* :mod:`.configs_api`: DescribeConfigs, AlterConfigs, IncrementalAlterConfigs (the
+  broker's own settings are :class:`BrokerConfig`, :mod:`.config`)
 * :mod:`.apis`: ApiVersions and the table of what is served
 * :mod:`.listeners`: listeners (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) and TLS
 * :mod:`.sasl_api`: SaslHandshake, SaslAuthenticate, over the session states and

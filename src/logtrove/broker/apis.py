@@ -21,7 +21,7 @@ from kio.schema.index import api_key_map, schema_name_map
 from logtrove.broker import (
     acls_api,
     cluster,
-    configs,
+    configs_api,
     consumer_groups_api,
     fetch,
     groups_api,
@@ -74,7 +74,7 @@ HANDLER_MODULES = (
     sasl_api,
     txn_api,
     acls_api,
-    configs,
+    configs_api,
     cluster,
     users_api,
     consumer_groups_api,
