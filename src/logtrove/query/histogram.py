@@ -25,6 +25,11 @@ the log to the finest:
    and offset delta (:func:`~logtrove.records.pick.count_times`, compiled). A batch it
    refuses is read row by row as the range search reads it (up to the first damaged
    record).
+5. the smallest record timestamp of each batch read is kept per segment file (path,
+   inode; :data:`_LOW_SEGMENTS` files, :data:`_LOWS_PER_SEGMENT` batches each), so
+   the next histogram counts that batch whole from its header when ``[its smallest,
+   its largest]`` lies within one of its buckets: with timestamps in order, a repeated
+   or zoomed histogram reads only the batches that straddle its edges.
 
 With timestamps in order, a block straddles at most the edges its time span crosses, so
 the work is the batches near the edges; with timestamps out of order it is the batches
@@ -45,10 +50,13 @@ from __future__ import annotations
 
 import bisect
 import logging
+import threading
 import time
 from array import array
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from logtrove.query.errors import InvalidQueryError, QueryError
 from logtrove.query.tail import append_time, tail_bounds
@@ -62,6 +70,41 @@ _log = logging.getLogger(__name__)
 
 _CHECK_EVERY = 256
 """Batches walked between two looks at the deadline."""
+
+_LOW_SEGMENTS = 256
+"""Segment files whose batches' smallest timestamps are kept (least recently used go)."""
+_LOWS_PER_SEGMENT = 1 << 18
+"""Most batches kept per segment file."""
+
+
+class _BatchKey(NamedTuple):
+    """A batch, as a segment file holds it: a file truncated and written again does not
+    give another batch's bound (its CRC covers its records)."""
+
+    position: int
+    base_offset: int
+    crc: int
+
+
+_lows: OrderedDict[tuple[str, int], dict[_BatchKey, int]] = OrderedDict()
+_lows_lock = threading.Lock()
+
+
+def _batch_lows(seg: Segment) -> dict[_BatchKey, int]:
+    """The smallest record timestamp of each batch of ``seg`` read so far, kept per
+    segment file (path, inode): a batch read for one histogram is counted whole from its
+    header by the next, when its bounds lie within one bucket."""
+    key = (str(seg.log_path), seg.inode)
+    with _lows_lock:
+        found = _lows.get(key)
+        if found is None:
+            found = _lows[key] = {}
+            while len(_lows) > _LOW_SEGMENTS:
+                _lows.popitem(last=False)
+        else:
+            _lows.move_to_end(key)
+        return found
+
 
 MAX_BUCKETS = 2000
 """Most buckets one histogram may have: each edge costs a lookup per partition."""
@@ -287,6 +330,7 @@ class _Counter:
         self.work = work
         self.deadline = deadline
         self.walked = 0
+        self.lows: dict[_BatchKey, int] = {}
 
     def bucket(self, timestamp: int) -> int:
         """The bucket of ``timestamp``, which lies in ``[first, last)``."""
@@ -349,7 +393,8 @@ class _Counter:
     def count_batches(self, seg: Segment, a: int, b: int, low: int | None) -> None:
         """Count the batches of ``[a, b)``, whose records are stamped ``low`` or later
         (``None``: not known)."""
-        for _, header, buf, rel in seg.spans(a, b):
+        self.lows = _batch_lows(seg)
+        for position, header, buf, rel in seg.spans(a, b):
             self.walked += 1
             if self.walked % _CHECK_EVERY == 0:
                 self.check_deadline()
@@ -360,29 +405,35 @@ class _Counter:
             if high < self.first or (low is not None and low >= self.last):
                 continue
             floor = appended if appended is not None else low
+            learned = self.lows.get(_BatchKey(position, header.base_offset, header.crc))
+            if learned is not None:
+                floor = learned if floor is None else max(floor, learned)
             k = None if floor is None else self.one_bucket(floor, high)
             if k is not None and header.base_offset >= self.start:
                 self.counts[k] += header.record_count
                 self.work.counted += 1
                 continue
             self.work.scanned += 1
-            self.count_records(seg, header, buf, rel, appended)
+            lowest = self.count_records(seg, header, buf, rel, appended)
+            if lowest is not None and len(self.lows) < _LOWS_PER_SEGMENT:
+                self.lows[_BatchKey(position, header.base_offset, header.crc)] = lowest
 
     def count_records(
         self, seg: Segment, header: BatchHeader, buf: bytes, rel: int, appended: int | None
-    ) -> None:
-        """Count one batch's records by their timestamps, as the range search reads them."""
+    ) -> int | None:
+        """Count one batch's records by their timestamps, as the range search reads them;
+        returns the batch's smallest record timestamp when the compiled framing read it."""
         try:
             payload = batch_payload(buf, header, rel)
         except RecordsError as exc:
             _log.warning("%s: batch at offset %d not counted: %s", seg.log_path.name, header.base_offset, exc)
-            return
+            return None
         if appended is None:
             try:
                 count_times(
                     payload, header.base_timestamp, header.base_offset, self.start, self.packed, self.decoded
                 )
-                return
+                return time_bounds(payload, header.base_timestamp)[0]
             except ValueError:
                 pass  # refused: the row-wise reader answers
         try:
@@ -393,3 +444,4 @@ class _Counter:
                     self.decoded[self.bucket(ts)] += 1
         except RecordsError as exc:
             _log.warning("%s: batch at offset %d not counted: %s", seg.log_path.name, header.base_offset, exc)
+        return None
