@@ -8,6 +8,12 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DATA   ?= ./data
 LISTEN ?= 127.0.0.1:9092
+# pytest-xdist workers of the test targets: `make test TEST_WORKERS=2` runs the suite on
+# two workers with --dist loadgroup (the tests of one xdist_group, those using the Spark
+# session or Apache Kafka, see tests/conftest.py, share a worker; the others are handed out
+# one by one). 0, the default, runs it in one process.
+TEST_WORKERS ?= 0
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
 
 .PHONY: install kafka-deps run test test-fast test-slow lint typecheck bench bench-quick clean
 
@@ -31,13 +37,13 @@ run: install
 	$(BIN)/logtrove serve --data $(DATA) --listen $(LISTEN)
 
 test: install kafka-deps lint typecheck
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL)
 
 test-fast: install kafka-deps
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) -m "not slow"
 
 test-slow: install kafka-deps
-	$(BIN)/python -m pytest -q -m slow
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) -m slow
 
 lint: install
 	$(BIN)/ruff check src tests bench

@@ -1,6 +1,9 @@
 """One SparkSession for every Spark test (starting one costs 5-13 s on this machine),
 with the settings of REFERENCE.md: loopback only, no UI, two shuffle partitions, a JVM
-tuned for short runs, and logs at error level."""
+tuned for short runs, and logs at error level.
+
+Under parallel workers every test that uses the session runs on one worker (see
+``tests/conftest.py``), so one JVM (about 1 GB) starts, not one per worker."""
 
 from __future__ import annotations
 
