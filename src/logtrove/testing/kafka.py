@@ -219,5 +219,10 @@ class KafkaCluster:
 
 
 def _kafka_uuid() -> str:
-    """A random cluster id in Kafka's spelling: 16 bytes, URL-safe base64, no padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A random cluster id in Kafka's spelling: 16 bytes, URL-safe base64, no padding, and
+    (as Kafka's own ``Uuid.randomUuid``) never starting with ``-``, which ``kafka-storage
+    format -t`` would read as an option (one id in 64 did)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
