@@ -13,10 +13,11 @@ import pytest
 from tests.cleaner.helpers import open_compacted
 from tests.cleaner.txn_workload import RETENTION_MS, Writer, workload
 
+from logtrove.records import marker_type
 from logtrove.storage import PartitionLog
 from logtrove.storage.cleaner import clean_partition
 from logtrove.storage.txnindex import read_txn_index
-from logtrove.storage.txnview import _Cache, marker_kind
+from logtrove.storage.txnview import _Cache
 from logtrove.testing import FakeClock
 from logtrove.txn import TxnIndexes
 from logtrove.txn.partition import load
@@ -29,7 +30,7 @@ def committed_latest(log: PartitionLog) -> dict[bytes, tuple[int, bytes | None]]
     visible: list[tuple[int, bytes, bytes | None]] = []
     for header, data in log.batches(0):
         if header.is_control:
-            kind = marker_kind(data, header)
+            kind = marker_type(data, header)
             if kind is not None and header.producer_id in pending:
                 batch = pending.pop(header.producer_id)
                 if kind == 1:
@@ -98,7 +99,7 @@ def _aborted_data_batches(log: PartitionLog) -> list[int]:
     out: list[int] = []
     for header, data in log.batches(0):
         if header.is_control:
-            kind = marker_kind(data, header)
+            kind = marker_type(data, header)
             batch = pending.pop(header.producer_id, [])
             if kind == 0:
                 out.extend(batch)

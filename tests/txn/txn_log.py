@@ -7,12 +7,11 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from logtrove.records import NewRecord, build_batch
+from logtrove.records import NewRecord, build_batch, marker_type
 from logtrove.storage import PartitionLog
 from logtrove.storage.txnindex import (
     AbortedTxn,
 )
-from logtrove.storage.txnview import marker_kind
 from logtrove.txn import MarkerType, TxnIndexes, marker_batch
 from logtrove.txn.partition import scan
 
@@ -78,7 +77,7 @@ def brute_force_visible(log: PartitionLog) -> list[int]:
     for header, data in log.batches(0):
         offsets = list(range(header.base_offset, header.next_offset))
         if header.is_control:
-            kind = marker_kind(data, header)
+            kind = marker_type(data, header)
             if kind is not None:
                 batch = pending.pop(header.producer_id, [])
                 if kind == 1:
@@ -107,7 +106,7 @@ def consumed(log: PartitionLog, aborted: list[AbortedTxn], start: int, end: int)
         while pending and pending[0].first_offset <= header.last_offset:
             skipping.add(pending.pop(0).producer_id)
         if header.is_control:
-            if marker_kind(data, header) == 0:
+            if marker_type(data, header) == 0:
                 skipping.discard(header.producer_id)
         elif not (header.is_transactional and header.producer_id in skipping):
             kept.extend(range(header.base_offset, min(header.next_offset, end)))
@@ -129,7 +128,7 @@ def check_ranges(
     lso = txns.last_stable_offset(log.log_end_offset)
     every = scan(log).aborted  # a walk of every header: what the files must add up to
     aborts = {
-        h.base_offset: h.producer_id for h, d in log.batches(0) if h.is_control and marker_kind(d, h) == 0
+        h.base_offset: h.producer_id for h, d in log.batches(0) if h.is_control and marker_type(d, h) == 0
     }
     visible = brute_force_visible(log)
     bases = [b for b in batch_bases(log) if b < lso]

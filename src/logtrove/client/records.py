@@ -21,18 +21,18 @@ from logtrove.groups.tags import TagFetch
 from logtrove.records import (
     BatchHeader,
     Compression,
+    MarkerType,
     NewRecord,
     Record,
     RecordsError,
     build_batch,
     iter_records,
+    marker_type,
     whole_batches,
 )
-from logtrove.storage.txnview import marker_kind
 from logtrove.wire import READ_COMMITTED, READ_UNCOMMITTED, ApiKey, fetch_body, produce_body
 
 FETCH_WAIT_MS = 100
-_ABORT = 0  # a transaction marker's type (1 is COMMIT)
 
 
 @dataclass
@@ -59,7 +59,7 @@ class AbortedFilter:
             while self.aborted and self.aborted[-1][0] <= header.last_offset:
                 self._aborting.add(self.aborted.pop()[1])
             if header.is_control:
-                if marker_kind(batch, header) == _ABORT:
+                if marker_type(batch, header) == MarkerType.ABORT:
                     self._aborting.discard(pid)  # its ABORT marker ends the aborted transaction
             elif header.is_transactional and pid in self._aborting:
                 return False

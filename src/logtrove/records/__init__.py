@@ -35,6 +35,7 @@ from logtrove.records.errors import (
     RecordsError,
     UnsupportedCompressionError,
 )
+from logtrove.records.markers import MarkerType, marker_batch, marker_type
 from logtrove.records.record import Headers, NewRecord, Record, count_records, iter_keys, iter_records
 from logtrove.records.split import Split, whole_batches
 
@@ -51,6 +52,7 @@ __all__ = [
     "InvalidLengthError",
     "InvalidMagicError",
     "InvalidRecordCountError",
+    "MarkerType",
     "NewRecord",
     "OffsetOverflowError",
     "Record",
@@ -62,6 +64,8 @@ __all__ = [
     "count_records",
     "iter_keys",
     "iter_records",
+    "marker_batch",
+    "marker_type",
     "peek_batch_size",
     "read_header",
     "recompress_batch",

@@ -33,12 +33,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from logtrove.clock import ascii_int
-from logtrove.records import BatchHeader, RecordsError, iter_records
+from logtrove.records import BatchHeader, MarkerType, marker_type
 from logtrove.storage.segment import Segment
 from logtrove.storage.txnindex import (
     SNAPSHOT_SUFFIX,
@@ -50,24 +49,6 @@ from logtrove.storage.txnindex import (
 )
 
 log = logging.getLogger("logtrove.storage")
-
-_MARKER_KEY = struct.Struct(">hh")  # version, type
-ABORT, COMMIT = 0, 1
-
-
-def marker_kind(batch: bytes, header: BatchHeader) -> int | None:
-    """0 (ABORT) or 1 (COMMIT) for a transaction marker batch, ``None`` for any other
-    control batch (Kafka ignores control records it does not know)."""
-    try:
-        for record in iter_records(batch, 0, header):
-            key = record.key
-            if key is None or len(key) < _MARKER_KEY.size:
-                return None
-            version, kind = _MARKER_KEY.unpack_from(key, 0)
-            return kind if version == 0 and kind in (ABORT, COMMIT) else None
-    except RecordsError:
-        return None
-    return None
 
 
 @dataclass
@@ -95,8 +76,12 @@ class TxnTracker:
         if not header.is_control:
             self.on_data(header.producer_id, header.base_offset)
             return None
-        kind = marker_kind(seg.read(position, header.size), header)
-        return None if kind is None else self.on_marker(header.producer_id, kind == ABORT, header.base_offset)
+        kind = marker_type(seg.read(position, header.size), header)
+        return (
+            None
+            if kind is None
+            else self.on_marker(header.producer_id, kind == MarkerType.ABORT, header.base_offset)
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ the outcome of every transaction from the log, as Kafka's consumer does from the
 * a **transactional data batch** of producer ``P`` belongs to ``P``'s transaction that
   began with ``P``'s first transactional batch after its previous marker and ends at
   ``P``'s next marker (a control batch whose one record's key is ``(version 0, type)``,
-  0 = ABORT, 1 = COMMIT; see :mod:`logtrove.txn.markers`);
+  0 = ABORT, 1 = COMMIT; see :mod:`logtrove.records.markers`);
 * an ABORT marker hides that transaction's batches; a COMMIT shows them;
 * a transaction without a marker yet is **open**: the last stable offset (LSO) is the
   first offset of the earliest open transaction (the log end when none is open), and a
@@ -40,13 +40,13 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from logtrove.records import HEADER_SIZE, BatchHeader, RecordsError, read_header
+from logtrove.records import HEADER_SIZE, BatchHeader, MarkerType, RecordsError, marker_type, read_header
 from logtrove.records.batch import MIN_BATCH_LENGTH
 from logtrove.storage.log import PartitionLog
 from logtrove.storage.segment import Segment
-from logtrove.storage.txnload import ABORT, marker_kind, start_state
+from logtrove.storage.txnload import start_state
 
-__all__ = ["MAX_PARTITIONS", "CommittedView", "committed_view", "marker_kind"]
+__all__ = ["MAX_PARTITIONS", "CommittedView", "committed_view"]
 
 MAX_PARTITIONS = 1024
 
@@ -166,14 +166,14 @@ class _Walk:
             else:
                 ranges.append([header.base_offset, header.last_offset])
             return
-        kind = marker_kind(data, header)
+        kind = marker_type(data, header)
         if kind is None:
             return
         ranges = self.open.pop(pid, [])
         carried = self.carried.pop(pid, None)
-        if kind == ABORT and ranges:
+        if kind == MarkerType.ABORT and ranges:
             self._add_ranges(ranges)
-        if kind == ABORT and carried is not None:
+        if kind == MarkerType.ABORT and carried is not None:
             self._add_spans(segments, [(pid, carried, self.walk_start)])
 
     def _add_spans(self, segments: list[Segment], spans: list[tuple[int, int, int]]) -> None:

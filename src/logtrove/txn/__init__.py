@@ -5,8 +5,8 @@ Public API: :class:`TransactionCoordinator`, :class:`TxnIndexes` / :class:`Parti
 (last stable offset, aborted transactions), :class:`TxnState`.
 """
 
+from logtrove.records import MarkerType, marker_batch, marker_type
 from logtrove.txn.coordinator import DEFAULT_MAX_TIMEOUT_MS, TransactionCoordinator
-from logtrove.txn.markers import MarkerType, marker_batch, marker_type
 from logtrove.txn.partition import AbortedTxn, PartitionTxns, TxnIndexes
 from logtrove.txn.state import StateFileError, TransactionMetadata, TxnState
 

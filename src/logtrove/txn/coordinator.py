@@ -2,7 +2,7 @@
 
 It owns every transactional ID (FindCoordinator answers this broker for all of them),
 hands out producer IDs and epochs, records which partitions and groups a transaction
-touches, and ends transactions by writing markers (:mod:`logtrove.txn.markers`) to every
+touches, and ends transactions by writing markers (:mod:`logtrove.records.markers`) to every
 partition of the transaction; a commit also applies the transaction's group offsets.
 
 Fencing: each InitProducerId bumps the ID's epoch, so a request (or produced batch) of
@@ -46,6 +46,7 @@ from kio.schema.errors import ErrorCode
 
 from logtrove.clock import Clock
 from logtrove.groups import CommittedOffset, OffsetStore
+from logtrove.records import MarkerType, marker_batch
 from logtrove.storage import (
     InvalidTopicError,
     Storage,
@@ -54,7 +55,6 @@ from logtrove.storage import (
     UnknownTopicError,
     UnsafePartitionError,
 )
-from logtrove.txn.markers import MarkerType, marker_batch
 from logtrove.txn.partition import TxnIndexes
 from logtrove.txn.state import TransactionMetadata, TxnState, TxnStateFile
 

@@ -49,6 +49,7 @@ import os
 import weakref
 from dataclasses import dataclass, field
 
+from logtrove.records import MarkerType, marker_type
 from logtrove.storage import PartitionLog, StorageError
 from logtrove.storage.segment import Segment
 from logtrove.storage.txnindex import (
@@ -61,7 +62,6 @@ from logtrove.storage.txnindex import (
 )
 from logtrove.storage.txnload import TxnTracker
 from logtrove.storage.txnload import load as load_files
-from logtrove.txn.markers import MarkerType, marker_type
 
 log = logging.getLogger("logtrove.txn")
 

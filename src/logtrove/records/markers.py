@@ -14,7 +14,10 @@ whose key and value are Kafka's ``EndTransactionMarker``::
           └─────────────┴──────────────────────────┘
 
 Consumers skip control batches; a read_committed consumer uses the ABORT markers (with
-the aborted-transaction list of the Fetch response) to drop the aborted batches.
+the aborted-transaction list of the Fetch response) to drop the aborted batches. The
+format is read here and nowhere else: the transaction coordinator writes markers with
+:func:`marker_batch`, and storage's transaction state, the committed view, the cleaner
+and the clients read them with :func:`marker_type`.
 """
 
 from __future__ import annotations
@@ -22,7 +25,10 @@ from __future__ import annotations
 import enum
 import struct
 
-from logtrove.records import BatchHeader, NewRecord, RecordsError, build_batch, iter_records
+from logtrove.records.batch import BatchHeader
+from logtrove.records.builder import build_batch
+from logtrove.records.errors import RecordsError
+from logtrove.records.record import NewRecord, iter_records
 
 _KEY = struct.Struct(">hh")  # version, type
 _VALUE = struct.Struct(">hi")  # version, coordinator epoch
