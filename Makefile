@@ -8,12 +8,13 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DATA   ?= ./data
 LISTEN ?= 127.0.0.1:9092
-# pytest-xdist workers of the test targets: two (one per core of the project's machines),
-# with --dist loadgroup (the tests of one xdist_group, those using the Spark session or
-# Apache Kafka, see tests/conftest.py, share a worker; the others are handed out one by
-# one). Most of a test's time is spent waiting on brokers, clients and JVMs, so two workers
-# nearly halve the run. `make test TEST_WORKERS=0` runs it in one process.
-TEST_WORKERS ?= 2
+# pytest-xdist workers of the test targets, with --dist loadgroup (the tests of one
+# xdist_group, those using the Spark session or Apache Kafka, see tests/conftest.py, share
+# a worker; the others are handed out one by one). Three on the project's two cores: most
+# of a test's time is spent waiting on brokers, clients and JVMs (one process at a time
+# used 42 % of one core), so a third worker fills the waits. `make test TEST_WORKERS=0`
+# runs it in one process.
+TEST_WORKERS ?= 3
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
 
 .PHONY: install kafka-deps run test test-fast test-slow lint typecheck bench bench-quick clean
